@@ -1,0 +1,170 @@
+"""Emulated device memory: one flat arena in host RAM, addressed by the device pointers handed to clients.
+
+The arena is a single anonymous mapping reserved with MAP_NORESERVE, so an 80 GiB device costs only the
+pages a session touches. Device addresses are `base + offset`; `base` sits in a part of the 47-bit user
+address space that host mappings rarely use, so pointers never look like the application's own.
+Every access is bounds-checked against live allocations: a copy or a kernel access that leaves an
+allocation is an error, never a silent overrun.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpushim.cuda_errors import CudaError, Err
+
+MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux value; Python's mmap lacks the name
+ALLOC_ALIGNMENT = 512  # cudaMalloc returns 512-byte aligned pointers on current GPUs
+ARENA_BASE = 0x3000_0000_0000  # 48 TiB; each device gets its own 1 TiB window above it
+DEVICE_WINDOW = 0x0100_0000_0000
+
+
+@dataclass
+class Allocation:
+    addr: int
+    size: int  # what the client asked for; bounds checks use this, not the rounded size
+    reserved: int  # size rounded up to the alignment, what the allocator holds
+    kind: str = "device"  # device | pitched | symbol
+
+
+class DeviceMemory:
+    """The memory of one emulated device inside one session's worker."""
+
+    def __init__(self, capacity: int, base: int = ARENA_BASE) -> None:
+        self.base = base
+        self.capacity = capacity
+        self._map = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
+        self.arena = np.frombuffer(self._map, dtype=np.uint8)
+        self._starts: list[int] = []  # sorted allocation addresses
+        self._allocs: dict[int, Allocation] = {}
+        self._free: list[tuple[int, int]] = [(0, capacity)]  # sorted (offset, size) holes
+        self.used = 0
+
+    # -- allocation -------------------------------------------------------------------------------------
+    def alloc(self, size: int, kind: str = "device") -> int:
+        if size < 0:
+            raise CudaError(Err.INVALID_VALUE, f"negative allocation size {size}")
+        reserved = max(ALLOC_ALIGNMENT, -(-size // ALLOC_ALIGNMENT) * ALLOC_ALIGNMENT)
+        for i, (off, hole) in enumerate(self._free):
+            if hole >= reserved:
+                if hole == reserved:
+                    del self._free[i]
+                else:
+                    self._free[i] = (off + reserved, hole - reserved)
+                addr = self.base + off
+                bisect.insort(self._starts, addr)
+                self._allocs[addr] = Allocation(addr, size, reserved, kind)
+                self.used += reserved
+                return addr
+        raise CudaError(
+            Err.MEMORY_ALLOCATION, f"out of device memory: {size} bytes requested, {self.free_bytes} free"
+        )
+
+    def free(self, addr: int) -> Allocation:
+        a = self._allocs.pop(addr, None)
+        if a is None:
+            raise CudaError(Err.INVALID_VALUE, f"{addr:#x} is not the start of a live device allocation")
+        del self._starts[bisect.bisect_left(self._starts, addr)]
+        off = addr - self.base
+        # Give the pages back to the host; the range reads as zeros if reused, as fresh cudaMalloc may.
+        page = mmap.PAGESIZE
+        lo, hi = -(-off // page) * page, (off + a.reserved) // page * page
+        if hi > lo:
+            self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        self._release(off, a.reserved)
+        self.used -= a.reserved
+        return a
+
+    def _release(self, off: int, size: int) -> None:
+        i = bisect.bisect_left(self._free, (off, 0))
+        self._free.insert(i, (off, size))
+        # coalesce with the next and the previous hole
+        if i + 1 < len(self._free) and off + size == self._free[i + 1][0]:
+            self._free[i] = (off, size + self._free[i + 1][1])
+            del self._free[i + 1]
+        if i > 0 and self._free[i - 1][0] + self._free[i - 1][1] == off:
+            self._free[i - 1] = (self._free[i - 1][0], self._free[i - 1][1] + self._free[i][1])
+            del self._free[i]
+
+    @property
+    def free_bytes(self) -> int:
+        return self.capacity - self.used
+
+    def allocations(self) -> list[Allocation]:
+        return [self._allocs[a] for a in self._starts]
+
+    # -- lookup and checks --------------------------------------------------------------------------------
+    def owns(self, addr: int) -> bool:
+        """True when addr lies inside this device's window (allocated or not)."""
+        return self.base <= addr < self.base + self.capacity
+
+    def find(self, addr: int) -> Allocation | None:
+        """The live allocation containing addr, if any."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i < 0:
+            return None
+        a = self._allocs[self._starts[i]]
+        return a if addr < a.addr + max(a.size, 1) else None
+
+    def check_range(self, addr: int, nbytes: int, what: str = "access") -> int:
+        """Offset into the arena of [addr, addr+nbytes) when that lies inside one live allocation."""
+        a = self.find(addr)
+        if a is None:
+            raise CudaError(Err.INVALID_VALUE, f"{what}: {addr:#x} is not inside a device allocation")
+        if addr + nbytes > a.addr + a.size:
+            raise CudaError(
+                Err.INVALID_VALUE,
+                f"{what}: {nbytes} bytes at {addr:#x} run {addr + nbytes - a.addr - a.size} bytes past the "
+                f"end of the {a.size}-byte allocation at {a.addr:#x}",
+            )
+        return addr - self.base
+
+    def check_addresses(self, addrs: np.ndarray, nbytes: int, what: str = "kernel access") -> np.ndarray:
+        """Vectorised check for kernels: arena offsets of every address, each [a, a+nbytes) inside a live
+        allocation; raises CudaError(ILLEGAL_ADDRESS) naming the first offender otherwise."""
+        addrs = np.asarray(addrs, dtype=np.uint64)
+        if addrs.size == 0:
+            return addrs.astype(np.int64)
+        starts = np.asarray(self._starts, dtype=np.uint64)
+        if starts.size == 0:
+            self._illegal(addrs, np.ones(addrs.shape, bool), nbytes, what)
+        idx = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
+        ok = idx >= 0
+        safe = np.where(ok, idx, 0)
+        ends = np.asarray([self._allocs[s].addr + self._allocs[s].size for s in self._starts], dtype=np.uint64)
+        ok &= addrs + np.uint64(nbytes) <= ends[safe]
+        if not ok.all():
+            self._illegal(addrs, ~ok, nbytes, what)
+        return (addrs - np.uint64(self.base)).astype(np.int64)
+
+    @staticmethod
+    def _illegal(addrs: np.ndarray, bad: np.ndarray, nbytes: int, what: str) -> None:
+        first = int(addrs[np.argmax(bad)])
+        raise CudaError(Err.ILLEGAL_ADDRESS, f"{what}: {nbytes} bytes at {first:#x} are outside every allocation")
+
+    # -- data ---------------------------------------------------------------------------------------------
+    def read(self, addr: int, nbytes: int) -> memoryview:
+        off = self.check_range(addr, nbytes, "read")
+        return memoryview(self._map)[off : off + nbytes]
+
+    def write(self, addr: int, data: bytes | memoryview) -> None:
+        n = len(data)
+        off = self.check_range(addr, n, "write")
+        self._map[off : off + n] = data
+
+    def fill(self, addr: int, value: int, nbytes: int) -> None:
+        off = self.check_range(addr, nbytes, "memset")
+        self.arena[off : off + nbytes] = value & 0xFF
+
+    def view(self, addr: int, nbytes: int) -> np.ndarray:
+        """A writable uint8 view of a checked range (no copy)."""
+        off = self.check_range(addr, nbytes)
+        return self.arena[off : off + nbytes]
+
+    def close(self) -> None:
+        self.arena = np.empty(0, np.uint8)
+        self._map.close()
