@@ -90,7 +90,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         console.print(f"{report['path']}: no CUDA fat binaries")
         return
     table = Table(title=f"device code in {report['path']}")
-    for col in ("fatbin", "kind", "arch", "version", "compression", "stored", "size", "kernels"):
+    for col in ("fatbin", "kind", "arch", "version", "codec", "stored", "size", "kernels"):
         right = col in ("stored", "size", "kernels")
         table.add_column(col, justify="right" if right else "left", no_wrap=True, min_width=len(col))
     for fb in report["fatbins"]:
