@@ -1,0 +1,49 @@
+# gpushim: `make` builds the shim and the test programs, `make test` runs the tests, `make demo` runs a
+# sample CUDA program through gpushim on the emulator.
+PYTHON ?= python3
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CC ?= cc
+CFLAGS ?= -O2 -g
+SHIM_CFLAGS = -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread $(CFLAGS)
+SHIM_SRC = $(wildcard shim/*.c shim/*.h)
+ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt)
+SHIM_LIB = gpushim/lib/libgpushim.so
+CUDA_LIB = $(dir $(NVCC))../lib64
+PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu))
+
+.PHONY: all shim programs test demo lint bench gpu-check clean install
+
+all: shim programs
+
+shim: $(SHIM_LIB)
+
+shim/gen/exports.c shim/gen/libgpushim.map: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) $(wildcard shim/api_*.c)
+	$(PYTHON) shim/generate.py
+
+$(SHIM_LIB): shim/gen/exports.c shim/gen/libgpushim.map $(SHIM_SRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(SHIM_CFLAGS) -shared -o $@ shim/gen/exports.c -Wl,--version-script=shim/gen/libgpushim.map \
+		-Wl,-z,defs -ldl
+	@! ldd $@ | grep -q libpython || (echo "libgpushim.so must not link libpython" && false)
+
+programs: $(PROGRAMS)
+
+# Test programs link libcudart dynamically (-cudart shared): a shim can only intercept those.
+tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
+
+install:
+	$(PYTHON) -m pip install -e .
+
+test: all
+	$(PYTHON) -m pytest -q tests
+
+demo: all
+	$(PYTHON) -m gpushim run -- tests/programs/bin/demo
+
+lint:
+	ruff check gpushim adapters tests bench shim/generate.py
+
+clean:
+	rm -rf shim/gen gpushim/lib tests/programs/bin build *.egg-info

@@ -1,0 +1,143 @@
+"""The wire protocol, defined once. The shim's C header shim/gen/ops.h is generated from this module
+(`python -m gpushim.protocol --c-header`), and a test checks the generated header and the C codec against it.
+
+Frames: a 4-byte little-endian length, then one msgpack array:
+
+    HELLO     [0, {proto, runtime, pid, program, devices, priority, token}]     client -> server, first frame
+    WELCOME   [0, {proto, session, error, message, driver, server}]            server -> client, answer to HELLO
+    CALL      [1, seq, op, [args...]]                                          client -> server, wants a REPLY
+    REPLY     [2, seq, error, [results...], stdout_bytes|nil, note|nil]       server -> client
+    POST      [3, seq, op, [args...]]                                          client -> server, no reply; an error
+                                                                               surfaces at the next synchronising call
+    FATAL     [4, seq, error, message]                                         server -> client, then the server
+                                                                               closes the session (malformed frame)
+    CALLBACK  [5, stream, callback_id]                                         server -> client: a stream reached a
+                                                                               host function; the client runs it and
+                                                                               POSTs CALLBACK_DONE
+    STATUS    [6, {}]                                                          anyone -> supervisor, first frame: the
+                                                                               answer is [6, {sessions...}]
+
+Bulk data (a bin) is always the last argument, so the shim can send it straight from the caller's buffer.
+`note` in a REPLY is a reason a person can act on; the shim prints it once per operation.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+PROTOCOL_VERSION = 1
+MAX_FRAME = 1 << 30  # a peer that announces a larger frame is malformed
+BULK_CHUNK = 16 << 20  # the shim splits larger copies into frames of at most this many data bytes
+
+HELLO, CALL, REPLY, POST, FATAL, CALLBACK, STATUS = 0, 1, 2, 3, 4, 5, 6
+KINDS = {"HELLO": HELLO, "CALL": CALL, "REPLY": REPLY, "POST": POST, "FATAL": FATAL, "CALLBACK": CALLBACK, "STATUS": STATUS}
+
+# Stream handles on the wire: 0 is the legacy default stream. The shim maps cudaStreamLegacy to 0 and
+# cudaStreamPerThread / _ptsz calls to its thread's own stream. Server handles are never below this:
+HANDLE_BASE = 0x6000_0000
+
+
+@dataclass(frozen=True)
+class Op:
+    id: int
+    name: str
+    args: tuple[str, ...]
+    results: tuple[str, ...]
+    doc: str
+
+
+def _op(i: int, name: str, args: str, results: str, doc: str) -> Op:
+    return Op(i, name, tuple(args.split()), tuple(results.split()), doc)
+
+
+OPS: tuple[Op, ...] = (
+    # devices
+    _op(1, "DEVICE_COUNT", "", "count", "number of devices this session may use"),
+    _op(2, "DEVICE_PROPS", "dev", "props", "map of cudaDeviceProp field name -> value (the shim lays it out)"),
+    _op(3, "DEVICE_ATTR", "attr dev", "value", "cudaDeviceGetAttribute"),
+    _op(4, "DEVICE_SYNC", "dev", "", "wait for all work of this session on dev"),
+    _op(5, "DEVICE_RESET", "dev", "", "free everything this session holds on dev"),
+    _op(6, "DRIVER_VERSION", "", "version", "driver API version the client sees (adapted)"),
+    _op(7, "MEM_INFO", "dev", "free total", "cudaMemGetInfo"),
+    _op(8, "STREAM_PRIORITY_RANGE", "dev", "least greatest", "cudaDeviceGetStreamPriorityRange"),
+    _op(9, "DEVICE_PCI_BUS_ID", "dev", "bus_id", "cudaDeviceGetPCIBusId"),
+    _op(10, "DEVICE_BY_PCI_BUS_ID", "bus_id", "dev", "cudaDeviceGetByPCIBusId"),
+    _op(11, "CAN_ACCESS_PEER", "dev peer", "can", "cudaDeviceCanAccessPeer"),
+    _op(12, "SET_DEVICE_FLAGS", "dev flags", "", "cudaSetDeviceFlags"),
+    _op(13, "GET_DEVICE_FLAGS", "dev", "flags", "cudaGetDeviceFlags"),
+    # memory
+    _op(20, "MALLOC", "dev size", "ptr", "cudaMalloc"),
+    _op(21, "MALLOC_PITCH", "dev width height", "ptr pitch", "cudaMallocPitch"),
+    _op(22, "FREE", "ptr", "", "cudaFree"),
+    _op(23, "MEMCPY_H2D", "dst stream data", "", "host data to device memory, in stream order"),
+    _op(24, "MEMCPY_D2H", "src nbytes stream", "data", "device memory to the host"),
+    _op(25, "MEMCPY_D2D", "dst src nbytes stream", "", "device to device"),
+    _op(26, "MEMCPY2D_H2D", "dst dpitch width height stream data", "", "packed rows to pitched device memory"),
+    _op(27, "MEMCPY2D_D2H", "src spitch width height stream", "data", "pitched device memory to packed rows"),
+    _op(28, "MEMCPY2D_D2D", "dst dpitch src spitch width height stream", "", "pitched device to device"),
+    _op(29, "MEMSET", "dst value nbytes stream", "", "cudaMemset(Async)"),
+    _op(30, "MEMSET2D", "dst pitch value width height stream", "", "cudaMemset2D(Async)"),
+    _op(31, "POINTER_INFO", "ptr", "kind dev base size", "what the server knows of a pointer (kind 0: none, 2: device)"),
+    # streams
+    _op(40, "STREAM_CREATE", "dev flags priority", "stream", "cudaStreamCreateWithPriority"),
+    _op(41, "STREAM_DESTROY", "stream", "", "cudaStreamDestroy (pending work still completes)"),
+    _op(42, "STREAM_SYNC", "stream", "", "cudaStreamSynchronize"),
+    _op(43, "STREAM_QUERY", "stream", "", "cudaStreamQuery: error 600 while work is pending"),
+    _op(44, "STREAM_WAIT_EVENT", "stream event flags", "", "cudaStreamWaitEvent"),
+    _op(45, "STREAM_GET_PRIORITY", "stream", "priority", "cudaStreamGetPriority"),
+    _op(46, "STREAM_GET_FLAGS", "stream", "flags", "cudaStreamGetFlags"),
+    _op(47, "STREAM_HOST_FUNC", "stream callback_id", "", "run client callback_id when the stream reaches it"),
+    _op(48, "CALLBACK_DONE", "callback_id", "", "the client finished running a host function"),
+    # events
+    _op(50, "EVENT_CREATE", "dev flags", "event", "cudaEventCreateWithFlags"),
+    _op(51, "EVENT_RECORD", "event stream flags", "", "cudaEventRecord(WithFlags)"),
+    _op(52, "EVENT_SYNC", "event", "", "cudaEventSynchronize"),
+    _op(53, "EVENT_QUERY", "event", "", "cudaEventQuery: error 600 while pending"),
+    _op(54, "EVENT_ELAPSED", "start end", "ms", "cudaEventElapsedTime"),
+    _op(55, "EVENT_DESTROY", "event", "", "cudaEventDestroy"),
+    # modules and kernels
+    _op(60, "MODULE_QUERY", "hash", "known", "does the server hold the fatbin with this SHA-256"),
+    _op(61, "MODULE_LOAD", "hash fatbin", "", "upload a fatbin (the server checks the hash)"),
+    _op(62, "FUNC_INFO", "hash name", "params param_bytes attrs", "parameter layout [[offset,size],...] and "
+        "cudaFuncAttributes fields of a kernel"),
+    _op(63, "LAUNCH", "hash name grid block shared stream params", "", "launch a kernel with packed params"),
+    _op(64, "SYMBOL_INFO", "hash name", "ptr size", "device address and size of a module variable"),
+    _op(65, "FUNC_SET_ATTR", "hash name attr value", "", "cudaFuncSetAttribute"),
+    # session
+    _op(70, "SESSION_INFO", "", "info", "what this session holds (for tests and status)"),
+)
+
+OPS_BY_NAME = {op.name: op for op in OPS}
+OPS_BY_ID = {op.id: op for op in OPS}
+
+
+def c_header() -> str:
+    """The C view of this module: frame kinds, op ids and limits."""
+    lines = [
+        "/* Generated from gpushim/protocol.py by `python -m gpushim.protocol --c-header`. Do not edit. */",
+        "#ifndef GS_OPS_H",
+        "#define GS_OPS_H",
+        f"#define GS_PROTOCOL_VERSION {PROTOCOL_VERSION}",
+        f"#define GS_MAX_FRAME {MAX_FRAME}u",
+        f"#define GS_BULK_CHUNK {BULK_CHUNK}u",
+        f"#define GS_HANDLE_BASE {HANDLE_BASE:#x}u",
+    ]
+    lines += [f"#define GS_MSG_{name} {value}" for name, value in KINDS.items()]
+    lines.append("enum gs_op {")
+    lines += [f"    GS_OP_{op.name} = {op.id}, /* ({', '.join(op.args)}) -> ({', '.join(op.results)}) */" for op in OPS]
+    lines.append("};")
+    lines.append("static const char *const gs_op_names[] = {")
+    lines += [f'    [{op.id}] = "{op.name}",' for op in OPS]
+    lines.append("};")
+    lines.append(f"#define GS_OP_MAX {max(op.id for op in OPS)}")
+    lines.append("#endif")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--c-header"]:
+        sys.stdout.write(c_header())
+    else:
+        for op in OPS:
+            print(f"{op.id:3d} {op.name:24s} ({', '.join(op.args)}) -> ({', '.join(op.results)})  {op.doc}")

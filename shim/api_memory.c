@@ -1,0 +1,395 @@
+/* Memory: device allocations on the server, pinned host memory in the client, copies and memsets. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "gs_api.h"
+
+/* ---- allocation ---- */
+
+GS_IMPL cudaError_t gs_cudaMalloc(void **ptr, size_t size) {
+    if (!ptr) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    if (size == 0) { *ptr = NULL; return cudaSuccess; }
+    int dev = gs_thread()->device;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MALLOC, 2);
+    gs_w_int(c.w, dev);
+    gs_w_uint(c.w, size);
+    cudaError_t e = gs_call_run(&c);
+    if (!e) {
+        *ptr = (void *)(uintptr_t)gs_u64(&c);
+        gs_ranges_add((gs_range){(uintptr_t)*ptr, size, dev, cudaMemoryTypeDevice, 0, 0});
+    }
+    gs_call_end(&c);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
+    if (!ptr || !pitch) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    int dev = gs_thread()->device;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MALLOC_PITCH, 3);
+    gs_w_int(c.w, dev);
+    gs_w_uint(c.w, width);
+    gs_w_uint(c.w, height);
+    cudaError_t e = gs_call_run(&c);
+    if (!e) {
+        *ptr = (void *)(uintptr_t)gs_u64(&c);
+        *pitch = gs_u64(&c);
+        if (*ptr) gs_ranges_add((gs_range){(uintptr_t)*ptr, *pitch * height, dev, cudaMemoryTypeDevice, 0, 0});
+    }
+    gs_call_end(&c);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaFree(void *ptr) {
+    GS_ENTER();
+    if (!ptr) return cudaSuccess;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_FREE, 1);
+    gs_w_uint(c.w, (uintptr_t)ptr);
+    cudaError_t e = gs_call_run(&c);
+    gs_call_end(&c);
+    if (!e) gs_ranges_remove((uintptr_t)ptr, cudaMemoryTypeDevice, NULL);
+    return gs_ret(e);
+}
+
+/* Pinned host memory is the client's own: page-aligned anonymous memory, recorded so copies and
+ * cudaPointerGetAttributes know it. */
+static cudaError_t host_alloc(void **ptr, size_t size, unsigned flags) {
+    if (!ptr) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    if (size == 0) { *ptr = NULL; return cudaSuccess; }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { *ptr = NULL; return gs_ret(cudaErrorMemoryAllocation); }
+    gs_ranges_add((gs_range){(uintptr_t)p, size, gs_thread()->device, cudaMemoryTypeHost, flags, 1});
+    *ptr = p;
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaMallocHost(void **ptr, size_t size) { return host_alloc(ptr, size, 0); }
+GS_IMPL cudaError_t gs_cudaHostAlloc(void **ptr, size_t size, unsigned flags) {
+    if (flags & ~0x0fu) return gs_ret(cudaErrorInvalidValue);
+    return host_alloc(ptr, size, flags);
+}
+
+GS_IMPL cudaError_t gs_cudaFreeHost(void *ptr) {
+    GS_ENTER();
+    if (!ptr) return cudaSuccess;
+    gs_range r;
+    if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeHost || !r.owned || r.base != (uintptr_t)ptr)
+        return gs_ret(cudaErrorInvalidValue);
+    gs_ranges_remove(r.base, cudaMemoryTypeHost, NULL);
+    munmap(ptr, r.size);
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaHostRegister(void *ptr, size_t size, unsigned flags) {
+    if (!ptr || !size || (flags & ~0x0fu)) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    gs_range r;
+    if (gs_ranges_find((uintptr_t)ptr, &r) || gs_ranges_find((uintptr_t)ptr + size - 1, &r)) {
+        return gs_ret(r.kind == cudaMemoryTypeHost ? cudaErrorHostMemoryAlreadyRegistered : cudaErrorInvalidValue);
+    }
+    gs_ranges_add((gs_range){(uintptr_t)ptr, size, gs_thread()->device, cudaMemoryTypeHost, flags, 0});
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaHostUnregister(void *ptr) {
+    GS_ENTER();
+    gs_range r;
+    if (!ptr || !gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeHost || r.owned ||
+        r.base != (uintptr_t)ptr)
+        return gs_ret(cudaErrorHostMemoryNotRegistered);
+    gs_ranges_remove(r.base, cudaMemoryTypeHost, NULL);
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaHostGetDevicePointer(void **dptr, void *hptr, unsigned flags) {
+    if (!dptr || flags) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    gs_range r;
+    if (!gs_ranges_find((uintptr_t)hptr, &r) || r.kind != cudaMemoryTypeHost) return gs_ret(cudaErrorInvalidValue);
+    gs_warn_once("mapped", "mapped pinned memory is not reachable from kernels on a remote device yet");
+    *dptr = hptr; /* unified addressing: the same address */
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaHostGetFlags(unsigned *flags, void *hptr) {
+    if (!flags) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    gs_range r;
+    if (!gs_ranges_find((uintptr_t)hptr, &r) || r.kind != cudaMemoryTypeHost) return gs_ret(cudaErrorInvalidValue);
+    *flags = r.flags;
+    return cudaSuccess;
+}
+
+/* ---- copies ---- */
+
+static int is_device(const void *p) {
+    gs_range r;
+    return gs_ranges_find((uintptr_t)p, &r) && r.kind == cudaMemoryTypeDevice;
+}
+
+/* Resolves cudaMemcpyDefault by looking the pointers up (unified addressing). */
+static int resolve_kind(int kind, const void *dst, const void *src) {
+    if (kind != cudaMemcpyDefault) return kind;
+    int d = is_device(dst), s = is_device(src);
+    return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+}
+
+static cudaError_t h2d(uintptr_t dst, const void *src, size_t n, uint64_t stream) {
+    for (size_t off = 0; off < n;) {
+        size_t chunk = n - off < GS_BULK_CHUNK ? n - off : GS_BULK_CHUNK;
+        gs_call c;
+        gs_call_begin(&c, GS_OP_MEMCPY_H2D, 3);
+        gs_w_uint(c.w, dst + off);
+        gs_w_uint(c.w, stream);
+        c.bulk = (const char *)src + off;
+        c.bulk_len = chunk;
+        cudaError_t e = gs_call_run(&c);
+        gs_call_end(&c);
+        if (e) return e;
+        off += chunk;
+    }
+    return cudaSuccess;
+}
+
+static cudaError_t d2h(void *dst, uintptr_t src, size_t n, uint64_t stream) {
+    for (size_t off = 0; off < n;) {
+        size_t chunk = n - off < GS_BULK_CHUNK ? n - off : GS_BULK_CHUNK;
+        gs_call c;
+        gs_call_begin(&c, GS_OP_MEMCPY_D2H, 3);
+        gs_w_uint(c.w, src + off);
+        gs_w_uint(c.w, chunk);
+        gs_w_uint(c.w, stream);
+        cudaError_t e = gs_call_run(&c);
+        if (!e) {
+            const uint8_t *p;
+            uint32_t got;
+            if (!gs_r_bin(&c.r, &p, &got) || got != chunk) e = cudaErrorUnknown;
+            else memcpy((char *)dst + off, p, chunk);
+        }
+        gs_call_end(&c);
+        if (e) return e;
+        off += chunk;
+    }
+    return cudaSuccess;
+}
+
+static cudaError_t memcpy_any(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds) {
+    if (n == 0) return cudaSuccess;
+    if (!dst || !src) return gs_ret(cudaErrorInvalidValue);
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return gs_ret(cudaErrorInvalidMemcpyDirection);
+    GS_ENTER();
+    uint64_t stream;
+    cudaError_t e = gs_stream_handle(s, ptds, &stream);
+    if (e) return gs_ret(e);
+    switch (resolve_kind(kind, dst, src)) {
+    case cudaMemcpyHostToHost: memmove(dst, src, n); return cudaSuccess;
+    case cudaMemcpyHostToDevice: return gs_ret(h2d((uintptr_t)dst, src, n, stream));
+    case cudaMemcpyDeviceToHost: return gs_ret(d2h(dst, (uintptr_t)src, n, stream));
+    default: {
+        gs_call c;
+        gs_call_begin(&c, GS_OP_MEMCPY_D2D, 4);
+        gs_w_uint(c.w, (uintptr_t)dst);
+        gs_w_uint(c.w, (uintptr_t)src);
+        gs_w_uint(c.w, n);
+        gs_w_uint(c.w, stream);
+        return gs_run_simple(&c);
+    }
+    }
+}
+
+GS_IMPL cudaError_t gs_cudaMemcpy(void *d, const void *s, size_t n, int kind) { return memcpy_any(d, s, n, kind, NULL, 0); }
+GS_IMPL cudaError_t gs_cudaMemcpy_ptds(void *d, const void *s, size_t n, int kind) { return memcpy_any(d, s, n, kind, NULL, 1); }
+GS_IMPL cudaError_t gs_cudaMemcpyAsync(void *d, const void *s, size_t n, int kind, cudaStream_t st) {
+    return memcpy_any(d, s, n, kind, st, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyAsync_ptsz(void *d, const void *s, size_t n, int kind, cudaStream_t st) {
+    return memcpy_any(d, s, n, kind, st, 1);
+}
+
+/* 2D copies move packed rows on the wire: at most one chunk of rows per frame. */
+static cudaError_t memcpy2d_any(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                size_t height, int kind, cudaStream_t s, int ptds) {
+    if (width == 0 || height == 0) return cudaSuccess;
+    if (!dst || !src) return gs_ret(cudaErrorInvalidValue);
+    if (width > dpitch || width > spitch) return gs_ret(cudaErrorInvalidPitchValue);
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return gs_ret(cudaErrorInvalidMemcpyDirection);
+    GS_ENTER();
+    uint64_t stream;
+    cudaError_t e = gs_stream_handle(s, ptds, &stream);
+    if (e) return gs_ret(e);
+    kind = resolve_kind(kind, dst, src);
+    if (kind == cudaMemcpyHostToHost) {
+        for (size_t y = 0; y < height; y++) memmove((char *)dst + y * dpitch, (const char *)src + y * spitch, width);
+        return cudaSuccess;
+    }
+    if (kind == cudaMemcpyDeviceToDevice) {
+        gs_call c;
+        gs_call_begin(&c, GS_OP_MEMCPY2D_D2D, 7);
+        gs_w_uint(c.w, (uintptr_t)dst);
+        gs_w_uint(c.w, dpitch);
+        gs_w_uint(c.w, (uintptr_t)src);
+        gs_w_uint(c.w, spitch);
+        gs_w_uint(c.w, width);
+        gs_w_uint(c.w, height);
+        gs_w_uint(c.w, stream);
+        return gs_run_simple(&c);
+    }
+    size_t rows_per = GS_BULK_CHUNK / width ? GS_BULK_CHUNK / width : 1;
+    char *packed = NULL;
+    if ((kind == cudaMemcpyHostToDevice && spitch != width) || kind == cudaMemcpyDeviceToHost) {
+        packed = malloc(width * (rows_per < height ? rows_per : height));
+        if (!packed) return gs_ret(cudaErrorMemoryAllocation);
+    }
+    for (size_t y0 = 0; y0 < height && !e; y0 += rows_per) {
+        size_t rows = height - y0 < rows_per ? height - y0 : rows_per;
+        gs_call c;
+        if (kind == cudaMemcpyHostToDevice) {
+            const char *rowsrc = (const char *)src + y0 * spitch;
+            if (packed)
+                for (size_t y = 0; y < rows; y++) memcpy(packed + y * width, rowsrc + y * spitch, width);
+            gs_call_begin(&c, GS_OP_MEMCPY2D_H2D, 6);
+            gs_w_uint(c.w, (uintptr_t)dst + y0 * dpitch);
+            gs_w_uint(c.w, dpitch);
+            gs_w_uint(c.w, width);
+            gs_w_uint(c.w, rows);
+            gs_w_uint(c.w, stream);
+            c.bulk = packed ? packed : rowsrc;
+            c.bulk_len = width * rows;
+            e = gs_call_run(&c);
+        } else {
+            gs_call_begin(&c, GS_OP_MEMCPY2D_D2H, 5);
+            gs_w_uint(c.w, (uintptr_t)src + y0 * spitch);
+            gs_w_uint(c.w, spitch);
+            gs_w_uint(c.w, width);
+            gs_w_uint(c.w, rows);
+            gs_w_uint(c.w, stream);
+            e = gs_call_run(&c);
+            const uint8_t *p;
+            uint32_t got;
+            if (!e && (!gs_r_bin(&c.r, &p, &got) || got != width * rows)) e = cudaErrorUnknown;
+            for (size_t y = 0; !e && y < rows; y++) memcpy((char *)dst + (y0 + y) * dpitch, p + y * width, width);
+        }
+        gs_call_end(&c);
+    }
+    free(packed);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int k) {
+    return memcpy2d_any(d, dp, s, sp, w, h, k, NULL, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int k) {
+    return memcpy2d_any(d, dp, s, sp, w, h, k, NULL, 1);
+}
+GS_IMPL cudaError_t gs_cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int k,
+                                         cudaStream_t st) {
+    return memcpy2d_any(d, dp, s, sp, w, h, k, st, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
+                                              int k, cudaStream_t st) {
+    return memcpy2d_any(d, dp, s, sp, w, h, k, st, 1);
+}
+
+/* ---- memset ---- */
+
+static cudaError_t memset_any(void *dst, int value, size_t n, cudaStream_t s, int ptds) {
+    GS_ENTER();
+    if (n == 0) return cudaSuccess;
+    uint64_t stream;
+    cudaError_t e = gs_stream_handle(s, ptds, &stream);
+    if (e) return gs_ret(e);
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MEMSET, 4);
+    gs_w_uint(c.w, (uintptr_t)dst);
+    gs_w_int(c.w, value);
+    gs_w_uint(c.w, n);
+    gs_w_uint(c.w, stream);
+    return gs_run_simple(&c);
+}
+
+GS_IMPL cudaError_t gs_cudaMemset(void *d, int v, size_t n) { return memset_any(d, v, n, NULL, 0); }
+GS_IMPL cudaError_t gs_cudaMemset_ptds(void *d, int v, size_t n) { return memset_any(d, v, n, NULL, 1); }
+GS_IMPL cudaError_t gs_cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t s) { return memset_any(d, v, n, s, 0); }
+GS_IMPL cudaError_t gs_cudaMemsetAsync_ptsz(void *d, int v, size_t n, cudaStream_t s) {
+    return memset_any(d, v, n, s, 1);
+}
+
+static cudaError_t memset2d_any(void *dst, size_t pitch, int value, size_t w, size_t h, cudaStream_t s, int ptds) {
+    GS_ENTER();
+    if (w == 0 || h == 0) return cudaSuccess;
+    if (w > pitch) return gs_ret(cudaErrorInvalidValue);
+    uint64_t stream;
+    cudaError_t e = gs_stream_handle(s, ptds, &stream);
+    if (e) return gs_ret(e);
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MEMSET2D, 6);
+    gs_w_uint(c.w, (uintptr_t)dst);
+    gs_w_uint(c.w, pitch);
+    gs_w_int(c.w, value);
+    gs_w_uint(c.w, w);
+    gs_w_uint(c.w, h);
+    gs_w_uint(c.w, stream);
+    return gs_run_simple(&c);
+}
+
+GS_IMPL cudaError_t gs_cudaMemset2D(void *d, size_t p, int v, size_t w, size_t h) {
+    return memset2d_any(d, p, v, w, h, NULL, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemset2D_ptds(void *d, size_t p, int v, size_t w, size_t h) {
+    return memset2d_any(d, p, v, w, h, NULL, 1);
+}
+GS_IMPL cudaError_t gs_cudaMemset2DAsync(void *d, size_t p, int v, size_t w, size_t h, cudaStream_t s) {
+    return memset2d_any(d, p, v, w, h, s, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemset2DAsync_ptsz(void *d, size_t p, int v, size_t w, size_t h, cudaStream_t s) {
+    return memset2d_any(d, p, v, w, h, s, 1);
+}
+
+/* ---- pointer attributes ---- */
+
+static cudaError_t pointer_attributes(void *attr, const void *ptr, int major) {
+    if (!attr) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    const gs_layout *l = gs_layout_for("cudaPointerAttributes", major);
+    if (!l) return gs_ret(cudaErrorNotSupported);
+    memset(attr, 0, l->size);
+    gs_range r;
+    if (gs_ranges_find((uintptr_t)ptr, &r)) {
+        gs_set_field(attr, l, "type", (uint64_t)r.kind);
+        gs_set_field(attr, l, "device", (uint64_t)(int64_t)r.device);
+        gs_set_field(attr, l, "devicePointer", (uintptr_t)ptr);
+        gs_set_field(attr, l, "hostPointer", r.kind == cudaMemoryTypeHost ? (uintptr_t)ptr : 0);
+        return cudaSuccess;
+    }
+    /* Not the client's: the server may still know it (e.g. a module variable's address). */
+    gs_call c;
+    gs_call_begin(&c, GS_OP_POINTER_INFO, 1);
+    gs_w_uint(c.w, (uintptr_t)ptr);
+    cudaError_t e = gs_call_run(&c);
+    int64_t kind = 0, dev = -2;
+    if (!e) { kind = gs_i64(&c); dev = gs_i64(&c); }
+    gs_call_end(&c);
+    if (e) return gs_ret(e);
+    if (kind == cudaMemoryTypeDevice) {
+        gs_set_field(attr, l, "type", cudaMemoryTypeDevice);
+        gs_set_field(attr, l, "device", (uint64_t)dev);
+        gs_set_field(attr, l, "devicePointer", (uintptr_t)ptr);
+    } else {
+        /* CUDA 11+: plain host memory is reported as unregistered, successfully, with device -2. */
+        gs_set_field(attr, l, "type", cudaMemoryTypeUnregistered);
+        gs_set_field(attr, l, "device", (uint64_t)(int64_t)-2);
+    }
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaPointerGetAttributes__11(void *a, const void *p) { return pointer_attributes(a, p, 11); }
+GS_IMPL cudaError_t gs_cudaPointerGetAttributes__12(void *a, const void *p) { return pointer_attributes(a, p, 12); }
+GS_IMPL cudaError_t gs_cudaPointerGetAttributes__13(void *a, const void *p) { return pointer_attributes(a, p, 13); }

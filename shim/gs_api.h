@@ -1,0 +1,57 @@
+/* Shared by the API implementation files: every exported CUDA function is implemented as gs_<name>
+ * (or gs_<name>__<major> where its ABI differs by runtime major); gen/exports.c binds them to the
+ * versioned symbols of each libcudart ABI. GS_IMPL marks an implementation for that generator. */
+#ifndef GS_API_H
+#define GS_API_H
+
+#include "gen/ops.h"
+#include "gs_client.h"
+#include "gs_cuda.h"
+#include "gs_state.h"
+
+#define GS_IMPL __attribute__((used))
+
+/* Runs a call that has no results and returns its error, recorded as CUDA does. */
+static inline cudaError_t gs_run_simple(gs_call *c) {
+    cudaError_t e = gs_call_run(c);
+    gs_call_end(c);
+    return gs_ret(e);
+}
+
+static inline uint64_t gs_u64(gs_call *c) {
+    uint64_t v = 0;
+    gs_r_uint(&c->r, &v);
+    return v;
+}
+
+static inline int64_t gs_i64(gs_call *c) {
+    int64_t v = 0;
+    gs_r_int(&c->r, &v);
+    return v;
+}
+
+/* Layout of a runtime struct in one ABI, generated from adapters/ (gen/layouts.h). */
+typedef struct {
+    const char *name;
+    unsigned short offset, size, count; /* count > 1 for arrays; size is the whole field */
+    unsigned char kind;                 /* GS_F_* */
+} gs_field;
+enum { GS_F_INT = 0, GS_F_UINT = 1, GS_F_CHARS = 2, GS_F_BYTES = 3, GS_F_FLOAT = 4, GS_F_PTR = 5 };
+
+typedef struct {
+    const gs_field *fields;
+    unsigned nfields;
+    unsigned size;
+} gs_layout;
+
+/* The layout of `type` ("cudaDeviceProp", ...) for a runtime major (11, 12, 13); NULL if unknown. */
+const gs_layout *gs_layout_for(const char *type, int major);
+/* Writes value (msgpack int/array/str/bin at r) into field f of dst. */
+void gs_store_field(void *dst, const gs_field *f, gs_reader *r);
+/* Sets the named integer/pointer field of dst (no-op when the layout lacks it). */
+void gs_set_field(void *dst, const gs_layout *l, const char *name, uint64_t value);
+
+/* Device helpers shared by files. */
+cudaError_t gs_check_device(int dev);
+
+#endif

@@ -1,0 +1,37 @@
+/* What the application registered: fat binaries, kernels (by host stub address) and device variables. */
+#ifndef GS_REGISTRY_H
+#define GS_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gs_module {
+    void *handle; /* first member: the void** handed to the application points here */
+    const uint8_t *data;
+    size_t size;
+    uint8_t hash[32];
+    int uploaded; /* the server holds this fatbin */
+    struct gs_module *next;
+} gs_module;
+
+typedef struct {
+    const void *host; /* host stub (kernels) or host shadow variable (variables) */
+    gs_module *module;
+    const char *name; /* mangled device name */
+    size_t size;      /* variables */
+    int is_var, constant;
+    /* kernel parameter layout, fetched from the server on first launch */
+    int have_layout;
+    int nparams;
+    uint32_t *param_offsets, *param_sizes;
+    uint32_t param_bytes;
+} gs_entry;
+
+gs_module *gs_module_of(void **handle);
+void gs_registry_add_module(gs_module *m);
+void gs_registry_add_function(gs_module *m, const void *host_fun, const char *name);
+void gs_registry_add_var(gs_module *m, const void *host_var, const char *name, size_t size, int constant);
+/* Finds a kernel or variable by its host address; NULL if the application never registered it. */
+gs_entry *gs_registry_find(const void *host);
+
+#endif

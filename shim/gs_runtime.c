@@ -1,0 +1,109 @@
+/* Finds which libcudart the application loaded and its API version: the version the client is built
+ * against, sent in the handshake so the server can adapt every call to it. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_client.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int version;
+static char soname[64] = "";
+static char path[PATH_MAX] = "";
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    (void)arg;
+    const char *name = info->dlpi_name;
+    const char *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    if (base && strncmp(base, "libcudart.so.", 13) == 0) {
+        snprintf(path, sizeof path, "%s", name);
+        snprintf(soname, sizeof soname, "%s", base);
+        return 1;
+    }
+    return 0;
+}
+
+/* "libcudart.so.11.8.89" -> 11080; "libcudart.so.12" -> 0 (no minor in the name). */
+static int version_from_filename(const char *file) {
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    int major = 0, minor = -1;
+    if (sscanf(base, "libcudart.so.%d.%d", &major, &minor) == 2 && major >= 10 && minor >= 0 && minor < 100)
+        return major * 1000 + minor * 10;
+    return 0;
+}
+
+/* pip wheels keep the version in site-packages/nvidia_cuda_runtime_cuNN-X.Y.Z.dist-info. */
+static int version_from_wheel(const char *lib) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", lib);
+    for (int up = 0; up < 4; up++) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) return 0;
+        *slash = 0;
+        DIR *d = opendir(dir[0] ? dir : "/");
+        if (!d) continue;
+        struct dirent *e;
+        int found = 0;
+        while ((e = readdir(d))) {
+            int major, minor;
+            if (sscanf(e->d_name, "nvidia_cuda_runtime_cu%*d-%d.%d", &major, &minor) == 2 ||
+                sscanf(e->d_name, "nvidia_cuda_runtime-%d.%d", &major, &minor) == 2) {
+                if (strstr(e->d_name, ".dist-info")) { found = major * 1000 + minor * 10; break; }
+            }
+        }
+        closedir(d);
+        if (found) return found;
+    }
+    return 0;
+}
+
+static void detect(void) {
+    const char *forced = getenv("GPUSHIM_RUNTIME_VERSION");
+    dl_iterate_phdr(find_cudart, NULL);
+    if (forced && *forced) {
+        version = atoi(forced);
+    } else if (path[0]) {
+        void *h = dlopen(path, RTLD_NOLOAD | RTLD_LAZY);
+        if (h) {
+            /* The real library's own function: dlsym on its handle never finds the shim's definition. */
+            int (*rgv)(int *) = (int (*)(int *))dlsym(h, "cudaRuntimeGetVersion");
+            int v = 0;
+            if (rgv && rgv(&v) == 0 && v > 0) version = v;
+            dlclose(h);
+        }
+        if (!version) {
+            char real[PATH_MAX];
+            if (realpath(path, real)) version = version_from_filename(real);
+        }
+        if (!version) version = version_from_wheel(path);
+        if (!version) {
+            int major = 0;
+            sscanf(soname, "libcudart.so.%d", &major);
+            version = major * 1000;
+            gs_log(1, "could not tell the minor version of %s; assuming CUDA %d.0 (set GPUSHIM_RUNTIME_VERSION)",
+                   path, major);
+        }
+    }
+    gs_log(2, "client runtime: %s (%s), API version %d", soname[0] ? soname : "none found", path, version);
+}
+
+void gs_detect_runtime(void) { pthread_once(&once, detect); }
+
+int gs_runtime_version(void) {
+    gs_detect_runtime();
+    return version;
+}
+
+const char *gs_runtime_soname(void) {
+    gs_detect_runtime();
+    return soname;
+}

@@ -1,0 +1,157 @@
+#define _GNU_SOURCE
+#include "gs_state.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen/ops.h"
+
+static _Thread_local gs_thread_state tls;
+static _Atomic int sticky;
+
+gs_thread_state *gs_thread(void) { return &tls; }
+
+int gs_is_sticky_code(cudaError_t e) {
+    switch (e) {
+    case 700: case 702: case 714: case 715: case 716: case 717: case 718: case 719: case 710:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+cudaError_t gs_sticky(void) { return atomic_load(&sticky); }
+
+cudaError_t gs_ret(cudaError_t e) {
+    if (e && gs_is_sticky_code(e)) {
+        int zero = 0;
+        atomic_compare_exchange_strong(&sticky, &zero, e);
+    }
+    if (e) tls.last_error = e;
+    return e;
+}
+
+cudaError_t gs_stream_handle(cudaStream_t s, int per_thread_default, uint64_t *out) {
+    if (s == GS_STREAM_LEGACY || (s == NULL && !per_thread_default)) { *out = 0; return cudaSuccess; }
+    if (s != NULL && s != GS_STREAM_PER_THREAD) { *out = (uint64_t)(uintptr_t)s; return cudaSuccess; }
+    int dev = tls.device;
+    if (dev < 0 || dev >= GS_MAX_DEVICES) return cudaErrorInvalidDevice;
+    if (!tls.per_thread_stream[dev]) {
+        gs_call c;
+        gs_call_begin(&c, GS_OP_STREAM_CREATE, 3);
+        gs_w_int(c.w, dev);
+        gs_w_uint(c.w, 0);
+        gs_w_int(c.w, 0);
+        cudaError_t e = gs_call_run(&c);
+        if (!e) gs_r_uint(&c.r, &tls.per_thread_stream[dev]);
+        gs_call_end(&c);
+        if (e) return e;
+    }
+    *out = tls.per_thread_stream[dev];
+    return cudaSuccess;
+}
+
+cudaError_t gs_device_count(int *n) {
+    static _Atomic int cached = -1;
+    int v = atomic_load(&cached);
+    if (v >= 0) { *n = v; return cudaSuccess; }
+    gs_call c;
+    gs_call_begin(&c, GS_OP_DEVICE_COUNT, 0);
+    cudaError_t e = gs_call_run(&c);
+    int64_t count = 0;
+    if (!e) gs_r_int(&c.r, &count);
+    gs_call_end(&c);
+    if (e) return e;
+    atomic_store(&cached, (int)count);
+    *n = (int)count;
+    return cudaSuccess;
+}
+
+/* ---- pointer tables: a sorted array under a read-write lock (lookups far outnumber changes) ---- */
+
+static pthread_rwlock_t ranges_lock = PTHREAD_RWLOCK_INITIALIZER;
+static gs_range *ranges;
+static size_t nranges, cap;
+
+static size_t lower_bound(uintptr_t p) {
+    size_t lo = 0, hi = nranges;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ranges[mid].base < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+void gs_ranges_add(gs_range r) {
+    pthread_rwlock_wrlock(&ranges_lock);
+    if (nranges == cap) {
+        size_t ncap = cap ? cap * 2 : 64;
+        gs_range *n = realloc(ranges, ncap * sizeof *n);
+        if (!n) { pthread_rwlock_unlock(&ranges_lock); return; }
+        ranges = n;
+        cap = ncap;
+    }
+    size_t i = lower_bound(r.base);
+    memmove(ranges + i + 1, ranges + i, (nranges - i) * sizeof *ranges);
+    ranges[i] = r;
+    nranges++;
+    pthread_rwlock_unlock(&ranges_lock);
+}
+
+int gs_ranges_remove(uintptr_t base, int kind, gs_range *removed) {
+    pthread_rwlock_wrlock(&ranges_lock);
+    size_t i = lower_bound(base);
+    int found = i < nranges && ranges[i].base == base && ranges[i].kind == kind;
+    if (found) {
+        if (removed) *removed = ranges[i];
+        memmove(ranges + i, ranges + i + 1, (nranges - i - 1) * sizeof *ranges);
+        nranges--;
+    }
+    pthread_rwlock_unlock(&ranges_lock);
+    return found;
+}
+
+int gs_ranges_find(uintptr_t p, gs_range *out) {
+    pthread_rwlock_rdlock(&ranges_lock);
+    size_t i = lower_bound(p + 1); /* first range starting after p */
+    int found = 0;
+    if (i > 0) {
+        gs_range *r = &ranges[i - 1];
+        if (p >= r->base && p < r->base + (r->size ? r->size : 1)) { *out = *r; found = 1; }
+    }
+    pthread_rwlock_unlock(&ranges_lock);
+    return found;
+}
+
+size_t gs_ranges_count(int kind) {
+    pthread_rwlock_rdlock(&ranges_lock);
+    size_t n = 0;
+    for (size_t i = 0; i < nranges; i++) n += ranges[i].kind == kind;
+    pthread_rwlock_unlock(&ranges_lock);
+    return n;
+}
+
+void gs_ranges_drop_device(int dev) {
+    pthread_rwlock_wrlock(&ranges_lock);
+    size_t j = 0;
+    for (size_t i = 0; i < nranges; i++)
+        if (!(ranges[i].kind == cudaMemoryTypeDevice && ranges[i].device == dev)) ranges[j++] = ranges[i];
+    nranges = j;
+    pthread_rwlock_unlock(&ranges_lock);
+}
+
+/* A forked child has a new session: the parent's device allocations are not its own. Host memory
+ * the parent pinned stays valid in the child (plain host memory), so only device ranges go. */
+static void ranges_after_fork(void) {
+    pthread_rwlock_init(&ranges_lock, NULL);
+    size_t j = 0;
+    for (size_t i = 0; i < nranges; i++)
+        if (ranges[i].kind != cudaMemoryTypeDevice) ranges[j++] = ranges[i];
+    nranges = j;
+    memset(tls.per_thread_stream, 0, sizeof tls.per_thread_stream);
+}
+
+__attribute__((constructor)) static void state_init(void) { pthread_atfork(NULL, NULL, ranges_after_fork); }

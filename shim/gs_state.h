@@ -1,0 +1,62 @@
+/* Client-side state: the per-thread current device, last error and default stream; the process's
+ * sticky error; the tables that classify pointers (device allocations, pinned host memory). */
+#ifndef GS_STATE_H
+#define GS_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gs_client.h"
+
+#define GS_MAX_DEVICES 64
+
+typedef struct {
+    int device;
+    int device_set; /* cudaSetDevice called on this thread */
+    cudaError_t last_error;
+    uint64_t per_thread_stream[GS_MAX_DEVICES]; /* server handle of this thread's default stream */
+} gs_thread_state;
+
+gs_thread_state *gs_thread(void);
+
+/* Records the result of an API call as CUDA does: a failure becomes the thread's last error, and a
+ * sticky error (a kernel fault) becomes every later call's result. Returns e. */
+cudaError_t gs_ret(cudaError_t e);
+/* The sticky error, if the context is broken. */
+cudaError_t gs_sticky(void);
+int gs_is_sticky_code(cudaError_t e);
+
+/* Starts an API call: connects, and returns non-zero (already recorded) when the call must fail. */
+#define GS_ENTER()                                          \
+    do {                                                    \
+        cudaError_t gs_e_ = gs_sticky();                    \
+        if (!gs_e_) gs_e_ = gs_ensure_connected();          \
+        if (gs_e_) return gs_ret(gs_e_);                    \
+    } while (0)
+
+/* The wire handle of a stream argument: the legacy stream is 0; cudaStreamPerThread (or any stream
+ * argument of a _ptsz/_ptds call when it is 0) is this thread's own stream. Returns 0 on success. */
+cudaError_t gs_stream_handle(cudaStream_t s, int per_thread_default, uint64_t *out);
+
+/* Device count (cached after the first successful query). */
+cudaError_t gs_device_count(int *n);
+
+/* ---- pointer tables ---- */
+typedef struct {
+    uintptr_t base;
+    size_t size;
+    int device;
+    int kind;       /* cudaMemoryTypeDevice or cudaMemoryTypeHost */
+    unsigned flags; /* cudaHostAlloc / cudaHostRegister flags */
+    int owned;      /* host memory the shim allocated (MallocHost) vs registered */
+} gs_range;
+
+void gs_ranges_add(gs_range r);
+int gs_ranges_remove(uintptr_t base, int kind, gs_range *removed);
+/* Finds the range containing p; returns 1 and fills *out. */
+int gs_ranges_find(uintptr_t p, gs_range *out);
+size_t gs_ranges_count(int kind);
+/* Forgets every device allocation of dev (cudaDeviceReset). */
+void gs_ranges_drop_device(int dev);
+
+#endif

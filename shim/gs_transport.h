@@ -1,0 +1,24 @@
+/* Sockets and frames: where the server is (GPUSHIM_SERVER), connecting, and length-prefixed frames. */
+#ifndef GS_TRANSPORT_H
+#define GS_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* The server address in use, as a URL (unix:///path or tcp://host:port). */
+void gs_transport_address(char *out, size_t n);
+/* Connects; returns the fd, or -1 with a reason in why. */
+int gs_transport_connect(char *why, size_t whylen);
+/* The token sent in the handshake (GPUSHIM_TOKEN, or the first line of GPUSHIM_TOKEN_FILE), or "". */
+const char *gs_transport_token(void);
+
+/* Writes everything or returns -1 (EINTR-safe, no SIGPIPE). */
+int gs_sendv(int fd, struct iovec *iov, int n);
+int gs_send_raw(int fd, const void *a, size_t alen, const void *b, size_t blen);
+/* Sends one frame: the length prefix, then body and extra. */
+int gs_send_frame(int fd, const void *body, size_t len, const void *extra, size_t extra_len);
+/* Reads one frame into a malloc'd buffer. Returns 0, or -1 on EOF, error or a frame over the limit. */
+int gs_recv_frame(int fd, uint8_t **frame, size_t *len);
+
+#endif
