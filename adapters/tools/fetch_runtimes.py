@@ -13,7 +13,7 @@ host_config.h, host_runtime.h ...), which cuda_runtime_api.h includes; ``crt/`` 
 nvcc wheel (``nvidia-cuda-nvcc-cu11/cu12``) or, for 13.x, from ``nvidia-cuda-crt``.
 For 13.0 an installed /usr/local/cuda (a 13.0 tree) is used instead when present.
 
-Usage: python adapters/tools/fetch_runtimes.py [--cache DIR] [--force] [VER ...]
+Usage: python adapters/tools/fetch_runtimes.py [--cache DIR] [--force] [--no-local] [VER ...]
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def local_tree_version(root: Path, dist: str) -> str | None:
     return None
 
 
-def fetch(spec: RuntimeSpec, cache: Path, force: bool) -> Path:
+def fetch(spec: RuntimeSpec, cache: Path, force: bool, use_local: bool = True) -> Path:
     out = cache / "runtimes" / spec.version
     meta_path = out / "source.json"
     if meta_path.exists() and not force:
@@ -128,7 +128,7 @@ def fetch(spec: RuntimeSpec, cache: Path, force: bool) -> Path:
     (out / "include").mkdir()
     meta: dict[str, object] = {"version": spec.version, "soname": spec.soname}
 
-    local = Path(spec.local_root) if spec.local_root else None
+    local = Path(spec.local_root) if spec.local_root and use_local else None
     if local and (local / "lib64" / spec.soname).exists() and (local / "include" / "crt" / "host_defines.h").exists():
         lib = (local / "lib64" / spec.soname).resolve()
         shutil.copy2(lib, out / "lib" / spec.soname)
@@ -185,11 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("versions", nargs="*", default=list(SPECS))
     ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--force", action="store_true", help="re-download and re-extract")
+    ap.add_argument("--no-local", action="store_true", help="use PyPI wheels even where /usr/local/cuda has 13.0")
     args = ap.parse_args(argv)
     for v in args.versions:
         if v not in SPECS:
             ap.error(f"unknown version {v}; known: {', '.join(SPECS)}")
-        fetch(SPECS[v], args.cache, args.force)
+        fetch(SPECS[v], args.cache, args.force, use_local=not args.no_local)
     return 0
 
 

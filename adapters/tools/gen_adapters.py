@@ -124,8 +124,9 @@ CONFIGS: dict[str, list[str]] = {
     "default": [],
     "per_thread": ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"],
 }
-API_HEADERS = ["cuda_runtime.h", "cuda_gl_interop.h", "cuda_egl_interop.h", "cuda_vdpau_interop.h",
-               "cuda_profiler_api.h"]
+# (cuda_profiler_api.h is left out on purpose: no runtime wheel ships it, so it would make the output depend on
+# whether a full toolkit was used; its two functions are in HAND_PROTOTYPES)
+API_HEADERS = ["cuda_runtime.h", "cuda_gl_interop.h", "cuda_egl_interop.h", "cuda_vdpau_interop.h"]
 
 _GEN = c_generator.CGenerator()
 
