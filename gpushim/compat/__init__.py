@@ -1,0 +1,1 @@
+"""Compatibility analysis of CUDA applications (``gpushim compat-check``)."""
