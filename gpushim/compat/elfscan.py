@@ -153,8 +153,12 @@ def _symtab_evidence(elf) -> list[str]:
     return found
 
 
-def scan_elf(path: str | os.PathLike[str]) -> ElfScan:
-    """Scan one host ELF file.  ``FileNotFoundError``/``OSError`` if unreadable, FatbinError if not ELF."""
+def scan_elf(path: str | os.PathLike[str], *, max_cubins: int | None = 64) -> ElfScan:
+    """Scan one host ELF file.  ``FileNotFoundError``/``OSError`` if unreadable, FatbinError if not ELF.
+
+    Images are listed from their headers; only the first cubin of each fatbin is decompressed (for its
+    ``EIATTR_CUDA_API_VERSION``), at most ``max_cubins`` of them (None: no limit).
+    """
     raw = read_binary(path)
     elf = open_elf(raw)
     elf_type, is_lib = _elf_type(elf)
@@ -178,9 +182,10 @@ def scan_elf(path: str | os.PathLike[str]) -> ElfScan:
     images: list[tuple[str, str, tuple[int, int]]] = []
     api_versions: set[int] = set()
     ptx_versions: set[tuple[int, int]] = set()
+    decoded = 0
     for fb in found:
         try:
-            parsed = parse_fatbin(fb.data)
+            parsed = parse_fatbin(fb.data, decompress=False)
         except FatbinError as e:
             errors.append(f"fatbin at 0x{fb.file_offset:x}: {e}")
             continue
@@ -188,14 +193,20 @@ def scan_elf(path: str | os.PathLike[str]) -> ElfScan:
             images.append((img.kind, img.arch_name, img.version))
             if img.kind == "ptx":
                 ptx_versions.add(img.version)
-            elif img.kind == "cubin":
-                try:
-                    info = cubin_info(img.payload)
-                except FatbinError as e:
-                    errors.append(f"cubin {img.arch_name} at 0x{fb.file_offset:x}: {e}")
-                    continue
-                if info.cuda_api_version is not None:
-                    api_versions.add(info.cuda_api_version)
+        # the toolkit version: decode the first cubin of each fatbin, up to max_cubins in all (big libraries
+        # carry thousands of cubins, all built by the same toolkit)
+        first = next((i for i in parsed if i.kind == "cubin"), None)
+        if first is None or (max_cubins is not None and decoded >= max_cubins):
+            continue
+        decoded += 1
+        try:
+            (img,) = [i for i in parse_fatbin(fb.data) if i.offset == first.offset]
+            info = cubin_info(img.payload)
+        except FatbinError as e:
+            errors.append(f"cubin {first.arch_name} in fatbin at 0x{fb.file_offset:x}: {e}")
+            continue
+        if info.cuda_api_version is not None:
+            api_versions.add(info.cuda_api_version)
 
     evidence: list[str] = []
     if found:

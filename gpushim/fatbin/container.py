@@ -135,8 +135,12 @@ def _decode(kind: str, flags: int, stored: bytes, compressed_size: int, size: in
     return compression, _zstd_decompress(data, size)
 
 
-def parse_fatbin(data: bytes | bytearray | memoryview) -> list[FatbinImage]:
-    """All images of the fat binary at the start of ``data`` (bytes after it are ignored)."""
+def parse_fatbin(data: bytes | bytearray | memoryview, *, decompress: bool = True) -> list[FatbinImage]:
+    """All images of the fat binary at the start of ``data`` (bytes after it are ignored).
+
+    With ``decompress=False`` only the entry headers are checked and each ``payload`` holds the stored
+    (possibly compressed) bytes: a cheap listing of what a large library carries.
+    """
     buf = bytes(data[:FATBIN_HEADER.size])
     total = fatbin_size(buf)
     if total > len(data):
@@ -162,7 +166,13 @@ def parse_fatbin(data: bytes | bytearray | memoryview) -> list[FatbinImage]:
                 options = buf[pos + ooff : pos + ooff + olen]
         kind = KIND_NAMES.get(kind_code, "other")
         stored = buf[start:end]
-        compression, payload = _decode(kind, flags, stored, csize, usize)
+        if decompress:
+            compression, payload = _decode(kind, flags, stored, csize, usize)
+        else:
+            if flags & FLAG_LZ and flags & FLAG_ZSTD:
+                raise FatbinError(f"entry flags 0x{flags:x} name two compressions")
+            compression = "lz" if flags & FLAG_LZ else "zstd" if flags & FLAG_ZSTD else "none"
+            payload = stored
         images.append(FatbinImage(
             kind=kind, arch=arch, version=(major, minor), compression=compression, stored_size=psize,
             size=usize if compression != "none" else psize, flags=flags, payload=payload, kind_code=kind_code,

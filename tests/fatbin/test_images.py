@@ -116,3 +116,12 @@ def test_section_headers_stripped_falls_back_to_scan(built):
     raw[0x3C:0x40] = bytes(4)
     found = fatbins_in_elf(bytes(raw))
     assert found == fatbins_in_elf(built["lz"])
+
+
+def test_header_only_listing(built):
+    fb = fatbins_in_elf(built["multi_lz"])[-1]
+    full = parse_fatbin(fb)
+    quick = parse_fatbin(fb, decompress=False)
+    assert [(i.kind, i.arch, i.version, i.compression, i.size, i.stored_size) for i in quick] == [
+        (i.kind, i.arch, i.version, i.compression, i.size, i.stored_size) for i in full]
+    assert all(len(i.payload) == i.stored_size for i in quick)
