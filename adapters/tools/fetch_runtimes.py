@@ -67,13 +67,18 @@ def sha256(path: Path) -> str:
 def pip_download(req: str, dest: Path) -> Path:
     """Download one wheel (no dependencies) and return its path."""
     dest.mkdir(parents=True, exist_ok=True)
+    m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9.]+)", req)
+    if m:  # exact pin already downloaded: no index query
+        have = sorted(dest.glob(f"{m.group(1).replace('-', '_')}-{m.group(2)}-*.whl"))
+        if have:
+            return have[0]
     tmp = dest / ".incoming"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
            "-q", "-d", str(tmp), req]
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True, stdout=sys.stderr)
     wheels = list(tmp.glob("*.whl"))
     if len(wheels) != 1:
         raise SystemExit(f"expected one wheel for {req}, got {wheels}")
