@@ -1,14 +1,15 @@
 # gpushim: `make` builds the shim and the test programs, `make test` runs the tests, `make demo` runs a
 # sample CUDA program through gpushim on the emulator.
 PYTHON ?= python3
-NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(abspath $(dir $(shell command -v nvcc))..))
+NVCC ?= $(CUDA_HOME)/bin/nvcc
 CC ?= cc
 CFLAGS ?= -O2 -g
 SHIM_CFLAGS = -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 SHIM_SRC = $(wildcard shim/*.c shim/*.h)
 ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt)
 SHIM_LIB = gpushim/lib/libgpushim.so
-CUDA_LIB = $(dir $(NVCC))../lib64
+CUDA_LIB = $(CUDA_HOME)/lib64
 PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu))
 
 .PHONY: all shim programs test demo lint bench gpu-check clean install

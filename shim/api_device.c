@@ -265,7 +265,7 @@ GS_IMPL cudaError_t gs_cudaDeviceCanAccessPeer(int *can, int dev, int peer) {
 
 /* cudaChooseDevice: the device whose compute capability is closest to the requested one (major and
  * minor sit at the same offsets, 360/364, in every cudaDeviceProp ABI). */
-GS_IMPL cudaError_t gs_cudaChooseDevice(int *dev, const void *prop) {
+static cudaError_t choose_device(int *dev, const void *prop) {
     if (!dev || !prop) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     int n = 0, want_major, want_minor;
@@ -283,3 +283,7 @@ GS_IMPL cudaError_t gs_cudaChooseDevice(int *dev, const void *prop) {
     *dev = best;
     return cudaSuccess;
 }
+
+GS_IMPL cudaError_t gs_cudaChooseDevice__11(int *dev, const void *prop) { return choose_device(dev, prop); }
+GS_IMPL cudaError_t gs_cudaChooseDevice__12(int *dev, const void *prop) { return choose_device(dev, prop); }
+GS_IMPL cudaError_t gs_cudaChooseDevice__13(int *dev, const void *prop) { return choose_device(dev, prop); }

@@ -320,8 +320,9 @@ class Field:
     path: str
     type: str
     ndims: int
-    kind: str  # scalar | pointer | struct | union | enum | array element kinds as above
+    kind: str  # of the (array element) type, typedefs resolved: scalar | pointer | function | struct | union | enum
     bits: int | None = None
+    anonymous: str | None = None  # "union"/"struct" when the member sits in a C11 anonymous union/struct
 
 
 @dataclass
@@ -332,9 +333,13 @@ class StructDef:
     node: c_ast.Struct | c_ast.Union
 
 
-def field_kind(t: c_ast.Node) -> str:
+def field_kind(t: c_ast.Node, typedefs: dict[str, c_ast.Node], depth: int = 0) -> str:
     if isinstance(t, c_ast.PtrDecl):
         return "pointer"
+    if isinstance(t, c_ast.FuncDecl):
+        return "function"
+    if isinstance(t, c_ast.ArrayDecl):
+        return field_kind(t.type, typedefs, depth + 1)
     if isinstance(t, c_ast.TypeDecl):
         if isinstance(t.type, c_ast.Struct):
             return "struct"
@@ -342,16 +347,25 @@ def field_kind(t: c_ast.Node) -> str:
             return "union"
         if isinstance(t.type, c_ast.Enum):
             return "enum"
+        if isinstance(t.type, c_ast.IdentifierType) and len(t.type.names) == 1 and depth < 20:
+            target = typedefs.get(t.type.names[0])
+            if target is not None:
+                return field_kind(target, typedefs, depth + 1)
     return "scalar"
 
 
-def flatten(node: c_ast.Struct | c_ast.Union, prefix: str, out: list[Field]) -> None:
+def typedef_map(ast: c_ast.FileAST) -> dict[str, c_ast.Node]:
+    return {n.name: n.type for n in ast.ext if isinstance(n, c_ast.Typedef)}
+
+
+def flatten(node: c_ast.Struct | c_ast.Union, prefix: str, out: list[Field], typedefs: dict[str, c_ast.Node],
+            anonymous: str | None = None) -> None:
     for d in node.decls or []:
         t = d.type
         if d.name is None:  # C11 anonymous struct/union member
             inner = t.type if isinstance(t, c_ast.TypeDecl) else t
             if isinstance(inner, (c_ast.Struct, c_ast.Union)) and inner.decls is not None:
-                flatten(inner, prefix, out)
+                flatten(inner, prefix, out, typedefs, "struct" if isinstance(inner, c_ast.Struct) else "union")
             continue
         ndims = 0
         while isinstance(t, c_ast.ArrayDecl):
@@ -366,9 +380,9 @@ def flatten(node: c_ast.Struct | c_ast.Union, prefix: str, out: list[Field]) -> 
         else:
             tt = type_text(t)
         bits = int(d.bitsize.value, 0) if isinstance(d.bitsize, c_ast.Constant) else None
-        out.append(Field(path, tt, ndims, field_kind(t), bits))
+        out.append(Field(path, tt, ndims, field_kind(t, typedefs), bits, anonymous))
         if inline:
-            flatten(t.type, path + "[0]" * ndims + ".", out)
+            flatten(t.type, path + "[0]" * ndims + ".", out, typedefs)
 
 
 def struct_defs(ast: c_ast.FileAST) -> tuple[dict[str, StructDef], dict[str, str]]:
@@ -459,9 +473,10 @@ def probe(inc: Path, work: Path, defs: dict[str, StructDef], fields: dict[str, l
 def gen_layouts(inc: Path, stubs: Path, work: Path) -> tuple[dict[str, Any], dict[str, dict[str, int]], dict[str, int]]:
     ast = parse(preprocess(inc, stubs, work, "default", ["cuda_runtime_api.h"]))
     defs, aliases = struct_defs(ast)
-    fields = {k: [] for k in defs}
+    fields: dict[str, list[Field]] = {k: [] for k in defs}
+    typedefs = typedef_map(ast)
     for k, sd in defs.items():
-        flatten(sd.node, "", fields[k])
+        flatten(sd.node, "", fields[k], typedefs)
     enums = enum_defs(ast)
     rows = probe(inc, work, defs, fields, enums, ["CUDART_VERSION", "__CUDART_API_VERSION"])
     sizes: dict[str, tuple[int, int]] = {}
@@ -499,6 +514,8 @@ def gen_layouts(inc: Path, stubs: Path, work: Path) -> tuple[dict[str, Any], dic
                 if len(d) > 1:
                     entry["dims"] = d
             entry["kind"] = f.kind
+            if f.anonymous:
+                entry["anonymous"] = f.anonymous
             flist.append(entry)
         size, align = sizes[k]
         structs[k] = {"c_type": sd.c_type, "kind": sd.kind, "size": size, "align": align, "fields": flist}

@@ -33,7 +33,7 @@ from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
 
 from gpushim.fatbin import FatbinError, cubin_info, find_fatbins, parse_fatbin
-from gpushim.fatbin.elf import open_elf, read_binary
+from gpushim.fatbin.elf import PYELF_ERRORS, open_elf, read_binary
 
 CUDART_SYMBOL = re.compile(r"^(?:cuda[A-Z]|__cuda[A-Z])")
 DRIVER_SYMBOL = re.compile(r"^cu[A-Z]")
@@ -161,6 +161,15 @@ def scan_elf(path: str | os.PathLike[str], *, max_cubins: int | None = 64) -> El
     """
     raw = read_binary(path)
     elf = open_elf(raw)
+    try:
+        return _scan(os.fspath(path), raw, elf, max_cubins)
+    except FatbinError:
+        raise
+    except PYELF_ERRORS as e:
+        raise FatbinError(f"malformed ELF file: {e}") from None
+
+
+def _scan(path: str, raw: bytes, elf, max_cubins: int | None) -> ElfScan:
     elf_type, is_lib = _elf_type(elf)
     needed, soname = _dynamic(elf)
     nodes, _ = _version_nodes(elf)
@@ -219,7 +228,7 @@ def scan_elf(path: str | os.PathLike[str], *, max_cubins: int | None = 64) -> El
                and re.search(rb"libcudart\.so", raw) is not None)
 
     return ElfScan(
-        path=os.fspath(path), elf_type=elf_type, is_shared_library=is_lib, soname=soname, needed=needed,
+        path=path, elf_type=elf_type, is_shared_library=is_lib, soname=soname, needed=needed,
         cudart_soname=cudart_soname, cuda_imports=cuda_imports, driver_imports=driver_imports,
         cuda_exports=cuda_exports, static_cudart=static, static_cudart_evidence=evidence if static else [],
         dlopens_cudart=dlopens, fatbins=[f.data for f in found], images=images,

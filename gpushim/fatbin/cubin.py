@@ -23,9 +23,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from elftools.common.exceptions import ELFError
-
-from .elf import open_elf
+from .elf import PYELF_ERRORS, open_elf
 from .errors import FatbinError
 
 EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
@@ -120,7 +118,7 @@ def cubin_info(cubin: bytes | bytearray | memoryview) -> CubinInfo:
         return _cubin_info(elf)
     except FatbinError:
         raise
-    except (ELFError, struct.error, ValueError, KeyError, IndexError, AttributeError, TypeError, OSError) as e:
+    except PYELF_ERRORS as e:
         raise FatbinError(f"unreadable cubin: {e}") from None
 
 

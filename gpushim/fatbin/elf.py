@@ -29,6 +29,9 @@ WRAPPER_MAGIC = 0x466243B1
 WRAPPER = struct.Struct("<IIQQ")
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 ELF_MAGIC = b"\x7fELF"
+#: What pyelftools (and construct underneath) raise on malformed files; callers turn these into FatbinError.
+PYELF_ERRORS = (ELFError, struct.error, ValueError, OSError, KeyError, IndexError, AttributeError, TypeError,
+                OverflowError, AssertionError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,7 @@ def open_elf(raw: bytes) -> ELFFile:
         raise FatbinError("not an ELF file")
     try:
         return ELFFile(io.BytesIO(raw))
-    except (ELFError, struct.error, ValueError, OSError) as e:  # pyelftools raises a few kinds
+    except PYELF_ERRORS as e:
         raise FatbinError(f"unreadable ELF file: {e}") from None
 
 
@@ -166,9 +169,9 @@ def find_fatbins(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | mem
     elf = open_elf(raw)
     try:
         return _find(elf, raw)
-    except (ELFError, struct.error, ValueError, OSError, KeyError, IndexError, AttributeError) as e:
-        if isinstance(e, FatbinError):
-            raise
+    except FatbinError:
+        raise
+    except PYELF_ERRORS as e:
         raise FatbinError(f"unreadable ELF file: {e}") from None
 
 

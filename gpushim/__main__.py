@@ -1,0 +1,3 @@
+from gpushim.cli import main
+
+main()

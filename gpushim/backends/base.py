@@ -1,0 +1,141 @@
+"""The backend interface (DESIGN decision 8): what the adaptation layer needs from a GPU, real or emulated.
+
+A `Backend` describes the hardware and is created in the supervisor without touching CUDA; each session's
+worker process calls `open_session()`, which is where a backend may initialise CUDA. Streams and events
+are backend objects with CUDA's ordering rules; the session maps the client's handles onto them.
+Every method raises `gpushim.cuda_errors.CudaError` for failures a CUDA program would see.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class DeviceInfo:
+    ordinal: int
+    name: str
+    props: dict[str, Any]  # cudaDeviceProp field name -> value, every field any runtime version has
+    attributes: dict[int, int]  # cudaDeviceAttr value -> value
+    uuid: bytes = b""
+    pci_bus_id: str = ""
+    priority_range: tuple[int, int] = (0, -5)  # (least, greatest)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LaunchResult:
+    thread_instructions: int = 0
+    wall_s: float = 0.0
+
+
+class Stream(ABC):
+    """A backend stream."""
+
+    device: int
+    flags: int
+    priority: int
+
+
+class Event(ABC):
+    device: int
+    flags: int
+
+
+class BackendSession(ABC):
+    """One client's view of the backend, living in that client's worker process."""
+
+    # -- memory ----------------------------------------------------------------------------------------
+    @abstractmethod
+    def malloc(self, dev: int, size: int) -> int: ...
+    @abstractmethod
+    def malloc_pitch(self, dev: int, width: int, height: int) -> tuple[int, int]: ...
+    @abstractmethod
+    def free(self, ptr: int) -> None: ...
+    @abstractmethod
+    def mem_info(self, dev: int) -> tuple[int, int]: ...
+    @abstractmethod
+    def pointer_info(self, ptr: int) -> tuple[int, int, int, int]:
+        """(memory type, device, allocation base, allocation size); type 0 when unknown."""
+    @abstractmethod
+    def allocations(self) -> list[tuple[int, int, int]]:
+        """(device, ptr, size) of every live allocation, for status and leak checks."""
+
+    # -- work in stream order (the callable runs when the stream reaches it) ------------------------------
+    @abstractmethod
+    def write(self, stream: Stream | None, dst: int, data: bytes | memoryview) -> None: ...
+    @abstractmethod
+    def read(self, stream: Stream | None, src: int, n: int) -> bytes:
+        """Synchronous: waits for the stream, then copies."""
+    @abstractmethod
+    def copy(self, stream: Stream | None, dst: int, src: int, n: int) -> None: ...
+    @abstractmethod
+    def write_2d(self, stream: Stream | None, dst: int, dpitch: int, width: int, height: int, data: bytes) -> None: ...
+    @abstractmethod
+    def read_2d(self, stream: Stream | None, src: int, spitch: int, width: int, height: int) -> bytes: ...
+    @abstractmethod
+    def copy_2d(self, stream: Stream | None, dst: int, dpitch: int, src: int, spitch: int, width: int,
+                height: int) -> None: ...
+    @abstractmethod
+    def memset(self, stream: Stream | None, dst: int, value: int, n: int) -> None: ...
+    @abstractmethod
+    def memset_2d(self, stream: Stream | None, dst: int, pitch: int, value: int, width: int, height: int) -> None: ...
+
+    # -- streams and events ------------------------------------------------------------------------------
+    @abstractmethod
+    def default_stream(self, dev: int) -> Stream: ...
+    @abstractmethod
+    def stream_create(self, dev: int, flags: int, priority: int) -> Stream: ...
+    @abstractmethod
+    def stream_destroy(self, s: Stream) -> None: ...
+    @abstractmethod
+    def stream_idle(self, s: Stream) -> bool: ...
+    @abstractmethod
+    def device_idle(self, dev: int) -> bool: ...
+    @abstractmethod
+    def stream_wait_event(self, s: Stream, e: Event) -> None: ...
+    @abstractmethod
+    def host_func(self, s: Stream, notify: Callable[[], None]) -> Callable[[], None]:
+        """Queues a host function: `notify()` is called when the stream reaches it; the stream then waits
+        until the returned `done()` is called (the client ran the function)."""
+    @abstractmethod
+    def event_create(self, dev: int, flags: int) -> Event: ...
+    @abstractmethod
+    def event_record(self, e: Event, s: Stream) -> None: ...
+    @abstractmethod
+    def event_idle(self, e: Event) -> bool: ...
+    @abstractmethod
+    def event_elapsed_ms(self, start: Event, end: Event) -> float: ...
+    @abstractmethod
+    def event_destroy(self, e: Event) -> None: ...
+
+    # -- faults in asynchronous work ---------------------------------------------------------------------
+    @abstractmethod
+    def take_async_error(self) -> tuple[int, str] | None:
+        """The first error raised by queued work since the last call, if any."""
+
+    # -- lifetime ----------------------------------------------------------------------------------------
+    @abstractmethod
+    def reset_device(self, dev: int) -> None: ...
+    @abstractmethod
+    def close(self) -> None:
+        """Frees everything the session holds."""
+
+
+class Backend(ABC):
+    name: str
+
+    @abstractmethod
+    def devices(self) -> list[DeviceInfo]: ...
+    @abstractmethod
+    def driver_version(self) -> int:
+        """CUDA driver API version, e.g. 13000."""
+    @abstractmethod
+    def describe(self) -> str:
+        """One line for the server's log: what this backend is and why it was chosen."""
+    @abstractmethod
+    def open_session(self, output: Callable[[bytes], None]) -> BackendSession:
+        """`output` receives kernel printf text, in order."""

@@ -1,0 +1,249 @@
+"""The emulator backend: devices modelled on real GPUs, memory in host RAM, CUDA's stream semantics, and
+kernels run by the PTX engine (gpushim.ptx). No GPU or driver is needed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
+from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
+from gpushim.backends.emulator.models import DEFAULT_MODEL, find_model, make_device
+from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
+from gpushim.cuda_errors import CudaError, Err
+
+PITCH_ALIGNMENT = 512
+
+
+def parse_driver_version(text: str) -> int:
+    """'12.4' -> 12040; '13000' -> 13000."""
+    if "." in text:
+        major, minor = text.split(".", 1)
+        return int(major) * 1000 + int(minor) * 10
+    return int(text)
+
+
+class EmulatorBackend(Backend):
+    name = "emulator"
+
+    def __init__(self, model: str = DEFAULT_MODEL, count: int = 1, driver: str = "13.0",
+                 memory_limit: int | None = None, reason: str = "") -> None:
+        if not 1 <= count <= 16:
+            raise ValueError("the emulator presents 1 to 16 devices")
+        self.model = find_model(model)
+        self.count = count
+        self._driver = parse_driver_version(driver)
+        # The arena reserves address space only; the model's full size is what applications see.
+        self.capacity = memory_limit or self.model.total_mem
+        self._devices = [make_device(self.model, i, self.capacity) for i in range(count)]
+        self.reason = reason
+
+    def devices(self) -> list[DeviceInfo]:
+        return self._devices
+
+    def driver_version(self) -> int:
+        return self._driver
+
+    def describe(self) -> str:
+        d = self._driver
+        why = f" ({self.reason})" if self.reason else ""
+        return (f"emulator backend{why}: {self.count} x {self.model.name} (sm_{self.model.major}{self.model.minor}), "
+                f"driver API {d // 1000}.{d % 1000 // 10}, kernels run on the CPU")
+
+    def open_session(self, output: Callable[[bytes], None]) -> EmulatorSession:
+        return EmulatorSession(self, output)
+
+
+class EmulatorSession(BackendSession):
+    def __init__(self, backend: EmulatorBackend, output: Callable[[bytes], None]) -> None:
+        self.backend = backend
+        self.output = output
+        self.memories = [DeviceMemory(backend.capacity, ARENA_BASE + i * DEVICE_WINDOW) for i in range(backend.count)]
+        self.sched = Scheduler()
+        self.pid = os.getpid()
+
+    # -- memory ------------------------------------------------------------------------------------------
+    def _mem(self, dev: int) -> DeviceMemory:
+        if not 0 <= dev < len(self.memories):
+            raise CudaError(Err.INVALID_DEVICE, f"device {dev} does not exist")
+        return self.memories[dev]
+
+    def memory_of(self, ptr: int) -> DeviceMemory:
+        for m in self.memories:
+            if m.owns(ptr):
+                return m
+        raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not a device pointer of this session")
+
+    def malloc(self, dev: int, size: int) -> int:
+        return self._mem(dev).alloc(size)
+
+    def malloc_pitch(self, dev: int, width: int, height: int) -> tuple[int, int]:
+        pitch = max(PITCH_ALIGNMENT, -(-width // PITCH_ALIGNMENT) * PITCH_ALIGNMENT)
+        if width == 0 or height == 0:
+            return 0, pitch
+        return self._mem(dev).alloc(pitch * height, kind="pitched"), pitch
+
+    def free(self, ptr: int) -> None:
+        mem = self.memory_of(ptr)
+        a = mem.find(ptr)
+        if a is None or a.addr != ptr or a.kind == "symbol":
+            raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
+        # cudaFree waits for the device: work queued behind a host function still uses the memory.
+        mem.free(ptr)
+
+    def mem_info(self, dev: int) -> tuple[int, int]:
+        m = self._mem(dev)
+        return m.free_bytes, m.capacity
+
+    def pointer_info(self, ptr: int) -> tuple[int, int, int, int]:
+        for dev, m in enumerate(self.memories):
+            a = m.find(ptr)
+            if a is not None:
+                return 2, dev, a.addr, a.size
+        return 0, -2, 0, 0
+
+    def allocations(self) -> list[tuple[int, int, int]]:
+        return [(dev, a.addr, a.size) for dev, m in enumerate(self.memories) for a in m.allocations()
+                if a.kind != "symbol"]
+
+    # -- stream-ordered work -------------------------------------------------------------------------------
+    def _stream(self, s: Stream | None, dev: int = 0) -> EmuStream:
+        return s if isinstance(s, EmuStream) else self.sched.legacy_stream(dev)
+
+    def _check(self, ptr: int, n: int, what: str) -> DeviceMemory:
+        mem = self.memory_of(ptr)
+        mem.check_range(ptr, n, what)
+        return mem
+
+    def write(self, stream: Stream | None, dst: int, data: bytes | memoryview) -> None:
+        mem = self._check(dst, len(data), "cudaMemcpy to the device")
+        payload = bytes(data)  # the client's buffer is reusable as soon as the call returns
+        self.sched.work(self._stream(stream), lambda: mem.write(dst, payload))
+
+    def read(self, stream: Stream | None, src: int, n: int) -> bytes:
+        mem = self._check(src, n, "cudaMemcpy from the device")
+        return bytes(mem.read(src, n))
+
+    def copy(self, stream: Stream | None, dst: int, src: int, n: int) -> None:
+        dmem = self._check(dst, n, "cudaMemcpy destination")
+        smem = self._check(src, n, "cudaMemcpy source")
+        self.sched.work(self._stream(stream), lambda: dmem.write(dst, bytes(smem.read(src, n))))
+
+    def _rows(self, ptr: int, pitch: int, width: int, height: int, what: str) -> DeviceMemory:
+        if width > pitch:
+            raise CudaError(Err.INVALID_PITCH_VALUE, f"{what}: width {width} exceeds pitch {pitch}")
+        return self._check(ptr, pitch * (height - 1) + width, what)
+
+    def write_2d(self, stream: Stream | None, dst: int, dpitch: int, width: int, height: int, data: bytes) -> None:
+        mem = self._rows(dst, dpitch, width, height, "cudaMemcpy2D destination")
+        if len(data) != width * height:
+            raise CudaError(Err.INVALID_VALUE, "cudaMemcpy2D: data size does not match width x height")
+        payload = bytes(data)
+
+        def run() -> None:
+            off = dst - mem.base
+            rows = mem.arena[off : off + dpitch * height].reshape(-1)
+            for y in range(height):
+                rows[y * dpitch : y * dpitch + width] = memoryview(payload)[y * width : (y + 1) * width]
+
+        self.sched.work(self._stream(stream), run)
+
+    def read_2d(self, stream: Stream | None, src: int, spitch: int, width: int, height: int) -> bytes:
+        mem = self._rows(src, spitch, width, height, "cudaMemcpy2D source")
+        off = src - mem.base
+        out = bytearray(width * height)
+        for y in range(height):
+            out[y * width : (y + 1) * width] = mem.arena[off + y * spitch : off + y * spitch + width]
+        return bytes(out)
+
+    def copy_2d(self, stream: Stream | None, dst: int, dpitch: int, src: int, spitch: int, width: int,
+                height: int) -> None:
+        dmem = self._rows(dst, dpitch, width, height, "cudaMemcpy2D destination")
+        smem = self._rows(src, spitch, width, height, "cudaMemcpy2D source")
+
+        def run() -> None:
+            for y in range(height):
+                d, s = dst - dmem.base + y * dpitch, src - smem.base + y * spitch
+                dmem.arena[d : d + width] = smem.arena[s : s + width].copy()
+
+        self.sched.work(self._stream(stream), run)
+
+    def memset(self, stream: Stream | None, dst: int, value: int, n: int) -> None:
+        mem = self._check(dst, n, "cudaMemset")
+        self.sched.work(self._stream(stream), lambda: mem.fill(dst, value, n))
+
+    def memset_2d(self, stream: Stream | None, dst: int, pitch: int, value: int, width: int, height: int) -> None:
+        mem = self._rows(dst, pitch, width, height, "cudaMemset2D")
+
+        def run() -> None:
+            for y in range(height):
+                mem.fill(dst + y * pitch, value, width)
+
+        self.sched.work(self._stream(stream), run)
+
+    # -- streams and events ------------------------------------------------------------------------------
+    def default_stream(self, dev: int) -> Stream:
+        return self.sched.legacy_stream(dev)
+
+    def stream_create(self, dev: int, flags: int, priority: int) -> Stream:
+        self._mem(dev)
+        least, greatest = self.backend.devices()[dev].priority_range
+        priority = min(max(priority, greatest), least)  # CUDA clamps to the device's range
+        return self.sched.create(dev, flags, priority)
+
+    def stream_destroy(self, s: Stream) -> None:
+        self.sched.destroy(s)  # type: ignore[arg-type]
+
+    def stream_idle(self, s: Stream) -> bool:
+        return self.sched.idle(self._stream(s))
+
+    def device_idle(self, dev: int) -> bool:
+        return self.sched.device_idle(dev)
+
+    def stream_wait_event(self, s: Stream, e: Event) -> None:
+        self.sched.wait_event(self._stream(s), e)  # type: ignore[arg-type]
+
+    def host_func(self, s: Stream, notify: Callable[[], None]) -> Callable[[], None]:
+        return self.sched.host_func(self._stream(s), notify)
+
+    def event_create(self, dev: int, flags: int) -> Event:
+        self._mem(dev)
+        return EmuEvent(dev, flags)
+
+    def event_record(self, e: Event, s: Stream) -> None:
+        self.sched.record(e, self._stream(s, e.device))  # type: ignore[arg-type]
+
+    def event_idle(self, e: Event) -> bool:
+        return self.sched.event_idle(e)  # type: ignore[arg-type]
+
+    def event_elapsed_ms(self, start: Event, end: Event) -> float:
+        for e in (start, end):
+            assert isinstance(e, EmuEvent)
+            if e.flags & EVENT_DISABLE_TIMING:
+                raise CudaError(Err.INVALID_RESOURCE_HANDLE, "an event created with cudaEventDisableTiming has no time")
+            if e.recorded == 0:
+                raise CudaError(Err.INVALID_RESOURCE_HANDLE, "the event was never recorded")
+            if e.completed < e.recorded or e.time_ns is None:
+                raise CudaError(Err.NOT_READY, "the event has not completed yet")
+        return (end.time_ns - start.time_ns) / 1e6  # type: ignore[union-attr,operator]
+
+    def event_destroy(self, e: Event) -> None:
+        pass
+
+    def take_async_error(self) -> tuple[int, str] | None:
+        if self.sched.errors:
+            err = self.sched.errors[0]
+            self.sched.errors.clear()
+            return err
+        return None
+
+    # -- lifetime ----------------------------------------------------------------------------------------
+    def reset_device(self, dev: int) -> None:
+        mem = self._mem(dev)
+        for a in list(mem.allocations()):
+            mem.free(a.addr)
+
+    def close(self) -> None:
+        for m in self.memories:
+            for a in list(m.allocations()):
+                m.free(a.addr)

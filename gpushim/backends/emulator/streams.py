@@ -1,0 +1,181 @@
+"""CUDA's ordering rules for the emulator: streams, events, host functions and the legacy default stream.
+
+Work runs as soon as everything it must follow has finished, which on the CPU is almost always at once.
+What can hold a stream back is a host function the client has not finished yet, or an event wait on such
+a stream; the queued work then runs when the blocker clears (`pump`). The legacy default stream waits for
+all blocking streams of its device and they wait for it (CUDA's implicit synchronisation); streams
+created with cudaStreamNonBlocking take no part in that.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+from gpushim.backends.base import Event, Stream
+from gpushim.cuda_errors import CudaError, Err
+
+NON_BLOCKING = 0x1
+EVENT_DISABLE_TIMING = 0x2
+
+
+class EmuStream(Stream):
+    def __init__(self, device: int, flags: int, priority: int, legacy: bool = False) -> None:
+        self.device = device
+        self.flags = flags
+        self.priority = priority
+        self.legacy = legacy
+        self.queue: deque[_Item] = deque()
+        self.submitted = 0  # items ever queued
+        self.completed = 0  # items finished, in order
+        self.destroyed = False
+
+    @property
+    def blocking(self) -> bool:
+        return not self.legacy and not (self.flags & NON_BLOCKING)
+
+
+class EmuEvent(Event):
+    def __init__(self, device: int, flags: int) -> None:
+        self.device = device
+        self.flags = flags
+        self.recorded = 0  # generation of the latest record
+        self.completed = 0  # generation that has completed
+        self.time_ns: int | None = None
+
+
+class _Item:
+    """One queued operation: runs when its dependencies (stream, count) have completed."""
+
+    def __init__(self, run: Callable[[], bool], deps: list[tuple[EmuStream, int]]) -> None:
+        self.run = run  # returns False while it must stay at the head (a host function in flight)
+        self.deps = deps
+        self.started = False
+
+    def ready(self) -> bool:
+        return all(s.completed >= n for s, n in self.deps)
+
+
+class Scheduler:
+    """All streams of one session."""
+
+    def __init__(self) -> None:
+        self.streams: list[EmuStream] = []
+        self.legacy: dict[int, EmuStream] = {}
+        self.errors: list[tuple[int, str]] = []
+
+    def legacy_stream(self, dev: int) -> EmuStream:
+        s = self.legacy.get(dev)
+        if s is None:
+            s = self.legacy[dev] = EmuStream(dev, 0, 0, legacy=True)
+            self.streams.append(s)
+        return s
+
+    def create(self, dev: int, flags: int, priority: int) -> EmuStream:
+        s = EmuStream(dev, flags, priority)
+        self.streams.append(s)
+        return s
+
+    def destroy(self, s: EmuStream) -> None:
+        # CUDA: pending work still completes; the handle is gone at once.
+        s.destroyed = True
+        self._gc()
+
+    def _gc(self) -> None:
+        self.streams = [s for s in self.streams if not (s.destroyed and not s.queue)]
+
+    # -- submitting ----------------------------------------------------------------------------------------
+    def _implicit_deps(self, s: EmuStream) -> list[tuple[EmuStream, int]]:
+        if s.legacy:
+            return [(o, o.submitted) for o in self.streams
+                    if o is not s and o.device == s.device and o.blocking and o.completed < o.submitted]
+        if s.blocking:
+            leg = self.legacy.get(s.device)
+            if leg is not None and leg.completed < leg.submitted:
+                return [(leg, leg.submitted)]
+        return []
+
+    def submit(self, s: EmuStream, run: Callable[[], bool], extra_deps: list[tuple[EmuStream, int]] = ()) -> None:
+        item = _Item(run, self._implicit_deps(s) + list(extra_deps))
+        s.queue.append(item)
+        s.submitted += 1
+        self.pump()
+
+    def work(self, s: EmuStream, fn: Callable[[], None]) -> None:
+        """Queues fn; a CudaError it raises becomes the session's asynchronous error."""
+
+        def run() -> bool:
+            try:
+                fn()
+            except CudaError as e:
+                self.errors.append((e.code, e.message))
+            return True
+
+        self.submit(s, run)
+
+    def sync_work(self, s: EmuStream, fn: Callable[[], object]) -> object:
+        """Runs fn in stream order right now; the caller must have checked that the stream is idle."""
+        if s.queue or self._implicit_deps(s):
+            raise CudaError(Err.ILLEGAL_STATE, "internal: synchronous work on a busy stream")
+        return fn()
+
+    # -- events --------------------------------------------------------------------------------------------
+    def record(self, e: EmuEvent, s: EmuStream) -> None:
+        e.recorded += 1
+        gen = e.recorded
+
+        def run() -> bool:
+            e.time_ns = time.perf_counter_ns()
+            e.completed = max(e.completed, gen)
+            return True
+
+        self.submit(s, run)
+
+    def wait_event(self, s: EmuStream, e: EmuEvent) -> None:
+        gen = e.recorded
+        if e.completed >= gen:
+            return  # nothing to wait for: the event has completed (or was never recorded)
+        # The wait stays at the head of s (returning False) until the record has run, wherever it is queued.
+        self.submit(s, lambda: e.completed >= gen)
+
+    # -- host functions ------------------------------------------------------------------------------------
+    def host_func(self, s: EmuStream, notify: Callable[[], None]) -> Callable[[], None]:
+        state = {"notified": False, "done": False}
+
+        def run() -> bool:
+            if not state["notified"]:
+                state["notified"] = True
+                notify()
+            return state["done"]
+
+        def done() -> None:
+            state["done"] = True
+            self.pump()
+
+        self.submit(s, run)
+        return done
+
+    # -- progress ------------------------------------------------------------------------------------------
+    def pump(self) -> None:
+        """Runs every queued item whose turn has come, until nothing more can run."""
+        progress = True
+        while progress:
+            progress = False
+            for s in list(self.streams):
+                while s.queue and s.queue[0].ready():
+                    if not s.queue[0].run():
+                        break  # waiting for a client callback
+                    s.queue.popleft()
+                    s.completed += 1
+                    progress = True
+        self._gc()
+
+    def idle(self, s: EmuStream) -> bool:
+        return not s.queue
+
+    def device_idle(self, dev: int) -> bool:
+        return all(not s.queue for s in self.streams if s.device == dev)
+
+    def event_idle(self, e: EmuEvent) -> bool:
+        return e.completed >= e.recorded

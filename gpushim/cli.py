@@ -1,0 +1,258 @@
+"""The `gpushim` command: serve, run, status, devices, images, shim-path."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from gpushim import __version__
+from gpushim.fatbin.report import images_command
+from gpushim.paths import server_url, shim_path
+
+BACKENDS = ["auto", "emulator", "cuda"]
+
+
+def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str):  # noqa: ANN201
+    """The backend for `serve` / `devices`; exits with a clear message when it cannot be had."""
+    from gpushim.backends.emulator.backend import EmulatorBackend
+
+    if name in ("auto", "cuda"):
+        from gpushim.backends.probe import probe_cuda
+
+        usable, why = probe_cuda()
+        if name == "cuda" and not usable:
+            raise click.ClickException(f"--backend cuda: no usable NVIDIA GPU: {why}")
+        if usable:
+            import importlib.util
+
+            if importlib.util.find_spec("gpushim.backends.cuda") is None:
+                # The cuda backend is the issue "Real GPUs"; until it lands a GPU machine uses the emulator.
+                if name == "cuda":
+                    raise click.ClickException("--backend cuda: a GPU is present but this gpushim has no cuda "
+                                               "backend yet; use --backend emulator")
+                reason = f"auto: {why}, but this gpushim has no cuda backend yet"
+            else:
+                from gpushim.backends.cuda import CudaBackend
+
+                return CudaBackend(reason=why)
+        else:
+            reason = f"auto: {why}"
+    else:
+        reason = "chosen with --backend emulator"
+    try:
+        return EmulatorBackend(emulate_gpu, emulate_devices, emulate_driver, reason=reason)
+    except (KeyError, ValueError) as e:
+        raise click.ClickException(str(e.args[0] if e.args else e)) from None
+
+
+def backend_options(f):  # noqa: ANN001, ANN201
+    f = click.option("--emulate-driver", default="13.0", show_default=True,
+                     help="Driver API version the emulator presents (e.g. 12.4).")(f)
+    f = click.option("--emulate-devices", default=1, show_default=True, type=click.IntRange(1, 16),
+                     help="Number of emulated GPUs.")(f)
+    f = click.option("--emulate-gpu", default="h100", show_default=True,
+                     help="GPU model the emulator presents: h100, h200, a100, l4, t4.")(f)
+    f = click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+                     help="cuda: real GPUs via cuda-python; emulator: CPU; auto: cuda when a GPU is usable.")(f)
+    return f
+
+
+@click.group()
+@click.version_option(__version__, prog_name="gpushim")
+def main() -> None:
+    """gpushim runs unmodified CUDA programs against GPUs behind another driver, process or host."""
+
+
+@main.command()
+@click.option("--listen", default=None, help="unix:///path or tcp://host:port (default: $GPUSHIM_SERVER or the "
+              "per-user socket).")
+@backend_options
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Clients must present the token in this file (required off loopback).")
+@click.option("--memory-quota", type=int, default=None, help="Device memory each session may hold, in bytes.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,
+          token_file: str | None, memory_quota: int | None, log_level: str) -> None:
+    """Run a gpushim server."""
+    from gpushim.server.supervisor import ServeError, Supervisor
+
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper()),
+                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver)
+    token = Path(token_file).read_text().splitlines()[0].strip() if token_file else None
+    try:
+        sup = Supervisor(be, listen or server_url(), token=token, memory_quota=memory_quota)
+    except ServeError as e:
+        raise click.ClickException(str(e)) from None
+    sup.serve_forever()
+
+
+def query_status(url: str, timeout: float = 5.0) -> dict:
+    from gpushim.protocol import STATUS
+    from gpushim.wire import recv_frame, send_frame
+
+    sock = connect(url, timeout)
+    try:
+        send_frame(sock, [STATUS, {}])
+        reply = recv_frame(sock)
+    finally:
+        sock.close()
+    return reply[1]
+
+
+def connect(url: str, timeout: float) -> socket.socket:
+    if url.startswith("unix://") or url.startswith("unix:"):
+        path = url.split("unix://", 1)[1] if url.startswith("unix://") else url[5:]
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(path)
+        return s
+    if url.startswith("tcp://"):
+        host, _, port = url[6:].rpartition(":")
+        return socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    raise click.ClickException(f"server address must be unix:///path or tcp://host:port, not '{url}'")
+
+
+@main.command()
+@click.option("--server", default=None, help="Server address (default: $GPUSHIM_SERVER or the per-user socket).")
+@click.option("--json", "as_json", is_flag=True)
+def status(server: str | None, as_json: bool) -> None:
+    """Show a running server's devices and sessions."""
+    url = server or server_url()
+    try:
+        st = query_status(url)
+    except OSError as e:
+        raise click.ClickException(f"no gpushim server at {url}: {e.strerror or e}") from None
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+        return
+    click.echo(f"{st['server']} at {st['address']}")
+    click.echo(f"  {st['backend']}")
+    for d in st["devices"]:
+        click.echo(f"  device {d['ordinal']}: {d['name']} (cc {d['cc']}, {d['memory'] / 2**30:.1f} GiB, "
+                   f"{d['pci_bus_id']})")
+    click.echo(f"  {len(st['sessions'])} session(s)")
+    for s in st["sessions"]:
+        held = f"{s.get('allocations', '?')} allocations, {s.get('allocated_bytes', 0)} bytes, " \
+               f"{s.get('streams', '?')} streams, {s.get('events', '?')} events, {s.get('calls', '?')} calls"
+        click.echo(f"  [{s['session']}] {s['program']} pid {s['pid']} CUDA {s['runtime']}: "
+                   f"{s.get('state', held)}")
+
+
+@main.command("shim-path")
+def shim_path_cmd() -> None:
+    """Print the absolute path of libgpushim.so (for LD_PRELOAD)."""
+    p = shim_path()
+    if not p.exists():
+        raise click.ClickException(f"{p} is missing: build it with `make shim` or `pip install .`")
+    click.echo(str(p))
+
+
+@main.command()
+@backend_options
+@click.option("--json", "as_json", is_flag=True)
+def devices(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str, as_json: bool) -> None:
+    """List the devices a server started here would offer."""
+    be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver)
+    rows = [{"ordinal": d.ordinal, "name": d.name, "uuid": "GPU-" + d.uuid.hex(), "pci_bus_id": d.pci_bus_id,
+             "memory": d.props["totalGlobalMem"], "compute_capability": f"{d.props['major']}.{d.props['minor']}",
+             "multiprocessors": d.props["multiProcessorCount"]} for d in be.devices()]
+    drv = be.driver_version()
+    if as_json:
+        click.echo(json.dumps({"backend": be.name, "driver": drv, "devices": rows}, indent=2))
+        return
+    click.echo(be.describe())
+    for r in rows:
+        click.echo(f"  {r['ordinal']}: {r['name']}  cc {r['compute_capability']}  {r['memory'] / 2**30:.1f} GiB  "
+                   f"{r['multiprocessors']} SMs  {r['pci_bus_id']}  {r['uuid']}")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@backend_options
+@click.option("--embedded", is_flag=True, help="Always start a private server, even if one is reachable.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
+              show_default=True, help="Log level of an embedded server.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str, embedded: bool,
+        log_level: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND with gpushim: uses a reachable server, or starts an embedded one for the command."""
+    lib = shim_path()
+    if not lib.exists():
+        raise click.ClickException(f"{lib} is missing: build it with `make shim` or `pip install .`")
+    url = server_url()
+    server: subprocess.Popen | None = None
+    tmp = None
+    if embedded or not _reachable(url):
+        tmp = tempfile.TemporaryDirectory(prefix="gpushim-")
+        url = f"unix://{tmp.name}/server.sock"
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gpushim", "serve", "--listen", url, "--backend", backend,
+             "--emulate-gpu", emulate_gpu, "--emulate-devices", str(emulate_devices),
+             "--emulate-driver", emulate_driver, "--log-level", log_level],
+        )
+        if not _wait_reachable(url, server, 60):
+            server.kill()
+            raise click.ClickException("the embedded gpushim server did not start (see its messages above)")
+    env = dict(os.environ)
+    preload = env.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
+    env["GPUSHIM_SERVER"] = url
+    try:
+        proc = subprocess.Popen(list(command), env=env)
+    except OSError as e:
+        _stop(server)
+        raise click.ClickException(f"cannot run {command[0]}: {e.strerror}") from None
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait()
+    finally:
+        _stop(server)
+        if tmp:
+            tmp.cleanup()
+    sys.exit(code if code >= 0 else 128 - code)
+
+
+def _reachable(url: str) -> bool:
+    try:
+        query_status(url, timeout=2.0)
+        return True
+    except (OSError, ValueError, IndexError, click.ClickException):
+        return False
+
+
+def _wait_reachable(url: str, server: subprocess.Popen, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            return False
+        if _reachable(url):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _stop(server: subprocess.Popen | None) -> None:
+    if server is None or server.poll() is not None:
+        return
+    server.terminate()
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+main.add_command(images_command)

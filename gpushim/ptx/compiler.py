@@ -1,0 +1,200 @@
+"""Compiles a linked kernel (link.Program) into basic blocks of closures for the SIMT scheduler.
+
+Every instruction becomes one closure `f(st, idx)` with its operands resolved; control instructions, barriers
+and warp-synchronous instructions end basic blocks and are handled by the scheduler. Anything the engine
+cannot execute raises PtxUnsupported here, when the module loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpushim.ptx import ops_bits, ops_cmp, ops_cvt, ops_float, ops_int
+from gpushim.ptx.errors import PtxError, PtxUnsupported
+from gpushim.ptx.link import Program
+from gpushim.ptx.nodes import Instr, Module, Reg, Sym
+from gpushim.ptx.operands import Ctx
+
+HANDLERS: dict = {}
+for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt):
+    HANDLERS.update(_m.HANDLERS)
+
+
+def _late_handlers() -> None:
+    from gpushim.ptx import ops_atom, ops_mem, ops_sys, ops_warp
+
+    HANDLERS.update({
+        "ld": ops_mem.compile_ld, "ldu": ops_mem.compile_ld, "st": ops_mem.compile_st, "cvta": ops_mem.compile_cvta,
+        "isspacep": ops_mem.compile_isspacep, "prefetch": ops_mem.compile_nop, "prefetchu": ops_mem.compile_nop,
+        "membar": ops_mem.compile_nop, "fence": ops_mem.compile_nop, "nanosleep": ops_mem.compile_nop,
+        "brkpt": ops_mem.compile_nop, "pmevent": ops_mem.compile_nop, "discard": ops_mem.compile_nop,
+        "applypriority": ops_mem.compile_nop, "createpolicy": ops_sys.compile_createpolicy,
+        "atom": ops_atom.compile_atom, "red": ops_atom.compile_atom, "activemask": ops_warp.compile_activemask,
+        "@vprintf": ops_sys.compile_vprintf, "@__assertfail": ops_sys.compile_assertfail,
+    })  # fmt: skip
+    WARP_HANDLERS.update({
+        "shfl": ops_warp.compile_shfl, "vote": ops_warp.compile_vote, "match": ops_warp.compile_match,
+        "redux": ops_warp.compile_redux, "bar.warp": ops_warp.compile_warp_sync,
+    })  # fmt: skip
+    BAR_HANDLERS.update({"bar": ops_warp.compile_bar, "barrier": ops_warp.compile_bar})
+
+
+WARP_HANDLERS: dict = {}
+BAR_HANDLERS: dict = {}
+
+UNSUPPORTED = {
+    "tex": "texture fetch (tex)", "tld4": "texture gather (tld4)", "txq": "texture query (txq)",
+    "suld": "surface load (suld)", "sust": "surface store (sust)", "sured": "surface reduction (sured)",
+    "suq": "surface query (suq)", "wmma": "warp matrix multiply (wmma)", "mma": "tensor core mma",
+    "ldmatrix": "ldmatrix", "stmatrix": "stmatrix", "cp": "asynchronous copy (cp.async / cp.*)",
+    "wgmma": "wgmma", "tcgen05": "tcgen05", "cp.async": "cp.async", "mbarrier": "mbarrier",
+    "getctarank": "clusters (getctarank)", "elect": "elect.sync", "setmaxnreg": "setmaxnreg",
+    "alloca": "dynamic stack allocation (alloca)", "stacksave": "stacksave", "stackrestore": "stackrestore",
+    "griddepcontrol": "griddepcontrol", "multimem": "multimem", "cvt.pack": "cvt.pack",
+    "istypep": "istypep (texture/surface handles)", "tensormap": "tensormap", "clusterlaunchcontrol": "clusters",
+}  # fmt: skip
+
+
+@dataclass
+class Block:
+    start: int
+    fns: list = field(default_factory=list)
+    n: int = 0  # instructions, for the statistics
+    kind: str = "fall"  # fall | bra | brx | exit | trap | bar | warp
+    next: int = 0  # fall-through pc
+    target: int = 0
+    guard: object = None  # predicate reader of a conditional terminator
+    neg: bool = False
+    op: object = None  # bar: action at release (bar.red), warp: the instruction
+    table: list = field(default_factory=list)
+    line: int = 0
+    text: str = ""
+
+
+@dataclass
+class Kernel:
+    prog: Program
+    ctx: Ctx
+    blocks: dict[int, Block]
+    nregs: int
+    reg_init: list
+
+
+def _guarded(fn, pred, neg: bool):
+    def g(st, idx):
+        p = pred(st, idx)
+        if neg:
+            p = ~p
+        if p.__class__ is np.bool_:
+            if p:
+                fn(st, idx)
+            return
+        sub = np.flatnonzero(p) if idx is None else idx[p]
+        if sub.size == 0:
+            return
+        fn(st, None if idx is None and sub.size == st.n else sub)
+
+    return g
+
+
+def _kind(ins: Instr) -> str:
+    op = ins.op
+    base = op.split(".")[0]
+    if base == "bra":
+        return "bra"
+    if base == "brx":
+        return "brx"
+    if base in ("ret", "exit"):
+        return "exit"
+    if base == "trap":
+        return "trap"
+    if op.startswith("bar.warp.sync"):
+        return "warp"
+    if base in ("bar", "barrier"):
+        if ".arrive" in op:
+            return "normal"
+        return "bar"
+    if base in ("shfl", "vote", "match", "redux"):
+        return "warp"
+    return "normal"
+
+
+def compile_kernel(mod: Module, prog: Program) -> Kernel:
+    if not HANDLERS.get("ld"):
+        _late_handlers()
+    ctx = Ctx(mod, prog)
+    code = prog.code
+    kinds = [_kind(i) for i in code]
+    leaders = {0}
+    leaders.update(prog.labels.values())
+    for pc, k in enumerate(kinds):
+        if k != "normal":
+            leaders.add(pc + 1)
+            if k in ("bar", "warp"):
+                leaders.add(pc)
+    leaders = sorted(x for x in leaders if x <= len(code))
+    blocks: dict[int, Block] = {}
+    for bi, start in enumerate(leaders):
+        end = leaders[bi + 1] if bi + 1 < len(leaders) else len(code)
+        blk = Block(start, next=end)
+        if start >= len(code):
+            blk.kind = "exit"
+            blocks[start] = blk
+            continue
+        for pc in range(start, end):
+            ins = code[pc]
+            ctx.ins = ins
+            k = kinds[pc]
+            blk.n += 1
+            blk.line = ins.line
+            blk.text = ins.op
+            if k == "normal":
+                fn = _compile_normal(ctx, ins)
+                if fn is not None:
+                    if ins.guard is not None:
+                        fn = _guarded(fn, ctx.reader(Reg(ins.guard[0]), "pred"), ins.guard[1])
+                    blk.fns.append(fn)
+                continue
+            blk.kind = k
+            if ins.guard is not None:
+                blk.guard = ctx.reader(Reg(ins.guard[0]), "pred")
+                blk.neg = ins.guard[1]
+            if k == "bra":
+                tgt = ins.args[0]
+                if not isinstance(tgt, Sym) or tgt.name not in prog.labels:
+                    raise PtxError(f"line {ins.line}: branch to unknown label {tgt} (kernel {prog.kernel})")
+                blk.target = prog.labels[tgt.name]
+            elif k == "brx":
+                tbl = ins.args[1]
+                if not isinstance(tbl, Sym) or tbl.name not in prog.branch_tables:
+                    raise ctx.fail("brx.idx without a .branchtargets table")
+                blk.table = [prog.labels[t] for t in prog.branch_tables[tbl.name]]
+                blk.op = ctx.reader(ins.args[0], "u32")
+            elif k == "bar":
+                base = ins.op.split(".")[0]
+                blk.op = BAR_HANDLERS[base](ctx, ins)
+            elif k == "warp":
+                key = "bar.warp" if ins.op.startswith("bar.warp") else ins.op.split(".")[0]
+                blk.op = WARP_HANDLERS[key](ctx, ins)
+        blocks[start] = blk
+    reg_init = [dt.type(0) for dt in ctx.reg_dtype]
+    return Kernel(prog, ctx, blocks, len(ctx.reg_dtype), reg_init)
+
+
+def _compile_normal(ctx: Ctx, ins: Instr):
+    op = ins.op
+    base = op.split(".")[0]
+    for pre, what in UNSUPPORTED.items():
+        if op == pre or op.startswith(pre + "."):
+            raise PtxUnsupported(what + f" [{op}]", ctx.kernel, ins.line)
+    h = HANDLERS.get(base)
+    if h is None:
+        raise PtxUnsupported(f"instruction {op}", ctx.kernel, ins.line)
+    try:
+        return h(ctx, ins)
+    except (PtxError, PtxUnsupported):
+        raise
+    except (KeyError, IndexError, ValueError, TypeError) as e:
+        raise PtxUnsupported(f"instruction {op} ({type(e).__name__}: {e})", ctx.kernel, ins.line) from e

@@ -1,0 +1,196 @@
+"""Exactly rounded floating-point helpers numpy lacks: fused multiply-add and directed rounding.
+
+f32: products of f32 values are exact in f64; an exact sum is kept as an (s, e) pair (TwoSum), squeezed into one
+f64 by rounding to odd, and rounding that to f32 gives the correctly rounded result in any mode (53 >= 2*24+2).
+f64 fma: Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using rounding to
+odd" (IEEE TC 2008): (uh, ul) = TwoProduct(a, b); (th, tl) = TwoSum(c, uh); result = RN(th + RO(tl + ul)).
+TwoProduct uses Veltkamp splitting, which needs exponents away from overflow and underflow; elements outside a
+safe range are computed exactly with Python fractions.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+_SPLIT = np.float64(134217729.0)  # 2**27 + 1
+_ONE = np.uint64(1)
+_SAFE_HI = np.float64(2.0**450)
+_SAFE_LO = np.float64(2.0**-450)
+
+
+def two_sum(a, b):
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
+
+
+def _split(a):
+    t = _SPLIT * a
+    hi = t - (t - a)
+    return hi, a - hi
+
+
+def two_prod(a, b):
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def round_to_odd(s, e):
+    """The f64 nearest to s + e rounded to odd, given s = RN(s + e)."""
+    s = np.asarray(s, np.float64)
+    bits = s.view(np.uint64)
+    need = (e != 0) & ((bits & _ONE) == 0) & np.isfinite(s)
+    if not np.any(need):
+        return s
+    away = (e > 0) == (s > 0)
+    adj = np.where(away, _ONE, np.uint64(2**64 - 1))
+    return np.where(need, bits + adj, bits).view(np.float64)
+
+
+def f64_to_f32(v, mode: str = "rn"):
+    """Round f64 values to f32 in rounding mode rn / rz / rm / rp."""
+    r = np.asarray(v, np.float64).astype(np.float32)
+    if mode == "rn":
+        return r
+    r64 = r.astype(np.float64)
+    v = np.asarray(v, np.float64)
+    if mode == "rz":
+        fix = np.abs(r64) > np.abs(v)
+        tgt = np.float32(0)
+    elif mode == "rm":
+        fix = r64 > v
+        tgt = np.float32(-np.inf)
+    else:
+        fix = r64 < v
+        tgt = np.float32(np.inf)
+    return np.where(fix, np.nextafter(r, tgt), r).astype(np.float32)
+
+
+def f64_directed(s, e, mode: str):
+    """Directed rounding of the exact value s + e (s = RN of it) in f64."""
+    if mode == "rn":
+        return s
+    if mode == "rz":
+        fix = (e != 0) & ((e > 0) != (s > 0))
+        tgt = 0.0
+    elif mode == "rm":
+        fix = e < 0
+        tgt = -np.inf
+    else:
+        fix = e > 0
+        tgt = np.inf
+    return np.where(fix, np.nextafter(s, tgt), s)
+
+
+def fma_f32(a, b, c, mode: str = "rn"):
+    a64 = np.asarray(a, np.float64)
+    p = a64 * np.asarray(b, np.float64)
+    c64 = np.asarray(c, np.float64)
+    s, e = two_sum(p, c64)
+    with np.errstate(all="ignore"):
+        v = np.where(np.isfinite(s), round_to_odd(s, np.where(np.isfinite(e), e, 0.0)), p + c64)
+    return f64_to_f32(v, mode)
+
+
+def add_f32(a, b, mode: str, sub: bool = False):
+    a64 = np.asarray(a, np.float64)
+    b64 = np.asarray(b, np.float64)
+    if sub:
+        b64 = -b64
+    s, e = two_sum(a64, b64)
+    return f64_to_f32(round_to_odd(s, np.where(np.isfinite(e), e, 0.0)), mode)
+
+
+def mul_f32(a, b, mode: str):
+    return f64_to_f32(np.asarray(a, np.float64) * np.asarray(b, np.float64), mode)
+
+
+def add_f64(a, b, mode: str, sub: bool = False):
+    b = -b if sub else b
+    s, e = two_sum(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    return f64_directed(s, np.where(np.isfinite(e), e, 0.0), mode)
+
+
+def mul_f64(a, b, mode: str):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    p, e = two_prod(a, b)
+    safe = _safe(a) & _safe(b)
+    out = f64_directed(p, np.where(np.isfinite(e), e, 0.0), mode)
+    if not np.all(safe | ~np.isfinite(p)):
+        out = np.array(out, np.float64, copy=True, ndmin=1)
+        bad = np.flatnonzero(np.broadcast_to(~safe & np.isfinite(p), out.shape))
+        ab, bb = np.broadcast_to(a, out.shape), np.broadcast_to(b, out.shape)
+        for i in bad:
+            out[i] = _exact_round(Fraction(float(ab[i])) * Fraction(float(bb[i])), mode, float(ab[i]) * float(bb[i]))
+        out = out.reshape(np.shape(p))
+    return out
+
+
+def _safe(x):
+    ax = np.abs(x)
+    return (ax == 0) | ((ax < _SAFE_HI) & (ax > _SAFE_LO))
+
+
+def _exact_round(q: Fraction, mode: str, fallback: float) -> float:
+    if q == 0:
+        return fallback if fallback == 0 else 0.0
+    try:
+        r = float(q)  # int / int true division is correctly rounded
+    except OverflowError:
+        r = float("inf") if q > 0 else float("-inf")
+    if mode == "rn":
+        return r
+    fr = Fraction(r) if np.isfinite(r) else None
+    if mode == "rz":
+        if fr is None or abs(fr) > abs(q):
+            return float(np.nextafter(r, 0.0))
+    elif mode == "rm":
+        if fr is None or fr > q:
+            return float(np.nextafter(r, -np.inf))
+    elif fr is None or fr < q:
+        return float(np.nextafter(r, np.inf))
+    return r
+
+
+def fma_f64(a, b, c, mode: str = "rn"):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    c = np.asarray(c, np.float64)
+    with np.errstate(all="ignore"):
+        uh, ul = two_prod(a, b)
+        th, tl = two_sum(c, uh)
+        s2, e2 = two_sum(tl, ul)
+        v = round_to_odd(s2, e2)
+        r = th + v
+        if mode != "rn":
+            r2, e3 = two_sum(th, v)
+            r = f64_directed(r2, e3, mode)
+        finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+        safe = _safe(a) & _safe(b) & ((np.abs(c) < _SAFE_HI)) & (np.abs(uh) < _SAFE_HI)
+        tiny = (np.abs(uh) < _SAFE_LO) & (uh != 0)
+        safe &= ~tiny
+        plain = ~finite
+        slow = finite & ~safe
+        if np.any(plain) or np.any(slow) or (mode != "rn" and True):
+            r = np.array(np.broadcast_to(r, np.broadcast_shapes(a.shape, b.shape, c.shape)), np.float64)
+            shp = r.shape
+            r = r.reshape(-1)
+            A, B, C = (np.broadcast_to(x, shp).reshape(-1) for x in (a, b, c))
+            pl = np.broadcast_to(plain, shp).reshape(-1)
+            if pl.any():
+                r[pl] = A[pl] * B[pl] + C[pl]
+            sl = np.broadcast_to(slow if mode == "rn" else finite, shp).reshape(-1)
+            for i in np.flatnonzero(sl):
+                x, y, z = float(A[i]), float(B[i]), float(C[i])
+                r[i] = _exact_round(Fraction(x) * Fraction(y) + Fraction(z), mode, x * y + z)
+            r = r.reshape(shp)
+            if r.ndim == 0:
+                r = r[()]
+    return r

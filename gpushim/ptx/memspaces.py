@@ -1,0 +1,172 @@
+"""Address translation and checks for the state spaces.
+
+`locate(st, idx, space, addr, size, align)` turns addresses of the running threads into (typed buffer views,
+element indices) after the bounds and alignment checks; loads and stores then gather and scatter on
+`views[size]` (unsigned dtypes). Global and const addresses are device addresses in the arena; shared
+addresses are offsets in the block's window, local addresses offsets in the thread's frame, kernel-parameter
+addresses offsets in the parameter buffer. Generic addresses carry the shared, local and parameter windows
+of operands.py and otherwise are global.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+from gpushim.ptx.values import ndarray
+
+_SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}
+_WINDOWS = (("shared", SHARED_WINDOW), ("local", LOCAL_WINDOW), ("kparam", PARAM_WINDOW))
+_LOW = SHARED_WINDOW
+_HIGH = PARAM_WINDOW + WINDOW_SIZE
+
+
+def _first_bad(st, idx, bad) -> int:
+    """Batch thread index of the first thread flagged in bad (aligned with idx)."""
+    j = int(np.argmax(bad)) if isinstance(bad, ndarray) else 0
+    if idx is None:
+        return j
+    return int(idx[j])
+
+
+def fault(st, code: int, what: str, thread: int, addr: int) -> CudaError:
+    return CudaError(code, f"{what} at {addr:#x} by {st.describe_thread(thread)}")
+
+
+def locate(st, idx, space: str, a, size: int, align: int, what: str):
+    """(views by element size, element indices) for `size`-byte elements at addresses a (align: the access
+    size, a vector's total size)."""
+    if space == "global" or space == "const":
+        return st.av, _global(st, idx, a, size, align, what)
+    if space == "shared":
+        return st.shv, _window(st, idx, a, size, align, what, st.sh_base, st.sh_size, "shared")
+    if space == "local":
+        return st.lov, _window(st, idx, a, size, align, what, st.lo_base, st.lo_size, "local")
+    if space == "kparam":
+        return st.parv, _param(st, idx, a, size, align, what)
+    raise AssertionError(space)
+
+
+def _global(st, idx, a, size, align, what):
+    base = st.mem_base
+    shift = _SHIFT[size]
+    if a.__class__ is not ndarray:
+        ai = int(a)
+        al = st.mem.find(ai)
+        if al is None or ai + align > al.addr + al.size:
+            raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds", _first_bad(st, idx, True), ai)
+        if ai & (align - 1):
+            raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access", _first_bad(st, idx, True), ai)
+        return (ai - base) >> shift
+    if a.size == 0:
+        return a.astype(np.int64)
+    lo = int(a.min())
+    hi = int(a.max())
+    al = st.mem.find(lo)
+    if al is None or hi + align > al.addr + al.size:
+        try:
+            st.mem.check_addresses(a, align)
+        except CudaError:
+            bad = _bad_global(st, a, align)
+            raise fault(
+                st, Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds", _first_bad(st, idx, bad),
+                int(a[np.argmax(bad)]),
+            ) from None
+    if align > 1 and int(np.bitwise_or.reduce(a)) & (align - 1):
+        bad = (a & np.uint64(align - 1)) != 0
+        raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access", _first_bad(st, idx, bad),
+                    int(a[np.argmax(bad)]))
+    off = a - np.uint64(base)
+    if shift:
+        off >>= np.uint64(shift)
+    return off.view(np.int64)
+
+
+def _bad_global(st, a, align):
+    bad = np.ones(a.shape, bool)
+    for al in st.mem.allocations():
+        bad &= ~((a >= np.uint64(al.addr)) & (a + np.uint64(align) <= np.uint64(al.addr + al.size)))
+    return bad
+
+
+def _window(st, idx, a, size, align, what, bases, limit, name):
+    shift = _SHIFT[size]
+    if a.__class__ is not ndarray:
+        ai = int(a)
+        if ai + align > limit:
+            raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: {name} access of {align} bytes out of bounds",
+                        _first_bad(st, idx, True), ai)
+        if ai & (align - 1):
+            raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {name} access", _first_bad(st, idx, True), ai)
+        b = bases if idx is None else bases[idx]
+        return (b + ai) >> shift
+    if a.size == 0:
+        return a.astype(np.int64)
+    a64 = a.astype(np.int64) if a.dtype.itemsize < 8 else a.view(np.int64)
+    hi = int(a.max())
+    if hi + align > limit or int(a64.min()) < 0:
+        bad = (a64 + align > limit) | (a64 < 0)
+        raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: {name} access of {align} bytes out of bounds",
+                    _first_bad(st, idx, bad), int(a[np.argmax(bad)]))
+    if align > 1 and int(np.bitwise_or.reduce(a)) & (align - 1):
+        bad = (a64 & (align - 1)) != 0
+        raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {name} access", _first_bad(st, idx, bad),
+                    int(a[np.argmax(bad)]))
+    b = bases if idx is None else bases[idx]
+    e = b + a64
+    if shift:
+        e >>= shift
+    return e
+
+
+def _param(st, idx, a, size, align, what):
+    limit = st.par_size
+    if a.__class__ is not ndarray:
+        ai = int(a)
+        if ai + size > limit or ai & (size - 1):
+            raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: kernel parameter access out of bounds",
+                        _first_bad(st, idx, True), ai)
+        return ai >> _SHIFT[size]
+    a64 = a.astype(np.int64)
+    bad = (a64 + size > limit) | (a64 < 0) | ((a64 & (size - 1)) != 0)
+    if bad.any():
+        raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: kernel parameter access out of bounds",
+                    _first_bad(st, idx, bad), int(a[np.argmax(bad)]))
+    return a64 >> _SHIFT[size]
+
+
+def split_generic(a):
+    """For generic addresses: a single space name with the addresses translated into it, or None when the
+    addresses mix spaces (then use generic_masks)."""
+    if a.__class__ is not ndarray:
+        ai = int(a)
+        if _LOW <= ai < _HIGH:
+            for name, w in _WINDOWS:
+                if w <= ai < w + WINDOW_SIZE:
+                    return name, np.uint64(ai - w)
+        return "global", a
+    if a.size == 0:
+        return "global", a
+    lo = int(a.min())
+    hi = int(a.max())
+    if lo >= _HIGH or hi < _LOW:
+        return "global", a
+    for name, w in _WINDOWS:
+        if lo >= w and hi < w + WINDOW_SIZE:
+            return name, a - np.uint64(w)
+    return None, None
+
+
+def generic_masks(a):
+    """[(space, mask, translated addresses)] for mixed generic addresses."""
+    out = []
+    rest = np.ones(a.shape, bool)
+    for name, w in _WINDOWS:
+        m = (a >= np.uint64(w)) & (a < np.uint64(w + WINDOW_SIZE))
+        if m.any():
+            out.append((name, m, a[m] - np.uint64(w)))
+            rest &= ~m
+    if rest.any():
+        out.append(("global", rest, a[rest]))
+    return out

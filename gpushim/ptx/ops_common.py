@@ -1,0 +1,37 @@
+"""Helpers shared by the instruction compilers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpushim.ptx.nodes import Instr
+from gpushim.ptx.operands import Ctx
+from gpushim.ptx.types import TYPES
+
+
+def itype(ctx: Ctx, ins: Instr) -> str:
+    for p in reversed(ins.op.split(".")):
+        if p in TYPES:
+            return p
+    raise ctx.error(f"{ins.op}: no type")
+
+
+def mods(ins: Instr) -> set[str]:
+    return set(ins.op.split(".")[1:])
+
+
+def nary(ctx: Ctx, ins: Instr, typ: str, f: Callable, n: int, src_types: list[str] | None = None):
+    """d = f(a, b, ...) with the n sources read as typ (or src_types)."""
+    w = ctx.writer(ins.args[0])
+    ts = src_types or [typ] * n
+    rs = [ctx.reader(ins.args[1 + i], ts[i]) for i in range(n)]
+    if n == 1:
+        (ra,) = rs
+        return lambda st, idx: w(st, idx, f(ra(st, idx)))
+    if n == 2:
+        ra, rb = rs
+        return lambda st, idx: w(st, idx, f(ra(st, idx), rb(st, idx)))
+    if n == 3:
+        ra, rb, rc = rs
+        return lambda st, idx: w(st, idx, f(ra(st, idx), rb(st, idx), rc(st, idx)))
+    return lambda st, idx: w(st, idx, f(*[r(st, idx) for r in rs]))

@@ -1,0 +1,210 @@
+"""ld, ldu, st, cvta, isspacep, prefetch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpushim.ptx.memspaces import generic_masks, locate, split_generic
+from gpushim.ptx.nodes import Instr, Reg, Sym, Vec
+from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, Ctx
+from gpushim.ptx.types import TYPES, U, np_type, type_size
+from gpushim.ptx.values import conv, ndarray
+
+SPACE_NAMES = {"global": "global", "shared": "shared", "shared::cta": "shared", "local": "local", "const": "const",
+               "param": "param", "param::entry": "param", "param::func": "param"}  # fmt: skip
+_WINDOW_OF = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW, "kparam": PARAM_WINDOW}
+UNSUPPORTED_SPACES = {"shared::cluster": "distributed shared memory (.shared::cluster)"}
+
+
+def parse_mem_op(ctx: Ctx, ins: Instr):
+    """(space or None for generic, vector width, type)"""
+    parts = ins.op.split(".")
+    space = None
+    vec = 1
+    typ = None
+    for p in parts[1:]:
+        if p in SPACE_NAMES:
+            space = SPACE_NAMES[p]
+        elif p in UNSUPPORTED_SPACES:
+            raise ctx.fail(UNSUPPORTED_SPACES[p])
+        elif p in ("v2", "v4", "v8"):
+            vec = int(p[1:])
+        elif p in TYPES:
+            typ = p
+    if typ is None:
+        raise ctx.error(f"{ins.op}: no type")
+    return space, vec, typ
+
+
+def _resolve_space(ctx: Ctx, space: str | None, addr_op) -> str | None:
+    base = addr_op.base
+    if isinstance(base, Sym):
+        s = ctx.symbol_space(base.name)
+        if space is None:
+            return {"global": "global", "const": "global"}.get(s, s)  # a generic access by name
+        if space == "param":
+            return s if s in ("kparam", "local") else "kparam"
+        return space
+    if space == "param":
+        return "kparam"
+    return space
+
+
+def gather(st, idx, space, a, dt: np.dtype, vec: int, what: str) -> list:
+    size = dt.itemsize
+    if space is None:
+        sp, aa = split_generic(a)
+        if sp is None:
+            return _gather_mixed(st, idx, a, dt, vec, what)
+        space, a = sp, aa
+    views, e = locate(st, idx, space, a, size, size * vec, what)
+    v = views[size]
+    if vec == 1:
+        r = v[e]
+        return [r if r.dtype is dt else r.view(dt)]
+    out = []
+    for j in range(vec):
+        r = v[e + j]
+        out.append(r if r.dtype is dt else r.view(dt))
+    return out
+
+
+def _gather_mixed(st, idx, a, dt, vec, what):
+    n = a.shape[0]
+    outs = [np.empty(n, dt) for _ in range(vec)]
+    for space, m, aa in generic_masks(a):
+        sub = np.flatnonzero(m) if idx is None else idx[m]
+        vals = gather(st, sub, space, aa, dt, vec, what)
+        for o, v in zip(outs, vals, strict=True):
+            o[m] = v
+    return outs
+
+
+def scatter(st, idx, space, a, dt: np.dtype, values: list, what: str) -> None:
+    size = dt.itemsize
+    vec = len(values)
+    if space is None:
+        sp, aa = split_generic(a)
+        if sp is None:
+            for space2, m, aa2 in generic_masks(a):
+                sub = np.flatnonzero(m) if idx is None else idx[m]
+                vals = [v[m] if v.__class__ is ndarray else v for v in values]
+                scatter(st, sub, space2, aa2, dt, vals, what)
+            return
+        space, a = sp, aa
+    if space == "kparam":
+        raise st.error_for(what, "store to kernel parameter space")
+    views, e = locate(st, idx, space, a, size, size * vec, what)
+    v = views[size]
+    ut = U[size]
+    for j, val in enumerate(values):
+        if val.dtype is not ut:
+            val = conv(val, ut)
+        ej = e if j == 0 else e + j
+        if ej.__class__ is not ndarray and val.__class__ is ndarray:
+            val = val[-1]  # every thread stores to one address: the last one wins
+        v[ej] = val
+
+
+def compile_ld(ctx: Ctx, ins: Instr):
+    space, vec, typ = parse_mem_op(ctx, ins)
+    dst, addr_op = ins.args[0], ins.args[1]
+    space = _resolve_space(ctx, space, addr_op)
+    _, ra = ctx.address(addr_op)
+    dt = np_type(typ)
+    what = f"{ins.op} (line {ins.line})"
+    if isinstance(dst, Vec):
+        ws = [ctx.writer(d) for d in dst.items]
+        if len(ws) != vec:
+            raise ctx.error(f"{ins.op}: {len(ws)} destinations for a .v{vec} load")
+    else:
+        if vec != 1:
+            raise ctx.error(f"{ins.op}: vector load into a scalar")
+        ws = [ctx.writer(dst)]
+    if space in ("global", "const") and isinstance(addr_op.base, Sym):
+        # uniform load from a named variable: a scalar result
+        pass
+    if len(ws) == 1:
+        w0 = ws[0]
+
+        def ld1(st, idx):
+            w0(st, idx, gather(st, idx, space, ra(st, idx), dt, 1, what)[0])
+
+        return ld1
+
+    def ldv(st, idx):
+        vals = gather(st, idx, space, ra(st, idx), dt, vec, what)
+        for w, v in zip(ws, vals, strict=True):
+            w(st, idx, v)
+
+    return ldv
+
+
+def compile_st(ctx: Ctx, ins: Instr):
+    space, vec, typ = parse_mem_op(ctx, ins)
+    addr_op, src = ins.args[0], ins.args[1]
+    space = _resolve_space(ctx, space, addr_op)
+    if space == "kparam":
+        raise ctx.error(f"{ins.op}: store to a kernel parameter")
+    _, ra = ctx.address(addr_op)
+    dt = np_type(typ)
+    what = f"{ins.op} (line {ins.line})"
+    items = src.items if isinstance(src, Vec) else (src,)
+    if len(items) != vec:
+        raise ctx.error(f"{ins.op}: {len(items)} sources for .v{vec}")
+    rs = [ctx.reader(s, typ) for s in items]
+
+    def st_(st, idx):
+        scatter(st, idx, space, ra(st, idx), dt, [r(st, idx) for r in rs], what)
+
+    return st_
+
+
+def compile_cvta(ctx: Ctx, ins: Instr):
+    parts = ins.op.split(".")
+    to = "to" in parts
+    space = next((SPACE_NAMES[p] for p in parts[1:] if p in SPACE_NAMES), None)
+    if space is None:
+        raise ctx.error(f"{ins.op}: no state space")
+    typ = parts[-1]
+    w = ctx.writer(ins.args[0])
+    src = ins.args[1]
+    if isinstance(src, Sym):
+        r = ctx.symbol_address(src.name, src.offset)
+        if ctx.symbol_space(src.name) == "kparam":
+            space = "param"
+    else:
+        r = ctx.reader(src, typ)
+    if space in ("global", "const"):
+        return lambda st, idx: w(st, idx, r(st, idx))
+    base = _WINDOW_OF[space]
+    if typ == "u32":  # 32-bit generic addresses are not a thing in 64-bit PTX; keep the offset
+        return lambda st, idx: w(st, idx, r(st, idx))
+    c = np.uint64(base)
+    if to:
+        return lambda st, idx: w(st, idx, r(st, idx) - c)
+    return lambda st, idx: w(st, idx, r(st, idx) + c)
+
+
+def compile_isspacep(ctx: Ctx, ins: Instr):
+    parts = ins.op.split(".")
+    space = SPACE_NAMES.get(parts[1], parts[1])
+    w = ctx.writer(ins.args[0])
+    r = ctx.reader(ins.args[1], "u64")
+    if space in ("shared", "local", "param"):
+        lo, hi = np.uint64(_WINDOW_OF[space]), np.uint64(_WINDOW_OF[space] + WINDOW_SIZE)
+        return lambda st, idx: w(st, idx, (r(st, idx) >= lo) & (r(st, idx) < hi))
+    lo, hi = np.uint64(SHARED_WINDOW), np.uint64(PARAM_WINDOW + WINDOW_SIZE)
+    return lambda st, idx: w(st, idx, (r(st, idx) < lo) | (r(st, idx) >= hi))
+
+
+def compile_nop(ctx: Ctx, ins: Instr):
+    return None
+
+
+def is_vec_dst(op) -> bool:
+    return isinstance(op, Vec)
+
+
+__all__ = ["compile_ld", "compile_st", "compile_cvta", "compile_isspacep", "compile_nop", "gather", "scatter",
+           "type_size", "Reg"]

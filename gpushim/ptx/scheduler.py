@@ -1,0 +1,254 @@
+"""The SIMT scheduler of one batch of whole blocks.
+
+Threads are grouped by program counter; the group with the lowest PC always runs next, one basic block at a
+time, and a group arriving at a PC where another group waits merges with it. For the block layout nvcc emits
+this reconverges divergent threads where an immediate-post-dominator stack would.
+
+- `bar.sync` parks a group until nothing else can run; then every parked group is released (exited threads
+  count as arrived), after computing `bar.red` results.
+- A warp-synchronous instruction (shfl, vote, match, redux, bar.warp.sync) runs once every live thread of each
+  warp involved has arrived at it; a group waits for the others otherwise. When nothing else can run, the
+  lowest waiting group runs anyway (starvation override).
+- A group that keeps looping backward while other groups are runnable yields after YIELD_AFTER iterations,
+  so spin-waits on other threads make progress.
+- A watchdog turns launches running longer than the deadline into cudaErrorLaunchTimeout.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from gpushim.cuda_errors import CudaError, Err
+
+YIELD_AFTER = 256
+
+
+def union(st, a, b):
+    if a is None or b is None:
+        return None
+    m = np.zeros(st.n, bool)
+    m[a] = True
+    m[b] = True
+    r = np.flatnonzero(m)
+    return None if r.size == st.n else r
+
+
+def _add(st, d: dict, pc: int, idx) -> None:
+    old = d.get(pc, False)
+    d[pc] = idx if old is False else union(st, old, idx)
+
+
+def _split(st, idx, p):
+    """(threads where p, threads where not p), None meaning all threads of the batch."""
+    if idx is None:
+        t = np.flatnonzero(p)
+        f = np.flatnonzero(~p)
+    else:
+        t = idx[p]
+        f = idx[~p]
+    return t, f
+
+
+def warp_complete(st, idx) -> bool:
+    if idx is None:
+        return True
+    cnt = np.bincount(st.warp[idx], minlength=st.nwarps)
+    present = cnt > 0
+    return bool(np.array_equal(cnt[present], st.warp_alive[present]))
+
+
+def _exit(st, idx) -> None:
+    if idx is None:
+        st.alive[:] = False
+        st.warp_alive[:] = 0
+        return
+    st.alive[idx] = False
+    st.warp_alive -= np.bincount(st.warp[idx], minlength=st.nwarps)
+
+
+def run_batch(kern, st, deadline: float) -> None:
+    blocks = kern.blocks
+    groups: dict = {0: None}
+    barw: dict = {}
+    warpw: dict = {}
+    deferred: dict = {}
+    steps = 0
+    while True:
+        force = False
+        if groups:
+            pc = min(groups)
+            idx = groups.pop(pc)
+        elif deferred:
+            for k, v in deferred.items():
+                _add(st, groups, k, v)
+            deferred = {}
+            continue
+        elif warpw:
+            pc = min(warpw)
+            idx = warpw.pop(pc)
+            force = True
+        elif barw:
+            for k, v in sorted(barw.items()):
+                blk = blocks[k]
+                if blk.op is not None:
+                    blk.op(st, v)
+                _add(st, groups, blk.next, v)
+            barw = {}
+            continue
+        else:
+            return
+        back = 0
+        while True:
+            blk = blocks[pc]
+            steps += 1
+            if not steps & 255 and time.monotonic() > deadline:
+                raise CudaError(Err.LAUNCH_TIMEOUT, f"kernel {kern.prog.kernel} ran past the watchdog deadline "
+                                f"(line {blk.line}: {blk.text})")
+            n = st.n if idx is None else idx.size
+            st.count += n * blk.n
+            for f in blk.fns:
+                f(st, idx)
+            kind = blk.kind
+            if kind == "fall":
+                npc = blk.next
+            elif kind == "bra":
+                g = blk.guard
+                if g is None:
+                    npc = blk.target
+                else:
+                    p = g(st, idx)
+                    if blk.neg:
+                        p = ~p
+                    if p.__class__ is np.bool_:
+                        npc = blk.target if p else blk.next
+                    else:
+                        t, fl = _split(st, idx, p)
+                        if fl.size == 0:
+                            npc = blk.target
+                        elif t.size == 0:
+                            npc = blk.next
+                        else:
+                            _add(st, groups, blk.target, t)
+                            _add(st, groups, blk.next, fl)
+                            break
+            elif kind == "exit":
+                g = blk.guard
+                if g is None:
+                    _exit(st, idx)
+                    break
+                p = g(st, idx)
+                if blk.neg:
+                    p = ~p
+                if p.__class__ is np.bool_:
+                    if p:
+                        _exit(st, idx)
+                        break
+                    npc = blk.next
+                else:
+                    t, fl = _split(st, idx, p)
+                    if t.size:
+                        _exit(st, t)
+                    if fl.size == 0:
+                        break
+                    idx = fl
+                    npc = blk.next
+            elif kind == "bar":
+                g = blk.guard
+                if g is not None:
+                    p = g(st, idx)
+                    if blk.neg:
+                        p = ~p
+                    if p.__class__ is np.bool_:
+                        if not p:
+                            npc = blk.next
+                            idx = idx
+                        else:
+                            _add(st, barw, pc, idx)
+                            break
+                    else:
+                        t, fl = _split(st, idx, p)
+                        if t.size:
+                            _add(st, barw, pc, t)
+                        if fl.size == 0:
+                            break
+                        idx = fl
+                        npc = blk.next
+                else:
+                    _add(st, barw, pc, idx)
+                    break
+            elif kind == "warp":
+                w = warpw.pop(pc, False)
+                if w is not False:
+                    idx = union(st, idx, w)
+                if force or warp_complete(st, idx):
+                    force = False
+                    _run_guarded(blk, st, idx)
+                    npc = blk.next
+                else:
+                    warpw[pc] = idx
+                    break
+            elif kind == "trap":
+                g = blk.guard
+                if g is None:
+                    who = 0 if idx is None else int(idx[0])
+                else:
+                    p = g(st, idx)
+                    if blk.neg:
+                        p = ~p
+                    if p.__class__ is np.bool_:
+                        who = (0 if idx is None else int(idx[0])) if p else -1
+                    else:
+                        t, _ = _split(st, idx, p)
+                        who = int(t[0]) if t.size else -1
+                if who >= 0:
+                    raise CudaError(Err.LAUNCH_FAILURE, f"trap executed by {st.describe_thread(who)} "
+                                    f"(line {blk.line})")
+                npc = blk.next
+            elif kind == "brx":
+                sel = blk.op(st, idx)
+                table = blk.table
+                if sel.__class__ is not np.ndarray:
+                    npc = table[int(sel)] if int(sel) < len(table) else -1
+                    if npc < 0:
+                        raise CudaError(Err.ILLEGAL_INSTRUCTION, f"brx.idx index {int(sel)} out of range")
+                else:
+                    if int(sel.max()) >= len(table):
+                        raise CudaError(Err.ILLEGAL_INSTRUCTION, "brx.idx index out of range")
+                    for v in np.unique(sel):
+                        m = sel == v
+                        sub = np.flatnonzero(m) if idx is None else idx[m]
+                        _add(st, groups, table[int(v)], None if sub.size == st.n else sub)
+                    break
+            else:
+                raise AssertionError(kind)
+            # continue at npc unless a lower group is waiting to run
+            if npc in groups:
+                idx = union(st, idx, groups.pop(npc))
+            if groups and min(groups) < npc:
+                _add(st, groups, npc, idx)
+                break
+            if npc <= pc:
+                back += 1
+                if back > YIELD_AFTER and groups:
+                    _add(st, deferred, npc, idx)
+                    break
+            pc = npc
+
+
+def _run_guarded(blk, st, idx) -> None:
+    g = blk.guard
+    if g is None:
+        blk.op(st, idx)
+        return
+    p = g(st, idx)
+    if blk.neg:
+        p = ~p
+    if p.__class__ is np.bool_:
+        if p:
+            blk.op(st, idx)
+        return
+    t, _ = _split(st, idx, p)
+    if t.size:
+        blk.op(st, None if t.size == st.n else t)

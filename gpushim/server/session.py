@@ -1,0 +1,423 @@
+"""One client session: the client's handles, its view of the devices, CUDA's error rules, and the
+dispatch of every operation in gpushim/protocol.py to the backend.
+
+Synchronising operations whose condition is not met yet (a stream held back by a host function the
+client is still running) are answered later, when the condition holds: the worker keeps reading frames
+meanwhile, so the client's CALLBACK_DONE can arrive.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpushim.backends.base import Backend, Event, Stream
+from gpushim.cuda_errors import STICKY, CudaError, Err
+from gpushim.protocol import CALLBACK, HANDLE_BASE, OPS_BY_ID, POST, REPLY
+
+# Errors whose reason the shim prints for a person to act on (others are ordinary API results).
+NOTED = frozenset({Err.NOT_SUPPORTED, Err.INSUFFICIENT_DRIVER, Err.UNSUPPORTED_PTX_VERSION,
+                   Err.NO_KERNEL_IMAGE_FOR_DEVICE, Err.INVALID_KERNEL_IMAGE, Err.NOT_PERMITTED} | STICKY)
+
+
+class ProtocolError(Exception):
+    """The client broke the protocol; the session ends."""
+
+
+@dataclass
+class Wait:
+    """A reply that must wait until `ready()`; `finish()` then gives the results (or raises CudaError)."""
+
+    ready: Callable[[], bool]
+    finish: Callable[[], list[Any]] = field(default=lambda: [])
+
+
+@dataclass
+class SessionInfo:
+    session_id: int
+    pid: int
+    program: str
+    runtime: int
+    priority: int
+    devices: list[int]  # client ordinal -> backend ordinal
+    memory_quota: int | None = None
+
+
+class Session:
+    def __init__(self, backend: Backend, info: SessionInfo, send: Callable[[list[Any]], None],
+                 log: logging.Logger) -> None:
+        self.backend = backend
+        self.info = info
+        self.send = send
+        self.log = log
+        self.out = bytearray()  # kernel printf output, attached to the next reply
+        self.bs = backend.open_session(self.out.extend)
+        self.streams: dict[int, Stream] = {}
+        self.events: dict[int, Event] = {}
+        self.callbacks: dict[int, Callable[[], None]] = {}
+        self.waiting: list[tuple[int, Wait]] = []
+        self.next_handle = HANDLE_BASE
+        self.sticky: tuple[int, str] | None = None
+        self.deferred: tuple[int, str] | None = None
+        self.device_flags: dict[int, int] = {}
+        self.calls = 0
+        self.started = time.time()
+        self.handlers: dict[int, Callable[..., Any]] = {}
+        for op in OPS_BY_ID.values():
+            fn = getattr(self, f"op_{op.name.lower()}", None)
+            if fn is not None:
+                self.handlers[op.id] = fn
+
+    # -- dispatch ----------------------------------------------------------------------------------------
+    def dispatch(self, msg: Any) -> None:
+        if not isinstance(msg, list) or len(msg) != 4 or msg[0] not in (1, POST):
+            raise ProtocolError(f"expected [CALL|POST, seq, op, args], got {_describe(msg)}")
+        kind, seq, op_id, args = msg
+        if not isinstance(seq, int) or not isinstance(op_id, int) or not isinstance(args, list):
+            raise ProtocolError("CALL fields have the wrong types")
+        op = OPS_BY_ID.get(op_id)
+        if op is None:
+            raise ProtocolError(f"unknown operation {op_id}")
+        if len(args) != len(op.args):
+            raise ProtocolError(f"{op.name} takes {len(op.args)} arguments, got {len(args)}")
+        self.calls += 1
+        handler = self.handlers.get(op_id)
+        err, msg_text, results = 0, "", []
+        try:
+            if handler is None:
+                raise CudaError(Err.NOT_SUPPORTED, f"{op.name} is not implemented by this server")
+            if self.sticky and op.name not in ("SESSION_INFO", "DEVICE_RESET", "CALLBACK_DONE"):
+                raise CudaError(*self.sticky)
+            result = handler(*args)
+            if isinstance(result, Wait):
+                self._collect_async_errors()
+                if kind == POST:
+                    return
+                self.waiting.append((seq, result))
+                self.progress()
+                return
+            results = result or []
+        except CudaError as e:
+            err, msg_text = e.code, e.message
+        except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as e:
+            raise ProtocolError(f"{op.name}: bad arguments ({e.__class__.__name__}: {e})") from None
+        self._collect_async_errors()
+        if kind == POST:
+            if err:
+                self._defer(err, msg_text, op.name)
+            return
+        self._reply(seq, err, msg_text, results, op.name)
+
+    def _reply(self, seq: int, err: int, msg_text: str, results: list[Any], op_name: str) -> None:
+        if not err and not results and self.deferred:
+            err, msg_text = self.deferred  # an asynchronous error surfaces at the next synchronising call
+            self.deferred = None
+        if err:
+            self.log.debug("%s -> error %d: %s", op_name, err, msg_text)
+        note = msg_text if err in NOTED and msg_text else None
+        out = bytes(self.out) if self.out else None
+        self.out.clear()
+        self.send([REPLY, seq, err, results, out, note])
+
+    def _defer(self, err: int, text: str, what: str) -> None:
+        if err in STICKY:
+            if not self.sticky:
+                self.sticky = (err, text)
+                self.log.warning("sticky error %d (%s) in %s: the context is unusable until cudaDeviceReset",
+                                 err, text, what)
+        elif not self.deferred:
+            self.deferred = (err, text)
+
+    def _collect_async_errors(self) -> None:
+        e = self.bs.take_async_error()
+        if e:
+            self._defer(e[0], e[1], "queued work")
+
+    def progress(self) -> None:
+        """Answers every waiting call whose condition now holds."""
+        still: list[tuple[int, Wait]] = []
+        for seq, w in self.waiting:
+            if w.ready():
+                err, text, results = 0, "", []
+                try:
+                    self._collect_async_errors()
+                    if self.sticky:
+                        raise CudaError(*self.sticky)
+                    results = w.finish()
+                except CudaError as e:
+                    err, text = e.code, e.message
+                self._reply(seq, err, text, results, "wait")
+            else:
+                still.append((seq, w))
+        self.waiting = still
+
+    # -- handles -----------------------------------------------------------------------------------------
+    def _new_handle(self) -> int:
+        self.next_handle += 0x10
+        return self.next_handle
+
+    def _dev(self, dev: int) -> int:
+        if not isinstance(dev, int) or not 0 <= dev < len(self.info.devices):
+            raise CudaError(Err.INVALID_DEVICE, f"invalid device ordinal {dev}")
+        return self.info.devices[dev]
+
+    def _client_dev(self, backend_dev: int) -> int:
+        return self.info.devices.index(backend_dev) if backend_dev in self.info.devices else -2
+
+    def _stream(self, h: int, dev: int = 0) -> Stream | None:
+        if h == 0:
+            return self.bs.default_stream(self._dev(dev))
+        s = self.streams.get(h)
+        if s is None:
+            raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{h:#x} is not a stream of this session")
+        return s
+
+    def _event(self, h: int) -> Event:
+        e = self.events.get(h)
+        if e is None:
+            raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{h:#x} is not an event of this session")
+        return e
+
+    def _stream_idle(self, h: int) -> Callable[[], bool]:
+        if h == 0:  # the legacy stream waits for every blocking stream: wait for the whole device
+            return lambda: all(self.bs.device_idle(d) for d in self.info.devices)
+        s = self._stream(h)
+        return lambda: self.bs.stream_idle(s)
+
+    # -- devices -----------------------------------------------------------------------------------------
+    def op_device_count(self) -> list[Any]:
+        return [len(self.info.devices)]
+
+    def op_device_props(self, dev: int) -> list[Any]:
+        return [self.backend.devices()[self._dev(dev)].props]
+
+    def op_device_attr(self, attr: int, dev: int) -> list[Any]:
+        attrs = self.backend.devices()[self._dev(dev)].attributes
+        if attr not in attrs:
+            raise CudaError(Err.INVALID_VALUE, f"device attribute {attr} is unknown to this server")
+        return [attrs[attr]]
+
+    def op_device_sync(self, dev: int) -> Wait:
+        d = self._dev(dev)
+        return Wait(lambda: self.bs.device_idle(d))
+
+    def op_device_reset(self, dev: int) -> list[Any]:
+        d = self._dev(dev)
+        for h, s in list(self.streams.items()):
+            if s.device == d:
+                self.bs.stream_destroy(s)
+                del self.streams[h]
+        for h, e in list(self.events.items()):
+            if e.device == d:
+                del self.events[h]
+        self.bs.reset_device(d)
+        self.sticky = None
+        self.deferred = None
+        self.device_flags.pop(d, None)
+        return []
+
+    def op_driver_version(self) -> list[Any]:
+        return [self.backend.driver_version()]
+
+    def op_mem_info(self, dev: int) -> list[Any]:
+        free, total = self.bs.mem_info(self._dev(dev))
+        if self.info.memory_quota is not None:
+            used = sum(size for _, _, size in self.bs.allocations())
+            free = max(0, min(free, self.info.memory_quota - used))
+        return [free, total]
+
+    def op_stream_priority_range(self, dev: int) -> list[Any]:
+        least, greatest = self.backend.devices()[self._dev(dev)].priority_range
+        return [least, greatest]
+
+    def op_device_pci_bus_id(self, dev: int) -> list[Any]:
+        return [self.backend.devices()[self._dev(dev)].pci_bus_id]
+
+    def op_device_by_pci_bus_id(self, bus_id: str) -> list[Any]:
+        want = bus_id.lower().strip()
+        for client_dev, d in enumerate(self.info.devices):
+            full = self.backend.devices()[d].pci_bus_id.lower()
+            if want in (full, full.split(":", 1)[1], full.removeprefix("0000:")):
+                return [client_dev]
+        raise CudaError(Err.INVALID_DEVICE, f"no device at PCI bus id '{bus_id}'")
+
+    def op_can_access_peer(self, dev: int, peer: int) -> list[Any]:
+        return [int(self._dev(dev) != self._dev(peer))]
+
+    def op_set_device_flags(self, dev: int, flags: int) -> list[Any]:
+        if flags & ~0x1F:
+            raise CudaError(Err.INVALID_VALUE, f"invalid device flags {flags:#x}")
+        self.device_flags[self._dev(dev)] = flags
+        return []
+
+    def op_get_device_flags(self, dev: int) -> list[Any]:
+        return [self.device_flags.get(self._dev(dev), 0)]
+
+    # -- memory ------------------------------------------------------------------------------------------
+    def op_malloc(self, dev: int, size: int) -> list[Any]:
+        d = self._dev(dev)
+        quota = self.info.memory_quota
+        if quota is not None and sum(s for _, _, s in self.bs.allocations()) + size > quota:
+            raise CudaError(Err.MEMORY_ALLOCATION, f"session memory quota of {quota} bytes exceeded")
+        return [self.bs.malloc(d, size)]
+
+    def op_malloc_pitch(self, dev: int, width: int, height: int) -> list[Any]:
+        ptr, pitch = self.bs.malloc_pitch(self._dev(dev), width, height)
+        return [ptr, pitch]
+
+    def op_free(self, ptr: int) -> Wait:
+        # cudaFree implicitly synchronises the device; a bad pointer fails at once, without waiting.
+        kind, _, base, _ = self.bs.pointer_info(ptr)
+        if kind != 2 or base != ptr:
+            raise CudaError(Err.INVALID_VALUE, f"cudaFree({ptr:#x}): not the start of a live device allocation")
+        return Wait(lambda: all(self.bs.device_idle(d) for d in self.info.devices),
+                    lambda: self.bs.free(ptr) or [])
+
+    def op_memcpy_h2d(self, dst: int, stream: int, data: bytes) -> list[Any]:
+        self.bs.write(self._stream(stream), dst, data)
+        return []
+
+    def op_memcpy_d2h(self, src: int, nbytes: int, stream: int) -> Wait:
+        s = self._stream(stream)
+        self.bs.pointer_info(src)  # a bad pointer fails at once
+        return Wait(self._stream_idle(stream), lambda: [self.bs.read(s, src, nbytes)])
+
+    def op_memcpy_d2d(self, dst: int, src: int, nbytes: int, stream: int) -> list[Any]:
+        self.bs.copy(self._stream(stream), dst, src, nbytes)
+        return []
+
+    def op_memcpy2d_h2d(self, dst: int, dpitch: int, width: int, height: int, stream: int, data: bytes) -> list[Any]:
+        self.bs.write_2d(self._stream(stream), dst, dpitch, width, height, data)
+        return []
+
+    def op_memcpy2d_d2h(self, src: int, spitch: int, width: int, height: int, stream: int) -> Wait:
+        s = self._stream(stream)
+        return Wait(self._stream_idle(stream), lambda: [self.bs.read_2d(s, src, spitch, width, height)])
+
+    def op_memcpy2d_d2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
+                        stream: int) -> list[Any]:
+        self.bs.copy_2d(self._stream(stream), dst, dpitch, src, spitch, width, height)
+        return []
+
+    def op_memset(self, dst: int, value: int, nbytes: int, stream: int) -> list[Any]:
+        self.bs.memset(self._stream(stream), dst, value, nbytes)
+        return []
+
+    def op_memset2d(self, dst: int, pitch: int, value: int, width: int, height: int, stream: int) -> list[Any]:
+        self.bs.memset_2d(self._stream(stream), dst, pitch, value, width, height)
+        return []
+
+    def op_pointer_info(self, ptr: int) -> list[Any]:
+        kind, dev, base, size = self.bs.pointer_info(ptr)
+        return [kind, self._client_dev(dev) if kind else -2, base, size]
+
+    # -- streams -----------------------------------------------------------------------------------------
+    def op_stream_create(self, dev: int, flags: int, priority: int) -> list[Any]:
+        if flags & ~1:
+            raise CudaError(Err.INVALID_VALUE, f"invalid stream flags {flags:#x}")
+        h = self._new_handle()
+        self.streams[h] = self.bs.stream_create(self._dev(dev), flags, priority)
+        return [h]
+
+    def op_stream_destroy(self, stream: int) -> list[Any]:
+        s = self.streams.pop(stream, None)
+        if s is None:
+            raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{stream:#x} is not a stream of this session")
+        self.bs.stream_destroy(s)
+        return []
+
+    def op_stream_sync(self, stream: int) -> Wait:
+        return Wait(self._stream_idle(stream))
+
+    def op_stream_query(self, stream: int) -> list[Any]:
+        if not self._stream_idle(stream)():
+            raise CudaError(Err.NOT_READY, "work is pending")
+        return []
+
+    def op_stream_wait_event(self, stream: int, event: int, flags: int) -> list[Any]:
+        self.bs.stream_wait_event(self._stream(stream), self._event(event))
+        return []
+
+    def op_stream_get_priority(self, stream: int) -> list[Any]:
+        return [0 if stream == 0 else self._stream(stream).priority]  # type: ignore[union-attr]
+
+    def op_stream_get_flags(self, stream: int) -> list[Any]:
+        return [0 if stream == 0 else self._stream(stream).flags]  # type: ignore[union-attr]
+
+    def op_stream_host_func(self, stream: int, callback_id: int) -> list[Any]:
+        s = self._stream(stream)
+        self.callbacks[callback_id] = self.bs.host_func(s, lambda: self.send([CALLBACK, stream, callback_id]))
+        return []
+
+    def op_callback_done(self, callback_id: int) -> list[Any]:
+        done = self.callbacks.pop(callback_id, None)
+        if done is None:
+            raise CudaError(Err.INVALID_VALUE, f"unknown host callback {callback_id}")
+        done()
+        self.progress()
+        return []
+
+    # -- events ------------------------------------------------------------------------------------------
+    def op_event_create(self, dev: int, flags: int) -> list[Any]:
+        if flags & ~0x0F:
+            raise CudaError(Err.INVALID_VALUE, f"invalid event flags {flags:#x}")
+        h = self._new_handle()
+        self.events[h] = self.bs.event_create(self._dev(dev), flags)
+        return [h]
+
+    def op_event_record(self, event: int, stream: int, flags: int) -> list[Any]:
+        e = self._event(event)
+        self.bs.event_record(e, self._stream(stream, self._client_dev(e.device)))
+        return []
+
+    def op_event_sync(self, event: int) -> Wait:
+        e = self._event(event)
+        return Wait(lambda: self.bs.event_idle(e))
+
+    def op_event_query(self, event: int) -> list[Any]:
+        if not self.bs.event_idle(self._event(event)):
+            raise CudaError(Err.NOT_READY, "the event has not completed")
+        return []
+
+    def op_event_elapsed(self, start: int, end: int) -> list[Any]:
+        return [self.bs.event_elapsed_ms(self._event(start), self._event(end))]
+
+    def op_event_destroy(self, event: int) -> list[Any]:
+        e = self.events.pop(event, None)
+        if e is None:
+            raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{event:#x} is not an event of this session")
+        self.bs.event_destroy(e)
+        return []
+
+    # -- session -----------------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        allocs = self.bs.allocations()
+        return {
+            "session": self.info.session_id,
+            "pid": self.info.pid,
+            "program": self.info.program,
+            "runtime": self.info.runtime,
+            "priority": self.info.priority,
+            "devices": self.info.devices,
+            "allocations": len(allocs),
+            "allocated_bytes": sum(size for _, _, size in allocs),
+            "streams": len(self.streams),
+            "events": len(self.events),
+            "calls": self.calls,
+            "sticky_error": self.sticky[0] if self.sticky else 0,
+            "uptime_s": round(time.time() - self.started, 3),
+        }
+
+    def op_session_info(self) -> list[Any]:
+        return [self.summary()]
+
+    def close(self) -> None:
+        self.bs.close()
+
+
+def _describe(msg: Any) -> str:
+    text = repr(msg)
+    return text if len(text) < 80 else text[:77] + "..."

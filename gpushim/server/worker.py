@@ -1,0 +1,88 @@
+"""A session's worker process: reads the client's frames, runs them through its Session, answers status
+requests from the supervisor. It ends when the client disconnects (everything it held is freed with the
+process) or breaks the protocol (the reason is logged and sent to the client)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import selectors
+import socket
+from typing import Any
+
+from gpushim.backends.base import Backend
+from gpushim.cuda_errors import Err
+from gpushim.protocol import FATAL
+from gpushim.server.session import ProtocolError, Session, SessionInfo
+from gpushim.wire import FrameBuffer, FrameError, pack, unpack_body
+
+
+def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
+               pending: bytes) -> int:
+    """Serves one session until it ends; returns the process exit status."""
+    log = logging.getLogger(f"gpushim.session.{info.session_id}")
+    conn.setblocking(True)
+
+    def send(msg: list[Any]) -> None:
+        conn.sendall(pack(msg))
+
+    try:
+        session = Session(backend, info, send, log)
+    except Exception as e:  # a backend that cannot open (no GPU left, CUDA init failure)
+        log.error("could not open a backend session: %s", e)
+        _send_quietly(conn, [FATAL, 0, Err.INITIALIZATION_ERROR, f"the server could not open a session: {e}"])
+        return 1
+    log.info("session started: pid %d, program %s, CUDA runtime %d, devices %s, priority %d",
+             info.pid, info.program, info.runtime, info.devices, info.priority)
+    frames = FrameBuffer()
+    frames.feed(pending)
+    sel = selectors.DefaultSelector()
+    sel.register(conn, selectors.EVENT_READ, "client")
+    sel.register(control, selectors.EVENT_READ, "control")
+    status = 0
+    try:
+        if not _handle_frames(session, frames, conn, log):
+            return 1
+        while True:
+            for key, _ in sel.select():
+                if key.data == "control":
+                    req = control.recv(64)
+                    if not req:
+                        log.info("supervisor gone; ending session")
+                        return 0
+                    control.sendall(json.dumps(session.summary()).encode() + b"\n")
+                    continue
+                try:
+                    data = conn.recv(1 << 22)
+                except ConnectionResetError:
+                    data = b""
+                if not data:
+                    log.info("client disconnected after %d calls; freeing its resources", session.calls)
+                    return 0
+                frames.feed(data)
+                if not _handle_frames(session, frames, conn, log):
+                    return 1
+    except (BrokenPipeError, ConnectionResetError):
+        log.info("client connection lost; freeing its resources")
+    finally:
+        session.close()
+        sel.close()
+    return status
+
+
+def _handle_frames(session: Session, frames: FrameBuffer, conn: socket.socket, log: logging.Logger) -> bool:
+    try:
+        for body in frames.frames():
+            session.dispatch(unpack_body(body))
+    except (FrameError, ProtocolError) as e:
+        log.warning("malformed frame from the client; ending the session: %s", e)
+        _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
+        return False
+    return True
+
+
+def _send_quietly(conn: socket.socket, msg: list[Any]) -> None:
+    try:
+        conn.sendall(pack(msg))
+    except OSError:
+        pass
