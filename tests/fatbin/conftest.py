@@ -25,6 +25,7 @@ BUILDS: dict[str, tuple[str, str, list[str]]] = {
     "lz_all": ("kernels.cu", "lz_all", ["-compress-mode=speed", "-Xfatbin", "-compress-all"]),
     "multi_lz": ("kernels.cu", "multi_lz", [*MULTI, "-compress-mode=speed", "-Xfatbin", "-compress-all"]),
     "multi_none": ("kernels.cu", "multi_none", [*MULTI, "-compress-mode=none"]),
+    "rdc": ("kernels.cu", "rdc", ["-rdc=true"]),
     "cudart_shared": ("kernels.cu", "cudart_shared", ["-cudart", "shared"]),
     "shared_lib": ("lib.cu", "libscale.so", ["-shared", "-Xcompiler", "-fPIC", "-cudart", "shared"]),
     "features_ptx": ("features.cu", "features.ptx", ["-ptx", "-arch=sm_90"]),

@@ -125,3 +125,12 @@ def test_header_only_listing(built):
     assert [(i.kind, i.arch, i.version, i.compression, i.size, i.stored_size) for i in quick] == [
         (i.kind, i.arch, i.version, i.compression, i.size, i.stored_size) for i in full]
     assert all(len(i.payload) == i.stored_size for i in quick)
+
+
+def test_rdc_build_registers_the_device_linked_fatbin(built):
+    found = find_fatbins(built["rdc"])
+    assert [(f.section, f.wrapper_version) for f in found] == [(".nv_fatbin", 2), ("__nv_relfatbin", 1)]
+    linked, relocatable = (parse_fatbin(f.data) for f in found)
+    assert summary(linked) == [("cubin", 75, "none")]
+    assert summary(relocatable) == [("cubin", 75, "zstd"), ("ptx", 75, "zstd")]  # -rdc compresses the cubin too
+    assert set(cubin_info(linked[0].payload).kernels) == KERNELS == set(cubin_info(relocatable[0].payload).kernels)
