@@ -173,7 +173,7 @@ def fma_f64(a, b, c, mode: str = "rn"):
             r2, e3 = two_sum(th, v)
             r = f64_directed(r2, e3, mode)
         finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
-        safe = _safe(a) & _safe(b) & ((np.abs(c) < _SAFE_HI)) & (np.abs(uh) < _SAFE_HI)
+        safe = _safe(a) & _safe(b) & (np.abs(c) < _SAFE_HI) & (np.abs(uh) < _SAFE_HI)
         tiny = (np.abs(uh) < _SAFE_LO) & (uh != 0)
         safe &= ~tiny
         plain = ~finite

@@ -57,7 +57,9 @@ def _global(st, idx, a, size, align, what):
         if al is None or ai + align > al.addr + al.size:
             raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds", _first_bad(st, idx, True), ai)
         if ai & (align - 1):
-            raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access", _first_bad(st, idx, True), ai)
+            raise fault(
+                st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access", _first_bad(st, idx, True), ai
+            )
         return (ai - base) >> shift
     if a.size == 0:
         return a.astype(np.int64)
@@ -70,13 +72,21 @@ def _global(st, idx, a, size, align, what):
         except CudaError:
             bad = _bad_global(st, a, align)
             raise fault(
-                st, Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds", _first_bad(st, idx, bad),
+                st,
+                Err.ILLEGAL_ADDRESS,
+                f"{what}: {align} bytes out of bounds",
+                _first_bad(st, idx, bad),
                 int(a[np.argmax(bad)]),
             ) from None
     if align > 1 and int(np.bitwise_or.reduce(a)) & (align - 1):
         bad = (a & np.uint64(align - 1)) != 0
-        raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access", _first_bad(st, idx, bad),
-                    int(a[np.argmax(bad)]))
+        raise fault(
+            st,
+            Err.MISALIGNED_ADDRESS,
+            f"{what}: misaligned {align}-byte access",
+            _first_bad(st, idx, bad),
+            int(a[np.argmax(bad)]),
+        )
     off = a - np.uint64(base)
     if shift:
         off >>= np.uint64(shift)
@@ -95,8 +105,13 @@ def _window(st, idx, a, size, align, what, bases, limit, name):
     if a.__class__ is not ndarray:
         ai = int(a)
         if ai + align > limit:
-            raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: {name} access of {align} bytes out of bounds",
-                        _first_bad(st, idx, True), ai)
+            raise fault(
+                st,
+                Err.ILLEGAL_ADDRESS,
+                f"{what}: {name} access of {align} bytes out of bounds",
+                _first_bad(st, idx, True),
+                ai,
+            )
         if ai & (align - 1):
             raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {name} access", _first_bad(st, idx, True), ai)
         b = bases if idx is None else bases[idx]
@@ -107,12 +122,22 @@ def _window(st, idx, a, size, align, what, bases, limit, name):
     hi = int(a.max())
     if hi + align > limit or int(a64.min()) < 0:
         bad = (a64 + align > limit) | (a64 < 0)
-        raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: {name} access of {align} bytes out of bounds",
-                    _first_bad(st, idx, bad), int(a[np.argmax(bad)]))
+        raise fault(
+            st,
+            Err.ILLEGAL_ADDRESS,
+            f"{what}: {name} access of {align} bytes out of bounds",
+            _first_bad(st, idx, bad),
+            int(a[np.argmax(bad)]),
+        )
     if align > 1 and int(np.bitwise_or.reduce(a)) & (align - 1):
         bad = (a64 & (align - 1)) != 0
-        raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {name} access", _first_bad(st, idx, bad),
-                    int(a[np.argmax(bad)]))
+        raise fault(
+            st,
+            Err.MISALIGNED_ADDRESS,
+            f"{what}: misaligned {name} access",
+            _first_bad(st, idx, bad),
+            int(a[np.argmax(bad)]),
+        )
     b = bases if idx is None else bases[idx]
     e = b + a64
     if shift:
@@ -125,14 +150,20 @@ def _param(st, idx, a, size, align, what):
     if a.__class__ is not ndarray:
         ai = int(a)
         if ai + size > limit or ai & (size - 1):
-            raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: kernel parameter access out of bounds",
-                        _first_bad(st, idx, True), ai)
+            raise fault(
+                st, Err.ILLEGAL_ADDRESS, f"{what}: kernel parameter access out of bounds", _first_bad(st, idx, True), ai
+            )
         return ai >> _SHIFT[size]
     a64 = a.astype(np.int64)
     bad = (a64 + size > limit) | (a64 < 0) | ((a64 & (size - 1)) != 0)
     if bad.any():
-        raise fault(st, Err.ILLEGAL_ADDRESS, f"{what}: kernel parameter access out of bounds",
-                    _first_bad(st, idx, bad), int(a[np.argmax(bad)]))
+        raise fault(
+            st,
+            Err.ILLEGAL_ADDRESS,
+            f"{what}: kernel parameter access out of bounds",
+            _first_bad(st, idx, bad),
+            int(a[np.argmax(bad)]),
+        )
     return a64 >> _SHIFT[size]
 
 

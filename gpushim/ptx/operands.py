@@ -11,7 +11,7 @@ from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym, VarDecl
 from gpushim.ptx.types import BOOL, U, np_type, storage_type
-from gpushim.ptx.values import conv, const, ndarray, partial_write
+from gpushim.ptx.values import const, conv, ndarray, partial_write
 
 SPECIALS = {
     "%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ctaid.x", "%ctaid.y", "%ctaid.z",

@@ -183,7 +183,9 @@ def compile_bfe(ctx: Ctx, ins: Instr):
             field = np.where(pos >= bits, np.uint64(0), field)
         else:
             field = np.where(pos >= 64, np.uint64(0), field)
-        lmask = np.where(ln >= 64, np.uint64(2**64 - 1), (np.uint64(1) << np.minimum(ln, 63).astype(np.uint64)) - np.uint64(1))
+        lmask = np.where(
+            ln >= 64, np.uint64(2**64 - 1), (np.uint64(1) << np.minimum(ln, 63).astype(np.uint64)) - np.uint64(1)
+        )
         r = field & lmask
         if signed:
             # sign bit: bit min(pos+len-1, bits-1) of a, or 0 when len == 0

@@ -114,8 +114,15 @@ def compile_cvt(ctx: Ctx, ins: Instr):
         if len(ins.args) != 3 or atyp != "f32":
             raise ctx.fail(f"{ins.op}")
         conv1 = (lambda x: _f64_to_f16(np.asarray(x, np.float64), frnd)) if dtyp == "f16x2" else f32_to_bf16
-        return nary(ctx, ins, "f32", lambda a, b: (np.asarray(conv1(a)).astype(np.uint32) << np.uint32(16))
-                    | np.asarray(conv1(b)).astype(np.uint32), 2)
+        return nary(
+            ctx,
+            ins,
+            "f32",
+            lambda a, b: (
+                (np.asarray(conv1(a)).astype(np.uint32) << np.uint32(16)) | np.asarray(conv1(b)).astype(np.uint32)
+            ),
+            2,
+        )
     dfloat = dtyp in ("f16", "f32", "f64", "bf16")
     afloat = atyp in ("f16", "f32", "f64", "bf16")
 

@@ -206,5 +206,14 @@ def is_vec_dst(op) -> bool:
     return isinstance(op, Vec)
 
 
-__all__ = ["compile_ld", "compile_st", "compile_cvta", "compile_isspacep", "compile_nop", "gather", "scatter",
-           "type_size", "Reg"]
+__all__ = [
+    "compile_ld",
+    "compile_st",
+    "compile_cvta",
+    "compile_isspacep",
+    "compile_nop",
+    "gather",
+    "scatter",
+    "type_size",
+    "Reg",
+]

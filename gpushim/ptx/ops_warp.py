@@ -71,8 +71,7 @@ def compile_shfl(ctx: Ctx, ins: Instr):
     def shfl(st, idx):
         lane = st.sp["%laneid"] if idx is None else st.sp["%laneid"][idx]
         lane = lane.astype(np.int64)
-        b = np.asarray(rb(st, idx)).astype(np.int64) & 31 if mode != "up" and mode != "down" else \
-            np.asarray(rb(st, idx)).astype(np.int64)
+        b = np.asarray(rb(st, idx)).astype(np.int64) & 31
         c = np.asarray(rc(st, idx)).astype(np.int64)
         segmask = (c >> 8) & 0x1F
         cval = c & 0x1F
@@ -92,7 +91,7 @@ def compile_shfl(ctx: Ctx, ins: Instr):
             pval = j <= max_lane
         j = np.where(pval, j, lane)
         t = st.thread if idx is None else idx
-        lin = (t % st.geo.tpb)
+        lin = t % st.geo.tpb
         src_lin = lin - lane + j
         ok = src_lin < st.geo.tpb
         src = np.where(ok, t - lane + j, t)

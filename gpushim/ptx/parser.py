@@ -320,8 +320,11 @@ def _parse_body(s: _Stream, fn: Function) -> None:
             lab = toks[0].text
             if toks[2].text == ".branchtargets":
                 fn.body.append(Label(scopes.resolve(lab), t.line))
-                fn.body.append(Instr(".branchtargets", [Sym(scopes.resolve(x.text)) for x in toks[3:] if x.text != ","],
-                                     line=t.line))
+                fn.body.append(
+                    Instr(
+                        ".branchtargets", [Sym(scopes.resolve(x.text)) for x in toks[3:] if x.text != ","], line=t.line
+                    )
+                )
             continue
         else:
             fn.body.append(_parse_instr(toks, scopes))
@@ -430,7 +433,11 @@ def _parse_init(toks: list[Tok], line: int) -> list:
             continue
         if t.kind == "id":
             name = t.text
-            if name in ("generic", "global", "const", "shared", "local") and i + 1 < len(toks) and toks[i + 1].text == "(":
+            if (
+                name in ("generic", "global", "const", "shared", "local")
+                and i + 1 < len(toks)
+                and toks[i + 1].text == "("
+            ):
                 name = toks[i + 2].text
                 i += 4
             else:

@@ -104,8 +104,10 @@ def run_batch(kern, st, deadline: float) -> None:
             blk = blocks[pc]
             steps += 1
             if not steps & 255 and time.monotonic() > deadline:
-                raise CudaError(Err.LAUNCH_TIMEOUT, f"kernel {kern.prog.kernel} ran past the watchdog deadline "
-                                f"(line {blk.line}: {blk.text})")
+                raise CudaError(
+                    Err.LAUNCH_TIMEOUT,
+                    f"kernel {kern.prog.kernel} ran past the watchdog deadline (line {blk.line}: {blk.text})",
+                )
             n = st.n if idx is None else idx.size
             st.count += n * blk.n
             for f in blk.fns:
@@ -203,8 +205,7 @@ def run_batch(kern, st, deadline: float) -> None:
                         t, _ = _split(st, idx, p)
                         who = int(t[0]) if t.size else -1
                 if who >= 0:
-                    raise CudaError(Err.LAUNCH_FAILURE, f"trap executed by {st.describe_thread(who)} "
-                                    f"(line {blk.line})")
+                    raise CudaError(Err.LAUNCH_FAILURE, f"trap executed by {st.describe_thread(who)} (line {blk.line})")
                 npc = blk.next
             elif kind == "brx":
                 sel = blk.op(st, idx)

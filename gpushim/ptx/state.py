@@ -75,8 +75,20 @@ class Geometry:
 
 
 class State:
-    def __init__(self, kern, geo: Geometry, first_block: int, nblk: int, memory, symbols: dict, params: np.ndarray,
-                 param_size: int, shared_total: int, dyn_shared: int, output) -> None:
+    def __init__(
+        self,
+        kern,
+        geo: Geometry,
+        first_block: int,
+        nblk: int,
+        memory,
+        symbols: dict,
+        params: np.ndarray,
+        param_size: int,
+        shared_total: int,
+        dyn_shared: int,
+        output,
+    ) -> None:
         ta = geo.thread_arrays(nblk)
         self.geo = geo
         self.kern = kern
@@ -103,10 +115,21 @@ class State:
             sp["%ctaid.z"] = np.repeat(cz, tpb)
             sp["%smid"] = np.repeat((bids % 132).astype(np.uint32), tpb)
         bx, by, bz = geo.block
-        for name, v in (("%ntid.x", bx), ("%ntid.y", by), ("%ntid.z", bz), ("%nctaid.x", gx), ("%nctaid.y", gy),
-                        ("%nctaid.z", gz), ("%nwarpid", 64), ("%nsmid", 132), ("%gridid", 1),
-                        ("%dynamic_smem_size", dyn_shared), ("%total_smem_size", shared_total),
-                        ("%aggr_smem_size", shared_total), ("%warpsize", 32)):
+        for name, v in (
+            ("%ntid.x", bx),
+            ("%ntid.y", by),
+            ("%ntid.z", bz),
+            ("%nctaid.x", gx),
+            ("%nctaid.y", gy),
+            ("%nctaid.z", gz),
+            ("%nwarpid", 64),
+            ("%nsmid", 132),
+            ("%gridid", 1),
+            ("%dynamic_smem_size", dyn_shared),
+            ("%total_smem_size", shared_total),
+            ("%aggr_smem_size", shared_total),
+            ("%warpsize", 32),
+        ):
             sp[name] = np.uint32(v)
         self.sp = sp
         self.mem = memory

@@ -1,0 +1,216 @@
+"""The engine's public face: load a PTX module, describe its kernels and globals, launch kernels."""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx.compiler import Kernel, compile_kernel
+from gpushim.ptx.errors import PtxError
+from gpushim.ptx.link import align_up, link_kernel
+from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
+from gpushim.ptx.operands import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+from gpushim.ptx.parser import parse
+from gpushim.ptx.scheduler import run_batch
+from gpushim.ptx.state import Geometry, State
+from gpushim.ptx.types import type_size
+
+BATCH_THREADS = 1 << 15  # threads per batch of whole blocks
+MAX_LOCAL_BATCH_BYTES = 128 << 20
+MAX_BLOCK_THREADS = 1024
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
+MAX_SHARED_BYTES = 232448  # 227 KiB, the opt-in maximum per block of sm_80/sm_90
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    offset: int
+    size: int
+    align: int
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    params: list[ParamInfo]
+    param_bytes: int
+    static_shared_bytes: int
+    local_bytes: int
+
+
+@dataclass(frozen=True)
+class GlobalVar:
+    name: str
+    space: str  # global | const
+    size: int
+    align: int
+    init: bytes
+    # (byte offset in the variable, target symbol, addend): address initialisers, patched at the first launch
+    relocs: tuple = field(default=())
+
+
+@dataclass
+class LaunchStats:
+    thread_instructions: int
+    wall_s: float
+    blocks: int
+
+
+def _init_bytes(v: VarDecl) -> tuple[bytes, tuple]:
+    size = v.size
+    buf = bytearray(size)
+    relocs = []
+    if not v.init:
+        return bytes(buf), ()
+    es = type_size(v.type)
+    for i, item in enumerate(v.init):
+        off = i * es
+        if off + es > size:
+            raise PtxError(f"line {v.line}: too many initialisers for {v.name}")
+        if isinstance(item, Sym):
+            relocs.append((off, item.name, item.offset))
+            continue
+        assert isinstance(item, Imm)
+        t = v.type
+        if t == "f32" or (item.kind == "float" and es == 4 and t[0] == "f"):
+            b = struct.pack("<f", item.value) if item.kind == "float" else int(item.value).to_bytes(4, "little")
+        elif t == "f64":
+            b = struct.pack("<d", item.value) if item.kind == "float" else int(item.value).to_bytes(8, "little")
+        else:
+            val = int(item.value) if item.kind != "float" else int(item.value)
+            b = (val & ((1 << (8 * es)) - 1)).to_bytes(es, "little")
+        buf[off : off + es] = b
+    return bytes(buf), tuple(relocs)
+
+
+class PtxModule:
+    def __init__(self, mod: Module, name: str = "") -> None:
+        self.name = name
+        self._mod = mod
+        self.ptx_version = mod.version
+        self.target = mod.target
+        self.watchdog_s = float(os.environ.get("GPUSHIM_PTX_WATCHDOG_S", "120"))
+        self.globals: dict[str, GlobalVar] = {}
+        for v in mod.variables:
+            if v.space in ("global", "const") and not v.extern:
+                init, relocs = _init_bytes(v)
+                self.globals[v.name] = GlobalVar(v.name, v.space, v.size, v.align, init, relocs)
+        self.kernels: dict[str, KernelInfo] = {}
+        self._compiled: dict[str, Kernel] = {}
+        self._relocated: set[int] = set()
+        for fn in mod.functions.values():
+            if fn.kind != "entry" or not fn.defined:
+                continue
+            prog = link_kernel(mod, fn.name)
+            kern = compile_kernel(mod, prog)
+            self._compiled[fn.name] = kern
+            self.kernels[fn.name] = KernelInfo(
+                fn.name,
+                [ParamInfo(o, s, a) for o, s, a in prog.param_layout],
+                prog.param_bytes,
+                prog.static_shared,
+                prog.frame_bytes,
+            )
+
+    # -- launch ---------------------------------------------------------------------------------------------
+    def launch(
+        self,
+        kernel: str,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        params: bytes,
+        memory,
+        symbols: dict[str, int],
+        output: Callable[[bytes], None],
+    ) -> LaunchStats:
+        t0 = time.perf_counter()
+        kern = self._compiled.get(kernel)
+        if kern is None:
+            raise CudaError(Err.INVALID_VALUE, f"no kernel {kernel!r} in module {self.name!r}")
+        info = self.kernels[kernel]
+        grid = tuple(int(x) for x in grid)
+        block = tuple(int(x) for x in block)
+        _check_config(grid, block, shared_bytes, info)
+        if not (
+            info.param_bytes <= len(params) <= align_up(info.param_bytes, 8)
+            or (info.param_bytes == 0 and len(params) <= 8)
+        ):
+            raise CudaError(
+                Err.INVALID_VALUE, f"kernel {kernel} takes {info.param_bytes} bytes of parameters, got {len(params)}"
+            )
+        lo, hi = memory.base, memory.base + memory.capacity
+        if lo < PARAM_WINDOW + WINDOW_SIZE and hi > SHARED_WINDOW:
+            raise CudaError(Err.INVALID_VALUE, "device memory overlaps the emulator's shared/local windows")
+        for g in self.globals:
+            if g not in symbols:
+                raise CudaError(Err.INVALID_VALUE, f"module global {g} has no device address")
+        self._apply_relocs(memory, symbols)
+        prog = kern.prog
+        shared_total = (
+            prog.dynamic_offset + shared_bytes if (prog.dynamic_shared or shared_bytes) else prog.static_shared
+        )
+        tpb = block[0] * block[1] * block[2]
+        nblocks = grid[0] * grid[1] * grid[2]
+        k = max(1, min(nblocks, BATCH_THREADS // tpb))
+        lo_stride = align_up(max(prog.frame_bytes, 1), 16)
+        if prog.frame_bytes:
+            k = max(1, min(k, MAX_LOCAL_BATCH_BYTES // (tpb * lo_stride)))
+        geo = Geometry(grid, block, k, shared_total, prog.frame_bytes)
+        pbuf = np.zeros(align_up(len(params), 16) + 16, np.uint8)
+        pbuf[: len(params)] = np.frombuffer(bytes(params), np.uint8)
+        deadline = time.monotonic() + self.watchdog_s
+        count = 0
+        with np.errstate(all="ignore"):
+            for b0 in range(0, nblocks, k):
+                nb = min(k, nblocks - b0)
+                st = State(kern, geo, b0, nb, memory, symbols, pbuf, len(params), shared_total, shared_bytes, output)
+                try:
+                    run_batch(kern, st, deadline)
+                finally:
+                    count += st.count
+        return LaunchStats(count, time.perf_counter() - t0, nblocks)
+
+    def _apply_relocs(self, memory, symbols: dict[str, int]) -> None:
+        key = id(memory)
+        if key in self._relocated:
+            return
+        for g in self.globals.values():
+            for off, target, addend in g.relocs:
+                if target not in symbols:
+                    raise CudaError(Err.INVALID_VALUE, f"initialiser of {g.name} refers to unknown symbol {target}")
+                memory.write(symbols[g.name] + off, int(symbols[target] + addend).to_bytes(8, "little"))
+        self._relocated.add(key)
+
+
+def _check_config(grid, block, shared_bytes: int, info: KernelInfo) -> None:
+    if len(grid) != 3 or len(block) != 3:
+        raise CudaError(Err.INVALID_CONFIGURATION, "grid and block need three dimensions")
+    if any(d < 1 for d in grid) or any(d < 1 for d in block):
+        raise CudaError(Err.INVALID_CONFIGURATION, f"grid {grid} / block {block} has an empty dimension")
+    if (
+        any(d > m for d, m in zip(block, MAX_BLOCK_DIM, strict=True))
+        or block[0] * block[1] * block[2] > MAX_BLOCK_THREADS
+    ):
+        raise CudaError(Err.INVALID_CONFIGURATION, f"block {block} is too large")
+    if any(d > m for d, m in zip(grid, MAX_GRID_DIM, strict=True)):
+        raise CudaError(Err.INVALID_CONFIGURATION, f"grid {grid} is too large")
+    if shared_bytes < 0 or info.static_shared_bytes + shared_bytes > MAX_SHARED_BYTES:
+        raise CudaError(
+            Err.INVALID_CONFIGURATION,
+            f"{info.static_shared_bytes} bytes of static and {shared_bytes} "
+            f"bytes of dynamic shared memory exceed {MAX_SHARED_BYTES}",
+        )
+
+
+def load_module(ptx_text: str, name: str = "") -> PtxModule:
+    """Parse, link and compile every kernel of a PTX module. Raises PtxError on malformed PTX and
+    PtxUnsupported (naming instruction, kernel and line) for PTX the engine cannot execute."""
+    return PtxModule(parse(ptx_text), name)

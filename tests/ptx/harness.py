@@ -1,0 +1,89 @@
+"""Test helpers: compile kernels with nvcc -ptx (cached), place module globals, pack parameters, launch."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from gpushim.backends.emulator.memory import DeviceMemory
+from gpushim.ptx import load_module
+
+HERE = Path(__file__).parent
+KERNELS = HERE / "kernels"
+BUILD = HERE / "build"
+NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+
+
+def compile_ptx(name: str, arch: str = "sm_75", extra: tuple[str, ...] = ()) -> str:
+    src = KERNELS / f"{name}.cu"
+    text = src.read_bytes()
+    key = hashlib.sha256(text + arch.encode() + " ".join(extra).encode()).hexdigest()[:16]
+    out = BUILD / f"{name}.{arch}.{key}.ptx"
+    if not out.exists():
+        BUILD.mkdir(exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        subprocess.run(
+            [NVCC, "-ptx", f"-arch={arch}", *extra, str(src), "-o", str(tmp)], check=True, capture_output=True
+        )
+        tmp.replace(out)
+    return out.read_text()
+
+
+class Dev:
+    """A device memory with a loaded module: allocate arrays, launch kernels, collect printf output."""
+
+    def __init__(self, ptx: str, capacity: int = 1 << 30) -> None:
+        self.mem = DeviceMemory(capacity)
+        self.mod = load_module(ptx)
+        self.out: list[bytes] = []
+        self.symbols: dict[str, int] = {}
+        for g in self.mod.globals.values():
+            a = self.mem.alloc(g.size, kind="symbol")
+            self.mem.write(a, g.init)
+            self.symbols[g.name] = a
+
+    def array(self, a: np.ndarray) -> int:
+        a = np.ascontiguousarray(a)
+        p = self.mem.alloc(a.nbytes)
+        self.mem.write(p, a.tobytes())
+        return p
+
+    def empty(self, nbytes: int) -> int:
+        p = self.mem.alloc(nbytes)
+        self.mem.fill(p, 0, nbytes)
+        return p
+
+    def get(self, p: int, dtype, count: int) -> np.ndarray:
+        dt = np.dtype(dtype)
+        return np.frombuffer(bytes(self.mem.read(p, dt.itemsize * count)), dt).copy()
+
+    def pack(self, kernel: str, *args) -> bytes:
+        info = self.mod.kernels[kernel]
+        buf = bytearray(info.param_bytes)
+        for p, a in zip(info.params, args, strict=True):
+            if isinstance(a, bytes):
+                b = a
+            elif isinstance(a, float) or isinstance(a, np.floating):
+                b = struct.pack("<d" if p.size == 8 else "<f", float(a))
+            elif isinstance(a, np.generic):
+                b = a.tobytes()
+            else:
+                b = int(a).to_bytes(p.size, "little", signed=int(a) < 0)
+            assert len(b) == p.size, (kernel, p, a)
+            buf[p.offset : p.offset + p.size] = b
+        return bytes(buf)
+
+    def launch(self, kernel: str, grid, block, *args, shared: int = 0):
+        grid = tuple(grid) + (1,) * (3 - len(grid)) if isinstance(grid, tuple) else (grid, 1, 1)
+        block = tuple(block) + (1,) * (3 - len(block)) if isinstance(block, tuple) else (block, 1, 1)
+        return self.mod.launch(
+            kernel, grid, block, shared, self.pack(kernel, *args), self.mem, self.symbols, self.out.append
+        )
+
+    def text(self) -> str:
+        return b"".join(self.out).decode()
