@@ -311,20 +311,10 @@ def _parse_body(s: _Stream, fn: Function) -> None:
             v = _parse_var(toks)
             v.name = scopes.declare(v.name)
             fn.body.append(v)
-        elif head in _PERF or head in (".loc", ".file", ".branchtargets", ".calltargets", ".callprototype"):
-            if head in (".branchtargets", ".callprototype", ".calltargets"):
-                raise PtxError(f"line {t.line}: {head} needs a label")
-            continue
-        elif toks[0].kind == "id" and len(toks) > 2 and toks[1].text == ":":
-            # label: .branchtargets / .callprototype declarations
-            lab = toks[0].text
-            if toks[2].text == ".branchtargets":
-                fn.body.append(Label(scopes.resolve(lab), t.line))
-                fn.body.append(
-                    Instr(
-                        ".branchtargets", [Sym(scopes.resolve(x.text)) for x in toks[3:] if x.text != ","], line=t.line
-                    )
-                )
+        elif head == ".branchtargets":
+            fn.body.append(Instr(".branchtargets", [Sym(scopes.resolve(x.text)) for x in toks[1:] if x.text != ","],
+                                 line=t.line))
+        elif head in _PERF or head in (".loc", ".file", ".calltargets", ".callprototype"):
             continue
         else:
             fn.body.append(_parse_instr(toks, scopes))
@@ -489,6 +479,8 @@ def _parse_operand(toks: list[Tok], scopes: _Scopes, line: int):
         inner = toks[1:-1]
         if not inner:
             raise PtxError(f"line {line}: empty address")
+        if any(t.text == "," for t in inner):  # texture/surface operand [tex, {coords}]
+            return Plist(tuple(_parse_operand(g, scopes, line) for g in _split_commas(inner)))
         base = None
         off = 0
         j = 0

@@ -1,0 +1,27 @@
+#if CASE == 1
+extern "C" __global__ void texKernel(cudaTextureObject_t t, float *out) {
+    out[threadIdx.x] = tex1Dfetch<float>(t, threadIdx.x);
+}
+#elif CASE == 2
+__device__ __noinline__ int walk(const int *t, int n) { return n <= 0 ? 0 : t[n] + walk(t, t[n] % n) + walk(t, n / 2); }
+extern "C" __global__ void recursive(const int *t, int *out) { out[threadIdx.x] = walk(t, threadIdx.x); }
+#elif CASE == 3
+__device__ int twice(int x) { return 2 * x; }
+__device__ int thrice(int x) { return 3 * x; }
+typedef int (*fn_t)(int);
+__device__ fn_t table[2] = {twice, thrice};
+extern "C" __global__ void indirect(int *out, int k) { out[threadIdx.x] = table[k & 1](threadIdx.x); }
+#elif CASE == 4
+#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void tensor(const half *a, const half *b, float *c) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+#endif
