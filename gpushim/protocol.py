@@ -109,6 +109,25 @@ OPS: tuple[Op, ...] = (
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}
+
+# Argument types by name; every argument not listed is an integer.
+ARG_TYPES: dict[str, type | tuple[type, ...]] = {
+    "data": bytes, "fatbin": bytes, "hash": bytes, "params": bytes, "bus_id": str, "name": str,
+    "grid": list, "block": list, "attr_value": int,
+}
+
+
+def check_args(op: Op, args: list) -> str | None:
+    """Why args do not fit op, or None."""
+    if len(args) != len(op.args):
+        return f"{op.name} takes {len(op.args)} arguments, got {len(args)}"
+    for name, value in zip(op.args, args, strict=True):
+        want = ARG_TYPES.get(name, int)
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            return f"{op.name}: argument {name} must be {getattr(want, '__name__', want)}, got {type(value).__name__}"
+        if want is list and not all(isinstance(v, int) for v in value):
+            return f"{op.name}: argument {name} must be a list of integers"
+    return None
 OPS_BY_ID = {op.id: op for op in OPS}
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from gpushim.backends.base import Backend, Event, Stream
 from gpushim.cuda_errors import STICKY, CudaError, Err
-from gpushim.protocol import CALLBACK, HANDLE_BASE, OPS_BY_ID, POST, REPLY
+from gpushim.protocol import CALLBACK, HANDLE_BASE, OPS_BY_ID, POST, REPLY, check_args
 
 # Errors whose reason the shim prints for a person to act on (others are ordinary API results).
-NOTED = frozenset({Err.NOT_SUPPORTED, Err.INSUFFICIENT_DRIVER, Err.UNSUPPORTED_PTX_VERSION,
+NOTED = frozenset({Err.NOT_SUPPORTED, Err.UNKNOWN, Err.INSUFFICIENT_DRIVER, Err.UNSUPPORTED_PTX_VERSION,
                    Err.NO_KERNEL_IMAGE_FOR_DEVICE, Err.INVALID_KERNEL_IMAGE, Err.NOT_PERMITTED} | STICKY)
 
 
@@ -81,8 +81,9 @@ class Session:
         op = OPS_BY_ID.get(op_id)
         if op is None:
             raise ProtocolError(f"unknown operation {op_id}")
-        if len(args) != len(op.args):
-            raise ProtocolError(f"{op.name} takes {len(op.args)} arguments, got {len(args)}")
+        problem = check_args(op, args)
+        if problem:
+            raise ProtocolError(problem)
         self.calls += 1
         handler = self.handlers.get(op_id)
         err, msg_text, results = 0, "", []
@@ -102,8 +103,9 @@ class Session:
             results = result or []
         except CudaError as e:
             err, msg_text = e.code, e.message
-        except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as e:
-            raise ProtocolError(f"{op.name}: bad arguments ({e.__class__.__name__}: {e})") from None
+        except Exception as e:  # a server bug: report it, keep the session
+            self.log.exception("internal error in %s", op.name)
+            err, msg_text = Err.UNKNOWN, f"internal server error in {op.name}: {e.__class__.__name__}: {e}"
         self._collect_async_errors()
         if kind == POST:
             if err:

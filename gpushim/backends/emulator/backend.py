@@ -153,7 +153,7 @@ class EmulatorSession(BackendSession):
         off = src - mem.base
         out = bytearray(width * height)
         for y in range(height):
-            out[y * width : (y + 1) * width] = mem.arena[off + y * spitch : off + y * spitch + width]
+            out[y * width : (y + 1) * width] = mem.arena[off + y * spitch : off + y * spitch + width].tobytes()
         return bytes(out)
 
     def copy_2d(self, stream: Stream | None, dst: int, dpitch: int, src: int, spitch: int, width: int,

@@ -1,0 +1,92 @@
+"""Unmodified nvcc-built programs run their device, memory, stream and event work through gpushim."""
+
+from __future__ import annotations
+
+from gpushim.backends.emulator.models import MODELS
+
+from .conftest import kv
+
+
+def test_device_query_matches_emulated_model(server):
+    r = server.run("device_query")
+    assert r.returncode == 0, r.stderr
+    v = kv(r.stdout)
+    h100 = MODELS["h100"]
+    assert v["runtime"] == "13000"
+    assert v["driver"] == "13000"
+    assert v["count"] == "1"
+    assert v["prop_size"] == "1008"  # the 13.0 ABI of cudaDeviceProp
+    assert v["dev0.name"] == h100.name
+    assert int(v["dev0.totalGlobalMem"]) == h100.total_mem
+    assert v["dev0.cc"] == "9.0"
+    assert v["dev0.multiProcessorCount"] == str(h100.sms) == v["dev0.attr.sms"]
+    assert v["dev0.maxThreadsDim"] == "1024,1024,64"
+    assert v["dev0.maxGridSize"] == "2147483647,65535,65535"
+    assert v["dev0.attr.maxBlockDimZ"] == "64"
+    assert v["dev0.l2CacheSize"] == str(h100.l2)
+    assert v["dev0.pci"] == "0000:10:00.0 back=0"
+    assert v["meminfo.total"] == str(h100.total_mem)
+    assert v["priority"] == "0,-5"
+    assert r.stdout.strip().endswith("OK")
+
+
+def test_other_model_and_device_count(make_server):
+    s = make_server("--emulate-gpu", "t4", "--emulate-devices", "2", "--emulate-driver", "12.4")
+    v = kv(s.run("device_query").stdout)
+    assert v["count"] == "2"
+    assert v["driver"] == "12040"
+    assert v["dev1.name"] == "Tesla T4"
+    assert v["dev1.cc"] == "7.5"
+    assert v["dev1.pci"] == "0000:11:00.0 back=1"
+
+
+def test_requested_devices_are_remapped(make_server):
+    s = make_server("--emulate-devices", "3")
+    v = kv(s.run("device_query", GPUSHIM_DEVICES="2,0").stdout)
+    assert v["count"] == "2"
+    assert v["dev0.pci"] == "0000:12:00.0 back=0"  # client device 0 is the server's device 2
+    bad = s.run("device_query", GPUSHIM_DEVICES="7")
+    assert bad.returncode != 0
+    assert "GPUSHIM_DEVICES names '7'" in bad.stderr
+
+
+def test_memory_copies_memset_2d_pinned_attributes(server):
+    r = server.run("memory")
+    assert r.returncode == 0, r.stderr
+    v = kv(r.stdout)
+    assert v["attr.device type"] == "2 device=0 ptr_ok=1"
+    assert v["attr.pinned type"] == "1 host_ok=1"
+    assert v["attr.plain type"] == "0"
+    assert v["hostalloc flags"] == "1"
+    assert r.stdout.strip().endswith("OK")
+
+
+def test_streams_events_callbacks(server):
+    r = server.run("streams")
+    assert r.returncode == 0, r.stderr
+    v = kv(r.stdout)
+    assert v["flags"] == "1 prio=-5 (range 0..-5)"
+    assert v["elapsed_nonneg"] == "1"
+    assert v["order"] == "1,2,3,"  # host functions ran in stream order, each before the next work
+    assert v["cross_stream"] == "1"
+    assert v["callback_without_sync"] == "1"
+    assert v["per_thread"] == "1"
+    assert r.stdout.strip().endswith("OK")
+
+
+def test_error_codes_of_a_real_gpu(server):
+    r = server.run("errors", "launch")
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = kv(r.stdout)
+    assert v["name"] == "cudaErrorInvalidValue string=invalid argument"
+    assert v["unknown"] == "unrecognized error code"
+
+
+def test_threads_and_fork(server):
+    r = server.run("threads_fork")
+    assert r.returncode == 0, r.stderr
+    v = kv(r.stdout)
+    assert v["threads_ok"] == "8/8"
+    assert v["child"] == "23"
+    assert v["parent"] == "66 child_status=0"
+    assert r.stdout.strip().endswith("OK")

@@ -1,0 +1,114 @@
+// Copies of 1 B to 64 MiB in every direction, memset, pitched 2D copies, cudaMemcpyDefault, pinned and
+// registered host memory, and pointer attributes. Prints OK when every byte survived.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+#include "common.h"
+
+static uint32_t rng = 12345;
+static void fill(unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) { rng = rng * 1664525u + 1013904223u; p[i] = (unsigned char)(rng >> 24); }
+}
+static void expect_same(const void *a, const void *b, size_t n, const char *what, size_t size) {
+    if (std::memcmp(a, b, n) != 0) { std::fprintf(stderr, "%s: data differs at size %zu\n", what, size); std::exit(1); }
+}
+
+int main() {
+    const size_t sizes[] = {1, 7, 512, 4096, 65537, 1 << 20, 16 << 20, 16 << 20 | 3, 64 << 20};
+    for (size_t n : sizes) {
+        std::vector<unsigned char> src(n), dst(n, 0);
+        fill(src.data(), n);
+        unsigned char *a, *b;
+        CHECK(cudaMalloc(&a, n));
+        CHECK(cudaMalloc(&b, n));
+        CHECK(cudaMemcpy(a, src.data(), n, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+        CHECK(cudaMemcpy(dst.data(), b, n, cudaMemcpyDeviceToHost));
+        expect_same(src.data(), dst.data(), n, "H2D/D2D/D2H", n);
+        std::fill(dst.begin(), dst.end(), 0);
+        CHECK(cudaMemcpy(dst.data(), a, n, cudaMemcpyDefault));  // classified by pointer
+        expect_same(src.data(), dst.data(), n, "default", n);
+        CHECK(cudaFree(a));
+        CHECK(cudaFree(b));
+    }
+    std::printf("copies 1 B .. 64 MiB ok\n");
+
+    // memset, and a partial memset at an offset
+    unsigned char *m;
+    const size_t mn = 100000;
+    CHECK(cudaMalloc(&m, mn));
+    CHECK(cudaMemset(m, 0x5A, mn));
+    CHECK(cudaMemset(m + 1000, 0x11, 10));
+    std::vector<unsigned char> back(mn);
+    CHECK(cudaMemcpy(back.data(), m, mn, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < mn; i++) {
+        unsigned char want = (i >= 1000 && i < 1010) ? 0x11 : 0x5A;
+        if (back[i] != want) { std::fprintf(stderr, "memset wrong at %zu\n", i); return 1; }
+    }
+    CHECK(cudaFree(m));
+    std::printf("memset ok\n");
+
+    // pitched 2D: host rows of width w with host pitch hp, device pitch from cudaMallocPitch
+    const size_t w = 301, h = 67, hp = 320;
+    std::vector<unsigned char> host2d(hp * h), out2d(hp * h, 0);
+    fill(host2d.data(), host2d.size());
+    unsigned char *d2;
+    size_t pitch = 0;
+    CHECK(cudaMallocPitch((void **)&d2, &pitch, w, h));
+    if (pitch < w || pitch % 256) { std::fprintf(stderr, "bad pitch %zu\n", pitch); return 1; }
+    CHECK(cudaMemset2D(d2, pitch, 0, w, h));
+    CHECK(cudaMemcpy2D(d2, pitch, host2d.data(), hp, w, h, cudaMemcpyHostToDevice));
+    unsigned char *d3;
+    size_t pitch3 = 0;
+    CHECK(cudaMallocPitch((void **)&d3, &pitch3, w, h));
+    CHECK(cudaMemcpy2D(d3, pitch3, d2, pitch, w, h, cudaMemcpyDeviceToDevice));
+    CHECK(cudaMemcpy2D(out2d.data(), hp, d3, pitch3, w, h, cudaMemcpyDeviceToHost));
+    for (size_t y = 0; y < h; y++) expect_same(&host2d[y * hp], &out2d[y * hp], w, "2D", w);
+    CHECK(cudaMemset2D(d3, pitch3, 0x7F, 5, 3));
+    CHECK(cudaMemcpy2D(out2d.data(), hp, d3, pitch3, w, h, cudaMemcpyDeviceToHost));
+    if (out2d[2 * hp + 4] != 0x7F || out2d[2 * hp + 5] != host2d[2 * hp + 5]) { std::fprintf(stderr, "memset2D\n"); return 1; }
+    EXPECT_ERR(cudaMemcpy2D(d3, 100, host2d.data(), hp, w, h, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
+    CHECK(cudaFree(d2));
+    CHECK(cudaFree(d3));
+    std::printf("2D ok pitch=%zu\n", pitch);
+
+    // pinned memory: cudaMallocHost, cudaHostAlloc, cudaHostRegister, async copies on a stream
+    const size_t pn = 3 << 20;
+    unsigned char *pinned, *pinned2, *dev;
+    CHECK(cudaMallocHost((void **)&pinned, pn));
+    CHECK(cudaHostAlloc((void **)&pinned2, pn, cudaHostAllocPortable));
+    CHECK(cudaMalloc(&dev, pn));
+    fill(pinned, pn);
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemcpyAsync(dev, pinned, pn, cudaMemcpyHostToDevice, s));
+    CHECK(cudaMemcpyAsync(pinned2, dev, pn, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_same(pinned, pinned2, pn, "pinned", pn);
+    std::vector<unsigned char> reg(pn);
+    CHECK(cudaHostRegister(reg.data(), pn, cudaHostRegisterDefault));
+    EXPECT_ERR(cudaHostRegister(reg.data(), pn, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
+    CHECK(cudaMemcpy(reg.data(), dev, pn, cudaMemcpyDefault));
+    expect_same(pinned, reg.data(), pn, "registered", pn);
+    unsigned flags = 99;
+    CHECK(cudaHostGetFlags(&flags, pinned2));
+    std::printf("hostalloc flags=%u\n", flags);
+
+    cudaPointerAttributes at;
+    CHECK(cudaPointerGetAttributes(&at, dev + 10));
+    std::printf("attr.device type=%d device=%d ptr_ok=%d\n", (int)at.type, at.device, at.devicePointer == dev + 10);
+    CHECK(cudaPointerGetAttributes(&at, pinned));
+    std::printf("attr.pinned type=%d host_ok=%d\n", (int)at.type, at.hostPointer == pinned);
+    int stackvar = 0;
+    CHECK(cudaPointerGetAttributes(&at, &stackvar));
+    std::printf("attr.plain type=%d\n", (int)at.type);
+
+    CHECK(cudaHostUnregister(reg.data()));
+    EXPECT_ERR(cudaHostUnregister(reg.data()), cudaErrorHostMemoryNotRegistered);
+    CHECK(cudaFreeHost(pinned));
+    CHECK(cudaFreeHost(pinned2));
+    CHECK(cudaFree(dev));
+    CHECK(cudaStreamDestroy(s));
+    std::printf("OK\n");
+    return 0;
+}
