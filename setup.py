@@ -1,0 +1,53 @@
+"""gpushim: `pip install .` builds libgpushim.so into the package and installs the adapters/ data as
+gpushim.adapters. The shim is plain C (no Python inside applications); it is compiled with the system C
+compiler from shim/, after shim/generate.py derives its tables from gpushim/protocol.py and adapters/."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+
+
+def build_shim() -> Path:
+    subprocess.check_call([sys.executable, str(ROOT / "shim" / "generate.py")], cwd=ROOT)
+    out = ROOT / "gpushim" / "lib" / "libgpushim.so"
+    out.parent.mkdir(exist_ok=True)
+    cc = os.environ.get("CC", "cc")
+    subprocess.check_call([
+        cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden", "-pthread", "-O2", "-g",
+        "-shared", "-o", str(out), str(ROOT / "shim" / "gen" / "exports.c"),
+        f"-Wl,--version-script={ROOT / 'shim' / 'gen' / 'libgpushim.map'}", "-Wl,-z,defs", "-ldl",
+    ], cwd=ROOT)
+    return out
+
+
+class BuildPyWithShim(build_py):
+    def run(self) -> None:
+        build_shim()
+        super().run()
+
+
+setup(
+    name="gpushim",
+    version="0.1.0",
+    description="Run unmodified CUDA applications against GPUs behind another driver, process or host",
+    python_requires=">=3.11",
+    packages=["gpushim", "gpushim.backends", "gpushim.backends.emulator", "gpushim.server", "gpushim.ptx",
+              "gpushim.fatbin", "gpushim.compat", "gpushim.adapters"],
+    package_dir={"gpushim.adapters": "adapters"},
+    package_data={"gpushim": ["lib/libgpushim.so"], "gpushim.adapters": ["cudart/*/*", "cudart/*.json"]},
+    install_requires=["click>=8", "msgpack>=1.0", "numpy>=1.26", "rich>=13", "pyelftools>=0.30", "zstandard>=0.22"],
+    extras_require={
+        "cuda": ["cuda-python>=12", "nvidia-ml-py>=12"],
+        "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff"],
+    },
+    entry_points={"console_scripts": ["gpushim = gpushim.cli:main"]},
+    cmdclass={"build_py": BuildPyWithShim},
+)
