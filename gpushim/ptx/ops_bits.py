@@ -172,28 +172,24 @@ def compile_bfe(ctx: Ctx, ins: Instr):
     bits = n * 8
     signed = typ[0] == "s"
     ut, st_ = U[n], S[n]
+    one = np.uint64(1)
 
     def bfe(a, b, c):
         pos = np.asarray(b, np.int64) & 0xFF
         ln = np.asarray(c, np.int64) & 0xFF
-        x = np.asarray(a).view(ut).astype(np.uint64) if n < 8 else np.asarray(a).view(np.uint64)
-        p = np.minimum(pos, 63).astype(np.uint64)
-        field = x >> p
-        if n < 8:
-            field = np.where(pos >= bits, np.uint64(0), field)
+        p = np.minimum(pos, 63)
+        if signed:  # arithmetic shift of the sign-extended value: bits past msb read as a[msb]
+            t = (np.asarray(a).astype(np.int64) >> p).view(np.uint64)
         else:
-            field = np.where(pos >= 64, np.uint64(0), field)
-        lmask = np.where(
-            ln >= 64, np.uint64(2**64 - 1), (np.uint64(1) << np.minimum(ln, 63).astype(np.uint64)) - np.uint64(1)
-        )
-        r = field & lmask
+            t = np.asarray(a).view(ut).astype(np.uint64) >> p.astype(np.uint64)
+            t = np.where(pos >= 64, np.uint64(0), t)
+        lm = np.minimum(ln, 63).astype(np.uint64)
+        lmask = np.where(ln >= 64, np.uint64(2**64 - 1), (one << lm) - one)
+        r = t & lmask
         if signed:
-            # sign bit: bit min(pos+len-1, bits-1) of a, or 0 when len == 0
-            sbpos = np.minimum(pos + ln - 1, bits - 1)
-            sbit = (x >> np.maximum(sbpos, 0).astype(np.uint64)) & np.uint64(1)
-            sbit = np.where(ln == 0, np.uint64(0), sbit)
-            ext = np.where(ln >= bits, np.uint64(0), ~lmask)
-            r = np.where(sbit == 1, r | ext, r)
+            sb = (r >> np.maximum(lm, one) - one) & one
+            r = np.where((ln > 0) & (ln < bits) & (sb == one), r | ~lmask, r)
+            r = np.where(ln == 0, np.uint64(0), r)
         r = (r & np.uint64((1 << bits) - 1)).astype(ut)
         return r.view(st_) if signed else r
 

@@ -207,7 +207,7 @@ def _div_s(a, b):
     safe = np.where(z | m1, 1, b)
     q = a // safe
     r = a - q * safe
-    q = q + (((r != 0) & ((r < 0) != (safe < 0))) * 1)
+    q = q + ((r != 0) & ((a < 0) != (safe < 0)))
     q = np.where(m1, (0 - a.view(np.uint64)).view(np.int64), q)
     return np.where(z, -1, q)
 

@@ -312,8 +312,9 @@ def _parse_body(s: _Stream, fn: Function) -> None:
             v.name = scopes.declare(v.name)
             fn.body.append(v)
         elif head == ".branchtargets":
-            fn.body.append(Instr(".branchtargets", [Sym(scopes.resolve(x.text)) for x in toks[1:] if x.text != ","],
-                                 line=t.line))
+            fn.body.append(
+                Instr(".branchtargets", [Sym(scopes.resolve(x.text)) for x in toks[1:] if x.text != ","], line=t.line)
+            )
         elif head in _PERF or head in (".loc", ".file", ".calltargets", ".callprototype"):
             continue
         else:

@@ -1,0 +1,119 @@
+"""Independent references for edge-case tests: PTX semantics written out per element, exact rational rounding."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+M32 = 0xFFFFFFFF
+M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def s32(v: int) -> int:
+    v &= M32
+    return v - (1 << 32) if v >> 31 else v
+
+
+def s64(v: int) -> int:
+    v &= M64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def div_s(a: int, b: int, bits: int) -> int:
+    """div.sN: truncating; x/0 = -1 (all ones); MIN/-1 wraps to MIN."""
+    if b == 0:
+        return -1
+    q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+    return s32(q) if bits == 32 else s64(q)
+
+
+def div_u(a: int, b: int, bits: int) -> int:
+    return (1 << bits) - 1 if b == 0 else a // b
+
+
+def shl(a: int, n: int, bits: int) -> int:
+    return 0 if n >= bits else (a << n) & ((1 << bits) - 1)
+
+
+def shr_s(a: int, n: int, bits: int) -> int:
+    return a >> min(n, bits - 1)
+
+
+def shr_u(a: int, n: int, bits: int) -> int:
+    return 0 if n >= bits else a >> n
+
+
+def clz(a: int, bits: int) -> int:
+    return bits - a.bit_length()
+
+
+def bfe_s32(a: int, pos: int, ln: int) -> int:
+    msb = 31
+    bits = [(a >> i) & 1 for i in range(32)]
+    sbit = 0 if ln == 0 else bits[min(pos + ln - 1, msb)]
+    d = 0
+    for i in range(32):
+        bit = bits[pos + i] if (i < ln and pos + i <= msb) else sbit
+        d |= bit << i
+    return s32(d)
+
+
+def bfi_b32(a: int, b: int, pos: int, ln: int) -> int:
+    f = b & M32
+    i = 0
+    while i < ln and pos + i <= 31:
+        f = (f & ~(1 << (pos + i))) | (((a >> i) & 1) << (pos + i))
+        i += 1
+    return s32(f)
+
+
+def prmt(a: int, b: int, c: int) -> int:
+    x = (a & M32) | ((b & M32) << 32)
+    r = 0
+    for i in range(4):
+        sel = (c >> (4 * i)) & 0xF
+        byte = (x >> (8 * (sel & 7))) & 0xFF
+        if sel & 8:
+            byte = 0xFF if byte & 0x80 else 0
+        r |= byte << (8 * i)
+    return s32(r)
+
+
+def round_f32(q: Fraction, zero_hint: float) -> np.float32:
+    """Correctly rounded (nearest-even) f32 of an exact rational."""
+    if q == 0:
+        return np.float32(zero_hint)
+    try:
+        r = np.float32(float(q))
+    except OverflowError:
+        return np.float32(math.inf if q > 0 else -math.inf)
+    best, bestd = None, None
+    for c in (np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))):
+        if not np.isfinite(c):
+            continue
+        d = abs(Fraction(float(c)) - q)
+        if bestd is None or d < bestd or (d == bestd and int(np.float32(c).view(np.uint32)) & 1 == 0):
+            best, bestd = c, d
+    fmax = Fraction(float(np.finfo(np.float32).max))
+    half_ulp = Fraction(2) ** (127 - 24)
+    if abs(q) >= fmax + half_ulp:
+        return np.float32(math.inf if q > 0 else -math.inf)
+    return np.float32(best)
+
+
+def round_f64(q: Fraction, zero_hint: float) -> float:
+    if q == 0:
+        return zero_hint
+    try:
+        return q.numerator / q.denominator  # Python's int/int division is correctly rounded
+    except OverflowError:
+        return math.inf if q > 0 else -math.inf
+
+
+def rz_f32_from_int(v: int) -> np.float32:
+    r = np.float32(float(v))
+    if abs(Fraction(int(r)) if np.isfinite(r) else 0) > abs(v):
+        r = np.nextafter(r, np.float32(0))
+    return np.float32(r)
