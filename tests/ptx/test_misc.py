@@ -98,10 +98,9 @@ def test_printf_formats(misc):
     exp = []
     for i in range(6):
         b, t = divmod(i, 4)
-        exp.append(
-            "t%d b%d v=%d u=%u x=%x f=%.3f e=%e s=%s c=%c l=%d %5d|%-4d|"
-            % (t, b, i * 3 - 7, (i - 2) & 0xFFFFFFFF, i * 255, i * 0.25, i * 1e10, "hey", chr(65 + i), i << 40, i, i)  # noqa: UP031
-        )
+        c_fmt = "t%d b%d v=%d u=%u x=%x f=%.3f e=%e s=%s c=%c l=%d %5d|%-4d|"
+        vals = (t, b, i * 3 - 7, (i - 2) & 0xFFFFFFFF, i * 255, i * 0.25, i * 1e10, "hey", chr(65 + i), i << 40, i, i)
+        exp.append(c_fmt % vals)
     assert lines == exp
 
 
