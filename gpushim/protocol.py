@@ -99,11 +99,11 @@ OPS: tuple[Op, ...] = (
     # modules and kernels
     _op(60, "MODULE_QUERY", "hash", "known", "does the server hold the fatbin with this SHA-256"),
     _op(61, "MODULE_LOAD", "hash fatbin", "", "upload a fatbin (the server checks the hash)"),
-    _op(62, "FUNC_INFO", "hash name", "params param_bytes attrs", "parameter layout [[offset,size],...] and "
+    _op(62, "FUNC_INFO", "dev hash name", "params param_bytes attrs", "parameter layout [[offset,size],...] and "
         "cudaFuncAttributes fields of a kernel"),
-    _op(63, "LAUNCH", "hash name grid block shared stream params", "", "launch a kernel with packed params"),
-    _op(64, "SYMBOL_INFO", "hash name", "ptr size", "device address and size of a module variable"),
-    _op(65, "FUNC_SET_ATTR", "hash name attr value", "", "cudaFuncSetAttribute"),
+    _op(63, "LAUNCH", "dev hash name grid block shared stream params", "", "launch a kernel with packed params"),
+    _op(64, "SYMBOL_INFO", "dev hash name", "ptr size", "device address and size of a module variable"),
+    _op(65, "FUNC_SET_ATTR", "dev hash name attr value", "", "cudaFuncSetAttribute"),
     # session
     _op(70, "SESSION_INFO", "", "info", "what this session holds (for tests and status)"),
 )
@@ -113,7 +113,7 @@ OPS_BY_NAME = {op.name: op for op in OPS}
 # Argument types by name; every argument not listed is an integer.
 ARG_TYPES: dict[str, type | tuple[type, ...]] = {
     "data": bytes, "fatbin": bytes, "hash": bytes, "params": bytes, "bus_id": str, "name": str,
-    "grid": list, "block": list, "attr_value": int,
+    "grid": list, "block": list,
 }
 
 

@@ -181,7 +181,7 @@ static cudaError_t d2h(void *dst, uintptr_t src, size_t n, uint64_t stream) {
     return cudaSuccess;
 }
 
-static cudaError_t memcpy_any(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds) {
+cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds) {
     if (n == 0) return cudaSuccess;
     if (!dst || !src) return gs_ret(cudaErrorInvalidValue);
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return gs_ret(cudaErrorInvalidMemcpyDirection);
@@ -205,13 +205,13 @@ static cudaError_t memcpy_any(void *dst, const void *src, size_t n, int kind, cu
     }
 }
 
-GS_IMPL cudaError_t gs_cudaMemcpy(void *d, const void *s, size_t n, int kind) { return memcpy_any(d, s, n, kind, NULL, 0); }
-GS_IMPL cudaError_t gs_cudaMemcpy_ptds(void *d, const void *s, size_t n, int kind) { return memcpy_any(d, s, n, kind, NULL, 1); }
+GS_IMPL cudaError_t gs_cudaMemcpy(void *d, const void *s, size_t n, int kind) { return gs_memcpy(d, s, n, kind, NULL, 0); }
+GS_IMPL cudaError_t gs_cudaMemcpy_ptds(void *d, const void *s, size_t n, int kind) { return gs_memcpy(d, s, n, kind, NULL, 1); }
 GS_IMPL cudaError_t gs_cudaMemcpyAsync(void *d, const void *s, size_t n, int kind, cudaStream_t st) {
-    return memcpy_any(d, s, n, kind, st, 0);
+    return gs_memcpy(d, s, n, kind, st, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyAsync_ptsz(void *d, const void *s, size_t n, int kind, cudaStream_t st) {
-    return memcpy_any(d, s, n, kind, st, 1);
+    return gs_memcpy(d, s, n, kind, st, 1);
 }
 
 /* 2D copies move packed rows on the wire: at most one chunk of rows per frame. */

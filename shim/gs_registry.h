@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gs_msgpack.h"
+
 typedef struct gs_module {
     void *handle; /* first member: the void** handed to the application points here */
     const uint8_t *data;
@@ -25,6 +27,12 @@ typedef struct {
     int nparams;
     uint32_t *param_offsets, *param_sizes;
     uint32_t param_bytes;
+    uint8_t *attr_frame; /* the FUNC_INFO reply, kept: its cudaFuncAttributes map feeds GetAttributes */
+    gs_reader attrs;
+    /* variables: device address, fetched on first use (for device sym_dev) */
+    int sym_dev;
+    uintptr_t sym_ptr;
+    size_t sym_size;
 } gs_entry;
 
 gs_module *gs_module_of(void **handle);

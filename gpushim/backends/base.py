@@ -112,6 +112,22 @@ class BackendSession(ABC):
     @abstractmethod
     def event_destroy(self, e: Event) -> None: ...
 
+    # -- modules and kernels (a module is a client's fat binary, named by its SHA-256) ---------------------
+    @abstractmethod
+    def load_module(self, key: bytes, fatbin: bytes) -> None: ...
+    @abstractmethod
+    def has_module(self, key: bytes) -> bool: ...
+    @abstractmethod
+    def function_info(self, dev: int, key: bytes, name: str) -> tuple[list[list[int]], int, dict[str, Any]]:
+        """([[offset, size], ...], parameter bytes, cudaFuncAttributes fields) of a kernel."""
+    @abstractmethod
+    def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
+               stream: Stream | None, params: bytes) -> None:
+        """Checks the configuration at once (CudaError INVALID_CONFIGURATION), then queues the kernel."""
+    @abstractmethod
+    def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
+        """(device address, size) of a module variable."""
+
     # -- faults in asynchronous work ---------------------------------------------------------------------
     @abstractmethod
     def take_async_error(self) -> tuple[int, str] | None:

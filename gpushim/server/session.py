@@ -16,6 +16,7 @@ from typing import Any
 
 from gpushim.backends.base import Backend, Event, Stream
 from gpushim.cuda_errors import STICKY, CudaError, Err
+from gpushim.server.modules import ModuleStore
 from gpushim.protocol import CALLBACK, HANDLE_BASE, OPS_BY_ID, POST, REPLY, check_args
 
 # Errors whose reason the shim prints for a person to act on (others are ordinary API results).
@@ -48,8 +49,9 @@ class SessionInfo:
 
 class Session:
     def __init__(self, backend: Backend, info: SessionInfo, send: Callable[[list[Any]], None],
-                 log: logging.Logger) -> None:
+                 log: logging.Logger, store: ModuleStore) -> None:
         self.backend = backend
+        self.store = store
         self.info = info
         self.send = send
         self.log = log
@@ -392,6 +394,40 @@ class Session:
         if e is None:
             raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{event:#x} is not an event of this session")
         self.bs.event_destroy(e)
+        return []
+
+    # -- modules and kernels -----------------------------------------------------------------------------
+    def _ensure_module(self, key: bytes) -> None:
+        if not self.bs.has_module(key):
+            self.bs.load_module(key, self.store.get(key))
+
+    def op_module_query(self, hash: bytes) -> list[Any]:
+        return [int(self.bs.has_module(hash) or self.store.has(hash))]
+
+    def op_module_load(self, hash: bytes, fatbin: bytes) -> list[Any]:
+        self.store.put(hash, fatbin)
+        self.bs.load_module(hash, fatbin)
+        return []
+
+    def op_func_info(self, dev: int, hash: bytes, name: str) -> list[Any]:
+        self._ensure_module(hash)
+        params, nbytes, attrs = self.bs.function_info(self._dev(dev), hash, name)
+        return [params, nbytes, attrs]
+
+    def op_launch(self, dev: int, hash: bytes, name: str, grid: list[int], block: list[int], shared: int,
+                  stream: int, params: bytes) -> list[Any]:
+        self._ensure_module(hash)
+        self.bs.launch(self._dev(dev), hash, name, grid, block, shared, self._stream(stream, dev), params)
+        return []
+
+    def op_symbol_info(self, dev: int, hash: bytes, name: str) -> list[Any]:
+        self._ensure_module(hash)
+        ptr, size = self.bs.symbol_info(self._dev(dev), hash, name)
+        return [ptr, size]
+
+    def op_func_set_attr(self, dev: int, hash: bytes, name: str, attr: int, value: int) -> list[Any]:
+        self._ensure_module(hash)
+        self.bs.function_info(self._dev(dev), hash, name)  # the kernel must exist
         return []
 
     # -- session -----------------------------------------------------------------------------------------

@@ -14,12 +14,14 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpushim import __version__
 from gpushim.backends.base import Backend
 from gpushim.cuda_errors import Err
 from gpushim.protocol import HELLO, PROTOCOL_VERSION, STATUS
+from gpushim.server.modules import ModuleStore, default_module_cache
 from gpushim.server.session import SessionInfo
 from gpushim.server.worker import run_worker
 from gpushim.wire import FrameBuffer, FrameError, pack, unpack_body
@@ -68,8 +70,9 @@ def is_loopback(host: str) -> bool:
 
 class Supervisor:
     def __init__(self, backend: Backend, listen: str, token: str | None = None,
-                 memory_quota: int | None = None, max_sessions: int = 64) -> None:
+                 memory_quota: int | None = None, max_sessions: int = 64, module_cache: Path | None = None) -> None:
         self.backend = backend
+        self.store = ModuleStore(module_cache or default_module_cache())
         self.listen_url = listen
         self.kind, self.addr = parse_listen(listen)
         if self.kind == "tcp" and not is_loopback(self.addr[0]) and not token:
@@ -294,7 +297,7 @@ class Supervisor:
                     p.sock.close()
                 for w in self.workers.values():
                     w.control.close()
-                code = run_worker(conn, child_ctl, self.backend, info, leftover)
+                code = run_worker(conn, child_ctl, self.backend, info, leftover, self.store)
             except BaseException:
                 logging.getLogger("gpushim.worker").exception("worker crashed")
             finally:

@@ -13,12 +13,13 @@ from typing import Any
 from gpushim.backends.base import Backend
 from gpushim.cuda_errors import Err
 from gpushim.protocol import FATAL
+from gpushim.server.modules import ModuleStore
 from gpushim.server.session import ProtocolError, Session, SessionInfo
 from gpushim.wire import FrameBuffer, FrameError, pack, unpack_body
 
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
-               pending: bytes) -> int:
+               pending: bytes, store: ModuleStore) -> int:
     """Serves one session until it ends; returns the process exit status."""
     log = logging.getLogger(f"gpushim.session.{info.session_id}")
     conn.setblocking(True)
@@ -27,7 +28,7 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
         conn.sendall(pack(msg))
 
     try:
-        session = Session(backend, info, send, log)
+        session = Session(backend, info, send, log, store)
     except Exception as e:  # a backend that cannot open (no GPU left, CUDA init failure)
         log.error("could not open a backend session: %s", e)
         _send_quietly(conn, [FATAL, 0, Err.INITIALIZATION_ERROR, f"the server could not open a session: {e}"])

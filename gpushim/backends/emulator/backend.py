@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
+from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
 from gpushim.backends.emulator.models import DEFAULT_MODEL, find_model, make_device
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
@@ -61,6 +63,9 @@ class EmulatorSession(BackendSession):
         self.memories = [DeviceMemory(backend.capacity, ARENA_BASE + i * DEVICE_WINDOW) for i in range(backend.count)]
         self.sched = Scheduler()
         self.pid = os.getpid()
+        self.modules: dict[bytes, EmuModule] = {}
+        self.launches = 0
+        self.thread_instructions = 0
 
     # -- memory ------------------------------------------------------------------------------------------
     def _mem(self, dev: int) -> DeviceMemory:
@@ -229,6 +234,66 @@ class EmulatorSession(BackendSession):
 
     def event_destroy(self, e: Event) -> None:
         pass
+
+    # -- modules and kernels -------------------------------------------------------------------------------
+    def load_module(self, key: bytes, fatbin: bytes) -> None:
+        if key not in self.modules:
+            m = self.backend.model
+            self.modules[key] = EmuModule.from_fatbin(fatbin, m.major * 10 + m.minor)
+
+    def has_module(self, key: bytes) -> bool:
+        return key in self.modules
+
+    def _module(self, key: bytes) -> EmuModule:
+        mod = self.modules.get(key)
+        if mod is None:
+            raise CudaError(Err.INVALID_KERNEL_IMAGE, "the module was not loaded in this session")
+        return mod
+
+    def function_info(self, dev: int, key: bytes, name: str) -> tuple[list[list[int]], int, dict[str, Any]]:
+        self._mem(dev)
+        mod = self._module(key)
+        info = mod.kernel(name)
+        return [[p.offset, p.size] for p in info.params], info.param_bytes, mod.function_attributes(name)
+
+    def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
+               stream: Stream | None, params: bytes) -> None:
+        mem = self._mem(dev)
+        mod = self._module(key)
+        info = mod.kernel(name)
+        self._check_launch(dev, grid, block, shared, info.static_shared_bytes)
+        symbols = mod.place_symbols(dev, mem)
+        eng = mod.engine(name)
+        args = (tuple(grid), tuple(block), shared, bytes(params))
+
+        def run() -> None:
+            stats = eng.launch(name, *args, mem, symbols, self.output)
+            self.launches += 1
+            self.thread_instructions += stats.thread_instructions
+
+        self.sched.work(self._stream(stream, dev), run)
+
+    def _check_launch(self, dev: int, grid: list[int], block: list[int], shared: int, static_shared: int) -> None:
+        p = self.backend.devices()[dev].props
+        if len(grid) != 3 or len(block) != 3 or min(grid) < 1 or min(block) < 1:
+            raise CudaError(Err.INVALID_CONFIGURATION, f"grid {grid} / block {block}: every dimension must be >= 1")
+        if any(b > m for b, m in zip(block, p["maxThreadsDim"], strict=True)) or \
+                block[0] * block[1] * block[2] > p["maxThreadsPerBlock"]:
+            raise CudaError(Err.INVALID_CONFIGURATION, f"block {block} exceeds the device's limits")
+        if any(g > m for g, m in zip(grid, p["maxGridSize"], strict=True)):
+            raise CudaError(Err.INVALID_CONFIGURATION, f"grid {grid} exceeds the device's limits")
+        if static_shared + shared > p["sharedMemPerBlockOptin"]:
+            raise CudaError(Err.INVALID_CONFIGURATION,
+                            f"{static_shared + shared} bytes of shared memory exceed the device's "
+                            f"{p['sharedMemPerBlockOptin']}")
+
+    def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
+        mod = self._module(key)
+        eng = mod.engine()
+        g = eng.globals.get(name)
+        if g is None:
+            raise CudaError(Err.INVALID_SYMBOL, f"module variable {name} is not in its module")
+        return mod.place_symbols(dev, self._mem(dev))[name], g.size
 
     def take_async_error(self) -> tuple[int, str] | None:
         if self.sched.errors:

@@ -1,0 +1,424 @@
+/* Kernels: lazy module upload by content hash, parameter layouts from the server (cached), argument
+ * packing, <<<>>> launches for the 11.x/12.x ABI (cudaLaunchKernel) and the 13.x one (__cudaGetKernel +
+ * __cudaLaunchKernel), function attributes, occupancy, and module variables (symbols). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_api.h"
+#include "gs_registry.h"
+#include "gs_sha256.h"
+
+#define cudaErrorInvalidDeviceFunction 98
+
+static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Uploads the entry's fat binary unless the server already holds its hash. */
+static cudaError_t ensure_module(gs_module *m) {
+    if (m->uploaded) return cudaSuccess;
+    pthread_mutex_lock(&module_lock);
+    cudaError_t e = cudaSuccess;
+    if (!m->uploaded) {
+        if (!m->data) {
+            e = cudaErrorInvalidKernelImage;
+        } else {
+            gs_sha256(m->data, m->size, m->hash);
+            gs_call c;
+            gs_call_begin(&c, GS_OP_MODULE_QUERY, 1);
+            gs_w_bin(c.w, m->hash, 32);
+            e = gs_call_run(&c);
+            int known = !e && gs_i64(&c);
+            gs_call_end(&c);
+            if (!e && !known) {
+                gs_call_begin(&c, GS_OP_MODULE_LOAD, 2);
+                gs_w_bin(c.w, m->hash, 32);
+                c.bulk = m->data;
+                c.bulk_len = m->size;
+                e = gs_call_run(&c);
+                gs_call_end(&c);
+                gs_log(2, "uploaded a %zu-byte fat binary", m->size);
+            }
+            if (!e) m->uploaded = 1;
+        }
+    }
+    pthread_mutex_unlock(&module_lock);
+    return e;
+}
+
+static cudaError_t find_kernel(const void *func, gs_entry **out) {
+    gs_entry *k = gs_registry_find(func);
+    if (!k || k->is_var) return cudaErrorInvalidDeviceFunction;
+    *out = k;
+    return ensure_module(k->module);
+}
+
+/* Fetches a kernel's parameter layout and attributes once. */
+static cudaError_t ensure_layout(gs_entry *k) {
+    if (k->have_layout) return cudaSuccess;
+    pthread_mutex_lock(&module_lock);
+    cudaError_t e = cudaSuccess;
+    if (!k->have_layout) {
+        gs_call c;
+        gs_call_begin(&c, GS_OP_FUNC_INFO, 3);
+        gs_w_int(c.w, gs_thread()->device);
+        gs_w_bin(c.w, k->module->hash, 32);
+        gs_w_cstr(c.w, k->name);
+        e = gs_call_run(&c);
+        if (!e) {
+            uint32_t n = 0;
+            gs_r_array(&c.r, &n);
+            uint32_t *off = calloc(n ? n : 1, sizeof *off), *size = calloc(n ? n : 1, sizeof *size);
+            if (!off || !size) e = cudaErrorMemoryAllocation;
+            for (uint32_t i = 0; !e && i < n; i++) {
+                uint32_t two;
+                uint64_t o, s;
+                gs_r_array(&c.r, &two);
+                gs_r_uint(&c.r, &o);
+                gs_r_uint(&c.r, &s);
+                off[i] = (uint32_t)o;
+                size[i] = (uint32_t)s;
+            }
+            k->param_bytes = (uint32_t)gs_u64(&c);
+            if (c.r.err) e = cudaErrorUnknown;
+            if (!e) {
+                k->attrs = c.r;
+                k->attr_frame = c.frame;
+                c.frame = NULL;
+                k->param_offsets = off;
+                k->param_sizes = size;
+                k->nparams = (int)n;
+                k->have_layout = 1;
+            } else {
+                free(off);
+                free(size);
+            }
+        }
+        gs_call_end(&c);
+    }
+    pthread_mutex_unlock(&module_lock);
+    return e;
+}
+
+static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t s,
+                          int ptsz) {
+    GS_ENTER();
+    gs_entry *k;
+    cudaError_t e = find_kernel(func, &k);
+    if (!e) e = ensure_layout(k);
+    if (e) return gs_ret(e);
+    uint64_t stream;
+    e = gs_stream_handle(s, ptsz, &stream);
+    if (e) return gs_ret(e);
+    uint8_t small[512];
+    uint8_t *params = k->param_bytes <= sizeof small ? small : calloc(1, k->param_bytes);
+    if (!params) return gs_ret(cudaErrorMemoryAllocation);
+    memset(params, 0, k->param_bytes);
+    if (k->nparams && !args) e = cudaErrorInvalidValue;
+    for (int i = 0; !e && i < k->nparams; i++) {
+        if (k->param_offsets[i] + k->param_sizes[i] > k->param_bytes) { e = cudaErrorInvalidValue; break; }
+        memcpy(params + k->param_offsets[i], args[i], k->param_sizes[i]);
+    }
+    if (!e) {
+        gs_call c;
+        gs_call_begin(&c, GS_OP_LAUNCH, 8);
+        gs_w_int(c.w, gs_thread()->device);
+        gs_w_bin(c.w, k->module->hash, 32);
+        gs_w_cstr(c.w, k->name);
+        gs_w_array(c.w, 3);
+        gs_w_uint(c.w, grid.x);
+        gs_w_uint(c.w, grid.y);
+        gs_w_uint(c.w, grid.z);
+        gs_w_array(c.w, 3);
+        gs_w_uint(c.w, block.x);
+        gs_w_uint(c.w, block.y);
+        gs_w_uint(c.w, block.z);
+        gs_w_uint(c.w, shmem);
+        gs_w_uint(c.w, stream);
+        c.bulk = params;
+        c.bulk_len = k->param_bytes;
+        e = gs_call_run(&c);
+        gs_call_end(&c);
+    }
+    if (params != small) free(params);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size_t sh, cudaStream_t s) {
+    return launch(f, g, b, args, sh, s, 0);
+}
+GS_IMPL cudaError_t gs_cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **args, size_t sh, cudaStream_t s) {
+    return launch(f, g, b, args, sh, s, 1);
+}
+/* The CUDA 13 launch path: the "kernel handle" the shim hands out is the host stub address itself. */
+GS_IMPL cudaError_t gs___cudaGetKernel(void **kernel, const void *host_fun) {
+    if (!kernel) return gs_ret(cudaErrorInvalidValue);
+    gs_entry *k = gs_registry_find(host_fun);
+    if (!k || k->is_var) return gs_ret(cudaErrorInvalidDeviceFunction);
+    *kernel = (void *)host_fun;
+    return cudaSuccess;
+}
+GS_IMPL cudaError_t gs___cudaLaunchKernel(const void *k, dim3 g, dim3 b, void **args, size_t sh, cudaStream_t s) {
+    return launch(k, g, b, args, sh, s, 0);
+}
+GS_IMPL cudaError_t gs___cudaLaunchKernel_ptsz(const void *k, dim3 g, dim3 b, void **args, size_t sh,
+                                               cudaStream_t s) {
+    return launch(k, g, b, args, sh, s, 1);
+}
+GS_IMPL cudaError_t gs_cudaLaunchCooperativeKernel(const void *f, dim3 g, dim3 b, void **args, size_t sh,
+                                                   cudaStream_t s) {
+    return launch(f, g, b, args, sh, s, 0);
+}
+GS_IMPL cudaError_t gs_cudaLaunchCooperativeKernel_ptsz(const void *f, dim3 g, dim3 b, void **args, size_t sh,
+                                                        cudaStream_t s) {
+    return launch(f, g, b, args, sh, s, 1);
+}
+
+/* cudaLaunchConfig_t is 56 bytes in every version: grid, block, dynamic shared memory, stream, attrs. */
+typedef struct {
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+    void *attrs;
+    unsigned nattrs;
+} launch_config;
+
+static cudaError_t launch_ex(const launch_config *cfg, const void *f, void **args, int ptsz) {
+    if (!cfg) return gs_ret(cudaErrorInvalidValue);
+    /* Attributes (priority, cooperative, clusters, ...) change scheduling, not results, on the emulator. */
+    return launch(f, cfg->grid, cfg->block, args, cfg->shmem, cfg->stream, ptsz);
+}
+GS_IMPL cudaError_t gs_cudaLaunchKernelExC(const launch_config *cfg, const void *f, void **args) {
+    return launch_ex(cfg, f, args, 0);
+}
+GS_IMPL cudaError_t gs_cudaLaunchKernelExC_ptsz(const launch_config *cfg, const void *f, void **args) {
+    return launch_ex(cfg, f, args, 1);
+}
+
+/* ---- function attributes and occupancy ---- */
+
+static cudaError_t func_attributes(void *attr, const void *func, int major) {
+    if (!attr) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    gs_entry *k;
+    cudaError_t e = find_kernel(func, &k);
+    if (!e) e = ensure_layout(k);
+    if (e) return gs_ret(e);
+    const gs_layout *l = gs_layout_for("cudaFuncAttributes", major);
+    if (!l) return gs_ret(cudaErrorNotSupported);
+    memset(attr, 0, l->size);
+    gs_reader r = k->attrs;
+    uint32_t n;
+    gs_r_map(&r, &n);
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        const char *key;
+        uint32_t kl;
+        gs_r_str(&r, &key, &kl);
+        const gs_field *f = NULL;
+        for (unsigned j = 0; j < l->nfields; j++)
+            if (strlen(l->fields[j].name) == kl && memcmp(l->fields[j].name, key, kl) == 0) f = &l->fields[j];
+        if (f) gs_store_field(attr, f, &r);
+        else gs_r_skip(&r);
+    }
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaFuncGetAttributes__11(void *a, const void *f) { return func_attributes(a, f, 11); }
+GS_IMPL cudaError_t gs_cudaFuncGetAttributes__12(void *a, const void *f) { return func_attributes(a, f, 12); }
+GS_IMPL cudaError_t gs_cudaFuncGetAttributes__13(void *a, const void *f) { return func_attributes(a, f, 13); }
+
+static int attr_int(gs_entry *k, const char *name) {
+    gs_reader r = k->attrs;
+    uint32_t n;
+    gs_r_map(&r, &n);
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        const char *key;
+        uint32_t kl;
+        gs_r_str(&r, &key, &kl);
+        if (strlen(name) == kl && memcmp(name, key, kl) == 0) {
+            int64_t v = 0;
+            gs_r_int(&r, &v);
+            return (int)v;
+        }
+        gs_r_skip(&r);
+    }
+    return 0;
+}
+
+GS_IMPL cudaError_t gs_cudaFuncSetAttribute(const void *func, int attr, int value) {
+    GS_ENTER();
+    gs_entry *k;
+    cudaError_t e = find_kernel(func, &k);
+    if (e) return gs_ret(e);
+    gs_call c;
+    gs_call_begin(&c, GS_OP_FUNC_SET_ATTR, 5);
+    gs_w_int(c.w, gs_thread()->device);
+    gs_w_bin(c.w, k->module->hash, 32);
+    gs_w_cstr(c.w, k->name);
+    gs_w_int(c.w, attr);
+    gs_w_int(c.w, value);
+    return gs_run_simple(&c);
+}
+
+/* Cache and shared-memory bank preferences are hints; a registered kernel accepts them. */
+static cudaError_t func_hint(const void *func, int value, int max) {
+    GS_ENTER();
+    gs_entry *k;
+    if (value < 0 || value > max) return gs_ret(cudaErrorInvalidValue);
+    return gs_ret(find_kernel(func, &k));
+}
+GS_IMPL cudaError_t gs_cudaFuncSetCacheConfig(const void *f, int cfg) { return func_hint(f, cfg, 3); }
+GS_IMPL cudaError_t gs_cudaFuncSetSharedMemConfig(const void *f, int cfg) { return func_hint(f, cfg, 2); }
+
+GS_IMPL cudaError_t gs_cudaGetFuncBySymbol(void **fn, const void *symbol) {
+    if (!fn) return gs_ret(cudaErrorInvalidValue);
+    gs_entry *k = gs_registry_find(symbol);
+    if (!k || k->is_var) return gs_ret(cudaErrorInvalidDeviceFunction);
+    *fn = (void *)symbol;
+    return cudaSuccess;
+}
+
+/* Occupancy from the device's limits and the kernel's registers and shared memory, as the CUDA
+ * occupancy calculator computes it (allocation granularities: warps, 256 registers, 128 B shared). */
+static cudaError_t occupancy(int *nblocks, const void *func, int block_size, size_t dyn_smem) {
+    if (!nblocks || block_size <= 0) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    gs_entry *k;
+    cudaError_t e = find_kernel(func, &k);
+    if (!e) e = ensure_layout(k);
+    if (e) return gs_ret(e);
+    int dev = gs_thread()->device, max_threads = 0, max_blocks = 0, regs_sm = 0, smem_sm = 0, max_tpb = 0;
+    e = gs_cudaDeviceGetAttribute(&max_threads, 39, dev); /* MaxThreadsPerMultiProcessor */
+    if (!e) e = gs_cudaDeviceGetAttribute(&max_blocks, 106, dev); /* MaxBlocksPerMultiprocessor */
+    if (!e) e = gs_cudaDeviceGetAttribute(&regs_sm, 82, dev); /* MaxRegistersPerMultiprocessor */
+    if (!e) e = gs_cudaDeviceGetAttribute(&smem_sm, 81, dev); /* MaxSharedMemoryPerMultiprocessor */
+    if (!e) e = gs_cudaDeviceGetAttribute(&max_tpb, 1, dev);
+    if (e) return gs_ret(e);
+    if (block_size > max_tpb) { *nblocks = 0; return cudaSuccess; }
+    int warps = (block_size + 31) / 32;
+    int by_threads = max_threads / (warps * 32);
+    int regs = attr_int(k, "numRegs");
+    int regs_per_warp = ((regs * 32 + 255) / 256) * 256;
+    int by_regs = regs_per_warp ? regs_sm / (regs_per_warp * warps) : max_blocks;
+    size_t smem = (size_t)attr_int(k, "sharedSizeBytes") + dyn_smem + 1024; /* 1 KiB reserved per block */
+    smem = (smem + 127) / 128 * 128;
+    int by_smem = (int)((size_t)smem_sm / smem);
+    int n = max_blocks;
+    if (by_threads < n) n = by_threads;
+    if (by_regs < n) n = by_regs;
+    if (by_smem < n) n = by_smem;
+    *nblocks = n;
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *f, int bs, size_t sm) {
+    return occupancy(n, f, bs, sm);
+}
+GS_IMPL cudaError_t gs_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, const void *f, int bs,
+                                                                             size_t sm, unsigned flags) {
+    if (flags > 1) return gs_ret(cudaErrorInvalidValue);
+    return occupancy(n, f, bs, sm);
+}
+
+/* ---- module variables ---- */
+
+static cudaError_t symbol_address(const void *symbol, uintptr_t *ptr, size_t *size) {
+    gs_entry *v = gs_registry_find(symbol);
+    if (!v || !v->is_var) return cudaErrorInvalidSymbol;
+    int dev = gs_thread()->device;
+    cudaError_t e = ensure_module(v->module);
+    if (e) return e;
+    if (!v->sym_ptr || v->sym_dev != dev) {
+        gs_call c;
+        gs_call_begin(&c, GS_OP_SYMBOL_INFO, 3);
+        gs_w_int(c.w, dev);
+        gs_w_bin(c.w, v->module->hash, 32);
+        gs_w_cstr(c.w, v->name);
+        e = gs_call_run(&c);
+        if (!e) {
+            uintptr_t p = (uintptr_t)gs_u64(&c);
+            size_t s = (size_t)gs_u64(&c);
+            gs_ranges_add((gs_range){p, s, dev, cudaMemoryTypeDevice, 0, 0});
+            v->sym_dev = dev;
+            v->sym_size = s;
+            v->sym_ptr = p;
+        }
+        gs_call_end(&c);
+        if (e) return e;
+    }
+    *ptr = v->sym_ptr;
+    *size = v->sym_size;
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaGetSymbolAddress(void **dev_ptr, const void *symbol) {
+    if (!dev_ptr) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    uintptr_t p;
+    size_t s;
+    cudaError_t e = symbol_address(symbol, &p, &s);
+    if (!e) *dev_ptr = (void *)p;
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaGetSymbolSize(size_t *size, const void *symbol) {
+    if (!size) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    uintptr_t p;
+    cudaError_t e = symbol_address(symbol, &p, size);
+    return gs_ret(e);
+}
+
+static cudaError_t to_symbol(const void *symbol, const void *src, size_t count, size_t offset, int kind,
+                             cudaStream_t s, int ptds) {
+    GS_ENTER();
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return gs_ret(cudaErrorInvalidMemcpyDirection);
+    uintptr_t p;
+    size_t size;
+    cudaError_t e = symbol_address(symbol, &p, &size);
+    if (e) return gs_ret(e);
+    if (offset > size || count > size - offset) return gs_ret(cudaErrorInvalidValue);
+    return gs_memcpy((void *)(p + offset), src, count, kind, s, ptds);
+}
+
+static cudaError_t from_symbol(void *dst, const void *symbol, size_t count, size_t offset, int kind,
+                               cudaStream_t s, int ptds) {
+    GS_ENTER();
+    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return gs_ret(cudaErrorInvalidMemcpyDirection);
+    uintptr_t p;
+    size_t size;
+    cudaError_t e = symbol_address(symbol, &p, &size);
+    if (e) return gs_ret(e);
+    if (offset > size || count > size - offset) return gs_ret(cudaErrorInvalidValue);
+    return gs_memcpy(dst, (const void *)(p + offset), count, kind, s, ptds);
+}
+
+GS_IMPL cudaError_t gs_cudaMemcpyToSymbol(const void *sym, const void *src, size_t n, size_t off, int kind) {
+    return to_symbol(sym, src, n, off, kind, NULL, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyToSymbol_ptds(const void *sym, const void *src, size_t n, size_t off, int kind) {
+    return to_symbol(sym, src, n, off, kind, NULL, 1);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyToSymbolAsync(const void *sym, const void *src, size_t n, size_t off, int kind,
+                                               cudaStream_t s) {
+    return to_symbol(sym, src, n, off, kind, s, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyToSymbolAsync_ptsz(const void *sym, const void *src, size_t n, size_t off,
+                                                    int kind, cudaStream_t s) {
+    return to_symbol(sym, src, n, off, kind, s, 1);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyFromSymbol(void *dst, const void *sym, size_t n, size_t off, int kind) {
+    return from_symbol(dst, sym, n, off, kind, NULL, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyFromSymbol_ptds(void *dst, const void *sym, size_t n, size_t off, int kind) {
+    return from_symbol(dst, sym, n, off, kind, NULL, 1);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyFromSymbolAsync(void *dst, const void *sym, size_t n, size_t off, int kind,
+                                                 cudaStream_t s) {
+    return from_symbol(dst, sym, n, off, kind, s, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *sym, size_t n, size_t off, int kind,
+                                                      cudaStream_t s) {
+    return from_symbol(dst, sym, n, off, kind, s, 1);
+}
