@@ -88,7 +88,13 @@ def f64_directed(s, e, mode: str):
     return np.where(fix, np.nextafter(s, tgt), s)
 
 
-def fma_f32(a, b, c, mode: str = "rn"):
+_MASK29 = np.uint64(0x1FFFFFFF)
+_MID29 = np.uint64(0x10000000)
+_EXPM = np.uint64(0x7FF0000000000000)
+_TINY32 = np.uint64((1023 - 126) << 52)
+
+
+def _fma_f32_exact(a, b, c, mode: str):
     a64 = np.asarray(a, np.float64)
     p = a64 * np.asarray(b, np.float64)
     c64 = np.asarray(c, np.float64)
@@ -96,6 +102,25 @@ def fma_f32(a, b, c, mode: str = "rn"):
     with np.errstate(all="ignore"):
         v = np.where(np.isfinite(s), round_to_odd(s, np.where(np.isfinite(e), e, 0.0)), p + c64)
     return f64_to_f32(v, mode)
+
+
+def fma_f32(a, b, c, mode: str = "rn"):
+    """Correctly rounded f32 fma. Fast path: the f64 sum of the exact product and c rounds to f32 correctly
+    unless it lands exactly on an f32 rounding midpoint or in the f32 subnormal range; those few elements
+    take the exact TwoSum + round-to-odd path."""
+    if mode != "rn":
+        return _fma_f32_exact(a, b, c, mode)
+    s = np.multiply(a, b, dtype=np.float64) + c
+    if s.__class__ is not np.ndarray or s.ndim == 0:
+        return _fma_f32_exact(a, b, c, mode)
+    bits = s.view(np.uint64)
+    bad = ((bits & _MASK29) == _MID29) | ((bits & _EXPM) < _TINY32)
+    r = s.astype(np.float32)
+    if bad.any():
+        i = np.flatnonzero(bad)
+        shp = s.shape
+        r[i] = _fma_f32_exact(*(np.broadcast_to(x, shp)[i] for x in (a, b, c)), mode)
+    return r
 
 
 def add_f32(a, b, mode: str, sub: bool = False):

@@ -36,6 +36,7 @@ class Program:
     param_bytes: int = 0
     param_layout: list[tuple[int, int, int]] = field(default_factory=list)  # (offset, size, align)
     branch_tables: dict[str, list[str]] = field(default_factory=dict)
+    used_globals: set[str] = field(default_factory=set)  # module .global/.const variables the kernel names
 
 
 def _rename_operand(x, rn):
@@ -101,6 +102,7 @@ class _Linker:
         for ins in self.p.code:
             for a in ins.args:
                 _collect_syms(a, used)
+        self.p.used_globals = {v.name for v in self.mod.variables if v.space in ("global", "const")} & used
         for name in sorted(used & set(self.mod_shared), key=lambda n: self.mod_shared[n].line):
             self.alloc_shared(self.mod_shared[name])
         self.p.dynamic_offset = align_up(self.p.static_shared, getattr(self, "dyn_align", 16))

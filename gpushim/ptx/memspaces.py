@@ -201,3 +201,55 @@ def generic_masks(a):
     if rest.any():
         out.append(("global", rest, a[rest]))
     return out
+
+
+def locate_reg(st, idx, space: str, k: int, off: int, size: int, align: int, what: str):
+    """locate() for the address `[%reg + off]` in an explicit space, reusing the translated element indices of
+    the register across instructions (nvcc addresses arrays as one base register plus many constant offsets).
+
+    The cache holds a reference to the register's array, so an in-place partial write to the register copies
+    it (values.partial_write) and the identity check below sees the change. Returns None when the fast path
+    does not apply; the caller then uses locate()."""
+    v = st.regs[k]
+    if v.__class__ is not ndarray or (space != "shared" and space != "local" and space != "global"):
+        return None
+    key = (k, space, size)
+    ent = st.acache.get(key)
+    if ent is None or ent[0] is not v or ent[1] is not idx:
+        a = v if idx is None else v[idx]
+        if a.size == 0:
+            return None
+        if a.dtype.itemsize == 4:
+            a64 = a.view(np.uint32).astype(np.int64)
+        else:
+            a64 = a.view(np.int64)
+        lo = int(a64.min())
+        hi = int(a64.max())
+        low = int(np.bitwise_or.reduce(a64)) & 15
+        if low & (size - 1):
+            return None
+        shift = _SHIFT[size]
+        if space == "global":
+            base = st.mem_base
+            al = st.mem.find(lo)
+            if al is None:
+                return None
+            start, end = al.addr, al.addr + al.size
+            if lo < 0:  # a 64-bit address above 2**63: never in the arena
+                return None
+            e0 = (a64 - base) >> shift
+        else:
+            start, end = 0, (st.sh_size if space == "shared" else st.lo_size)
+            if lo < 0:
+                return None
+            bases = st.sh_base if space == "shared" else st.lo_base
+            e0 = ((bases if idx is None else bases[idx]) + a64) >> shift
+        ent = (v, idx, e0, lo, hi, low, start, end)
+        st.acache[key] = ent
+    _, _, e0, lo, hi, low, start, end = ent
+    if lo + off < start or hi + off + align > end or (low | off) & (align - 1):
+        return None
+    views = st.av if space == "global" else (st.shv if space == "shared" else st.lov)
+    if off == 0:
+        return views, e0
+    return views, e0 + (off >> _SHIFT[size])

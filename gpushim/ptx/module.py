@@ -149,7 +149,7 @@ class PtxModule:
         lo, hi = memory.base, memory.base + memory.capacity
         if lo < PARAM_WINDOW + WINDOW_SIZE and hi > SHARED_WINDOW:
             raise CudaError(Err.INVALID_VALUE, "device memory overlaps the emulator's shared/local windows")
-        for g in self.globals:
+        for g in kern.prog.used_globals:
             if g not in symbols:
                 raise CudaError(Err.INVALID_VALUE, f"module global {g} has no device address")
         self._apply_relocs(memory, symbols)
@@ -183,6 +183,8 @@ class PtxModule:
         if key in self._relocated:
             return
         for g in self.globals.values():
+            if g.relocs and g.name not in symbols:
+                continue
             for off, target, addend in g.relocs:
                 if target not in symbols:
                     raise CudaError(Err.INVALID_VALUE, f"initialiser of {g.name} refers to unknown symbol {target}")

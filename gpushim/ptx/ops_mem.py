@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpushim.ptx.memspaces import generic_masks, locate, split_generic
+from gpushim.ptx.memspaces import generic_masks, locate, locate_reg, split_generic
 from gpushim.ptx.nodes import Instr, Reg, Sym, Vec
 from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, Ctx
 from gpushim.ptx.types import TYPES, U, np_type, type_size
@@ -50,14 +50,17 @@ def _resolve_space(ctx: Ctx, space: str | None, addr_op) -> str | None:
     return space
 
 
-def gather(st, idx, space, a, dt: np.dtype, vec: int, what: str) -> list:
+def gather(st, idx, space, a, dt: np.dtype, vec: int, what: str, loc=None) -> list:
     size = dt.itemsize
-    if space is None:
-        sp, aa = split_generic(a)
-        if sp is None:
-            return _gather_mixed(st, idx, a, dt, vec, what)
-        space, a = sp, aa
-    views, e = locate(st, idx, space, a, size, size * vec, what)
+    if loc is not None:
+        views, e = loc
+    else:
+        if space is None:
+            sp, aa = split_generic(a)
+            if sp is None:
+                return _gather_mixed(st, idx, a, dt, vec, what)
+            space, a = sp, aa
+        views, e = locate(st, idx, space, a, size, size * vec, what)
     v = views[size]
     if vec == 1:
         r = v[e]
@@ -80,9 +83,12 @@ def _gather_mixed(st, idx, a, dt, vec, what):
     return outs
 
 
-def scatter(st, idx, space, a, dt: np.dtype, values: list, what: str) -> None:
+def scatter(st, idx, space, a, dt: np.dtype, values: list, what: str, loc=None) -> None:
     size = dt.itemsize
     vec = len(values)
+    if loc is not None:
+        _store(loc[0][size], loc[1], values, size)
+        return
     if space is None:
         sp, aa = split_generic(a)
         if sp is None:
@@ -95,7 +101,10 @@ def scatter(st, idx, space, a, dt: np.dtype, values: list, what: str) -> None:
     if space == "kparam":
         raise st.error_for(what, "store to kernel parameter space")
     views, e = locate(st, idx, space, a, size, size * vec, what)
-    v = views[size]
+    _store(views[size], e, values, size)
+
+
+def _store(v, e, values, size):
     ut = U[size]
     for j, val in enumerate(values):
         if val.dtype is not ut:
@@ -104,6 +113,16 @@ def scatter(st, idx, space, a, dt: np.dtype, values: list, what: str) -> None:
         if ej.__class__ is not ndarray and val.__class__ is ndarray:
             val = val[-1]  # every thread stores to one address: the last one wins
         v[ej] = val
+
+
+def _fast_reg(ctx: Ctx, addr_op, space):
+    """(register index, offset) of a `[%reg + off]` address in an explicit space, else None."""
+    if space not in ("global", "const", "shared", "local") or not isinstance(addr_op.base, Reg):
+        return None
+    k = ctx.reg_index.get(addr_op.base.name)
+    if k is None or ctx.reg_dtype[k].itemsize not in (4, 8):
+        return None
+    return k, addr_op.offset
 
 
 def compile_ld(ctx: Ctx, ins: Instr):
@@ -124,8 +143,22 @@ def compile_ld(ctx: Ctx, ins: Instr):
     if space in ("global", "const") and isinstance(addr_op.base, Sym):
         # uniform load from a named variable: a scalar result
         pass
+    fast = _fast_reg(ctx, addr_op, space)
+    size = dt.itemsize
     if len(ws) == 1:
         w0 = ws[0]
+        if fast is not None:
+            k, off = fast
+
+            def ld1f(st, idx):
+                loc = locate_reg(st, idx, space, k, off, size, size, what)
+                if loc is None:
+                    w0(st, idx, gather(st, idx, space, ra(st, idx), dt, 1, what)[0])
+                else:
+                    r = loc[0][size][loc[1]]
+                    w0(st, idx, r if r.dtype is dt else r.view(dt))
+
+            return ld1f
 
         def ld1(st, idx):
             w0(st, idx, gather(st, idx, space, ra(st, idx), dt, 1, what)[0])
@@ -133,7 +166,8 @@ def compile_ld(ctx: Ctx, ins: Instr):
         return ld1
 
     def ldv(st, idx):
-        vals = gather(st, idx, space, ra(st, idx), dt, vec, what)
+        loc = locate_reg(st, idx, space, fast[0], fast[1], size, size * vec, what) if fast is not None else None
+        vals = gather(st, idx, space, None if loc is not None else ra(st, idx), dt, vec, what, loc)
         for w, v in zip(ws, vals, strict=True):
             w(st, idx, v)
 
@@ -153,9 +187,12 @@ def compile_st(ctx: Ctx, ins: Instr):
     if len(items) != vec:
         raise ctx.error(f"{ins.op}: {len(items)} sources for .v{vec}")
     rs = [ctx.reader(s, typ) for s in items]
+    fast = _fast_reg(ctx, addr_op, space)
+    size = dt.itemsize
 
     def st_(st, idx):
-        scatter(st, idx, space, ra(st, idx), dt, [r(st, idx) for r in rs], what)
+        loc = locate_reg(st, idx, space, fast[0], fast[1], size, size * vec, what) if fast is not None else None
+        scatter(st, idx, space, None if loc is not None else ra(st, idx), dt, [r(st, idx) for r in rs], what, loc)
 
     return st_
 

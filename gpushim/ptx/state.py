@@ -150,6 +150,7 @@ class State:
         self.par_size = param_size
         self.out = output
         self.count = 0
+        self.acache: dict = {}
         self.alive = np.ones(n, bool)
         self.warp_alive = np.bincount(self.warp, minlength=self.nwarps)
 
