@@ -85,8 +85,10 @@ def main() -> None:
     for name, ti, dt in results:
         print(f"{name:32s} {ti:14d} {dt:9.3f} {ti / dt:15.3e}")
     worst = min(ti / dt for _, ti, dt in results)
-    print(f"goal >= 2.0e+08 thread-instr/s on the wide launches: {'met' if worst >= 2e8 else 'NOT met'} "
-          f"(lowest {worst:.3e})")
+    print(
+        f"goal >= 2.0e+08 thread-instr/s on the wide launches: {'met' if worst >= 2e8 else 'NOT met'} "
+        f"(lowest {worst:.3e})"
+    )
 
 
 if __name__ == "__main__":

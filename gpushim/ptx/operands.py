@@ -74,6 +74,9 @@ class Ctx:
         if isinstance(op, Neg):
             r = self.reader(op.inner, "pred")
             return lambda st, idx: ~r(st, idx)
+        if isinstance(op, Sym) and op.name == "WARP_SZ":  # the PTX predefined constant
+            c = const(32, dt)
+            return lambda st, idx: c
         if isinstance(op, Sym):
             r = self.symbol_address(op.name, op.offset)
             if dt.itemsize != 8:

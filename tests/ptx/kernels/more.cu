@@ -1,0 +1,69 @@
+// Special registers, block reductions through barriers, generic pointers into several spaces, 64-bit atomics.
+extern "C" __global__ void specials(unsigned *out) {
+    unsigned b = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    unsigned t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    unsigned nt = blockDim.x * blockDim.y * blockDim.z;
+    unsigned *o = out + 16 * (b * nt + t);
+    unsigned lane, warp, lt, ge;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    asm("mov.u32 %0, %%warpid;" : "=r"(warp));
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+    asm("mov.u32 %0, %%lanemask_ge;" : "=r"(ge));
+    long long c0 = clock64();
+    unsigned c1 = clock();
+    unsigned long long g0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+    long long c2 = clock64();
+    unsigned long long g1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+    o[0] = threadIdx.x; o[1] = threadIdx.y; o[2] = threadIdx.z;
+    o[3] = blockIdx.x; o[4] = blockIdx.y; o[5] = blockIdx.z;
+    o[6] = blockDim.x * 10000 + blockDim.y * 100 + blockDim.z;
+    o[7] = gridDim.x * 10000 + gridDim.y * 100 + gridDim.z;
+    o[8] = lane; o[9] = warp; o[10] = lt; o[11] = ge;
+    o[12] = c2 > c0; o[13] = g1 > g0; o[14] = c1 != 0 || c0 != 0; o[15] = warpSize;
+}
+extern "C" __global__ void barReduce(const int *in, int *out) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[t];
+    int cnt = __syncthreads_count(v > 0);
+    int all = __syncthreads_and(v > -5);
+    int any = __syncthreads_or(v > 8);
+    __syncwarp();
+    out[3 * t] = cnt; out[3 * t + 1] = all; out[3 * t + 2] = any;
+}
+__device__ __noinline__ float bump(float *p, float v) { float old = *p; *p = old + v; return old; }
+extern "C" __global__ void genericPtrs(float *g, float *out, unsigned *counter, unsigned *shcount) {
+    __shared__ float sh[128];
+    __shared__ unsigned cnt;
+    float loc[4] = {1, 2, 3, 4};
+    int t = threadIdx.x, gi = blockIdx.x * blockDim.x + t;
+    sh[t] = 100.0f + t;
+    if (t == 0) cnt = 0;
+    __syncthreads();
+    float *p = (t % 3 == 0) ? &sh[t] : (t % 3 == 1) ? &g[gi] : &loc[t & 3];
+    float old = bump(p, 0.5f);  // one generic ld/st mixing shared, global and local addresses
+    unsigned *c = (t & 1) ? counter : &cnt;
+    atomicAdd(c, 1u);  // one generic atomic on global and shared addresses
+    __syncthreads();
+    out[gi] = old + *p + loc[t & 3] * 1000;
+    if (t == 0) shcount[blockIdx.x] = cnt;
+}
+extern "C" __global__ void atomics64(unsigned long long *a, long long *m, const long long *v, unsigned long long *old) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    long long x = v[t];
+    old[4 * t] = atomicAdd(&a[0], (unsigned long long)x);
+    old[4 * t + 1] = (unsigned long long)atomicMax(&m[0], x);
+    old[4 * t + 2] = (unsigned long long)atomicMin(&m[1], x);
+    old[4 * t + 3] = atomicCAS(&a[1], (unsigned long long)t, (unsigned long long)x);
+}
+extern "C" __global__ void spinLock(int *lock, int *sum, const int *v) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if ((threadIdx.x & 31) == 0) {  // one thread per warp takes the lock: the others spin
+        while (atomicCAS(lock, 0, 1) != 0) {}
+        __threadfence();
+        *sum += v[t];
+        __threadfence();
+        atomicExch(lock, 0);
+    }
+}

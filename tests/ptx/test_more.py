@@ -1,0 +1,118 @@
+"""Special registers, bar.red, generic addressing across spaces, 64-bit atomics, spin locks, unsupported PTX,
+other compiler flags."""
+
+import numpy as np
+import pytest
+from harness import Dev, compile_ptx
+
+from gpushim.ptx import PtxUnsupported, load_module
+
+
+@pytest.fixture(scope="module")
+def more(dev_for):
+    return dev_for("more")
+
+
+def test_special_registers(more):
+    grid, block = (2, 3, 2), (8, 4, 2)
+    nt, nb = 64, 12
+    po = more.empty(4 * 16 * nt * nb)
+    more.launch("specials", grid, block, po)
+    o = more.get(po, np.uint32, 16 * nt * nb).reshape(nb, nt, 16)
+    for b in range(nb):
+        bx, by, bz = b % 2, (b // 2) % 3, b // 6
+        for t in range(nt):
+            tx, ty, tz = t % 8, (t // 8) % 4, t // 32
+            lane = t % 32
+            exp = [tx, ty, tz, bx, by, bz, 80402, 20302, lane, t // 32, (1 << lane) - 1,
+                   (0xFFFFFFFF << lane) & 0xFFFFFFFF, 1, 1, 1, 32]  # fmt: skip
+            assert o[b, t].tolist() == exp, (b, t)
+
+
+def test_bar_red_and_syncwarp(more, rng):
+    n = 256
+    v = rng.integers(-6, 10, n, dtype=np.int32)
+    v[128:192] = 5
+    po = more.empty(12 * n)
+    more.launch("barReduce", 4, 64, more.array(v), po)
+    o = more.get(po, np.int32, 3 * n).reshape(4, 64, 3)
+    for b in range(4):
+        vv = v[64 * b : 64 * b + 64]
+        assert (o[b, :, 0] == (vv > 0).sum()).all()
+        assert (o[b, :, 1] == int((vv > -5).all())).all()
+        assert (o[b, :, 2] == int((vv > 8).any())).all()
+
+
+def test_generic_pointers_mixing_spaces(more, rng):
+    nb, bs = 3, 96
+    g = rng.random(nb * bs, dtype=np.float32)
+    pg, po, pc, ps = more.array(g), more.empty(4 * nb * bs), more.array(np.zeros(1, np.uint32)), more.empty(4 * nb)
+    more.launch("genericPtrs", nb, bs, pg, po, pc, ps)
+    out = more.get(po, np.float32, nb * bs)
+    g2 = more.get(pg, np.float32, nb * bs)
+    t = np.tile(np.arange(bs), nb)
+    loc = ((t & 3) + 1).astype(np.float32)
+    init = np.where(t % 3 == 0, 100.0 + t, np.where(t % 3 == 1, g, loc)).astype(np.float32)
+    locv = np.where(t % 3 == 2, loc + np.float32(0.5), loc)
+    assert np.allclose(out, init + (init + np.float32(0.5)) + locv * 1000, rtol=1e-6)
+    assert np.array_equal(g2, np.where(t % 3 == 1, g + np.float32(0.5), g))
+    assert more.get(pc, np.uint32, 1)[0] == nb * bs // 2
+    assert (more.get(ps, np.uint32, nb) == bs // 2).all()
+
+
+def test_atomics_64bit(more, rng):
+    n = 128
+    v = rng.integers(-(2**62), 2**62, n, dtype=np.int64)
+    v[5] = 3  # thread 3 stores into a[1] when a[1] == 3
+    a0 = np.array([2**64 - 5, 3], np.uint64)
+    m0 = np.array([-(2**63), 2**63 - 1], np.int64)
+    pa, pm, pold = more.array(a0), more.array(m0), more.empty(32 * n)
+    more.launch("atomics64", 1, n, pa, pm, more.array(v), pold)
+    old = more.get(pold, np.uint64, 4 * n).reshape(n, 4)
+    s0, s1 = int(a0[0]), int(a0[1])
+    mx, mn = int(m0[0]), int(m0[1])
+    for t in range(n):
+        x = int(v[t])
+        assert old[t].tolist() == [s0, mx & (2**64 - 1), mn & (2**64 - 1), s1]
+        s0 = (s0 + x) & (2**64 - 1)
+        mx, mn = max(mx, x), min(mn, x)
+        s1 = (x & (2**64 - 1)) if s1 == t else s1
+    assert more.get(pa, np.uint64, 2).tolist() == [s0, s1]
+    assert more.get(pm, np.int64, 2).tolist() == [mx, mn]
+
+
+def test_spin_lock_makes_progress(more, rng):
+    n = 512
+    v = rng.integers(0, 100, n, dtype=np.int32)
+    lock, total = more.array(np.zeros(1, np.int32)), more.array(np.zeros(1, np.int32))
+    more.launch("spinLock", 2, 256, lock, total, more.array(v))
+    assert more.get(total, np.int32, 1)[0] == v[::32].sum()
+
+
+@pytest.mark.parametrize(
+    "case,what",
+    [(1, "texture"), (2, "recursive call"), (3, "indirect call"), (4, "wmma")],
+)
+def test_unsupported_ptx_rejected_at_load(case, what):
+    ptx = compile_ptx("unsupported", "sm_75", (f"-DCASE={case}",))
+    with pytest.raises(PtxUnsupported) as e:
+        load_module(ptx)
+    msg = str(e.value)
+    assert what in msg and "in kernel" in msg and "line" in msg, msg
+
+
+@pytest.mark.parametrize("flags", [("-G",), ("-lineinfo",), ("-use_fast_math",), ("-arch=sm_90",)])
+def test_other_compiler_flags(flags, rng):
+    arch = "sm_90" if "-arch=sm_90" in flags else "sm_75"
+    extra = tuple(f for f in flags if not f.startswith("-arch"))
+    d = Dev(compile_ptx("basic", arch, extra))
+    n = 3000
+    x = rng.random(n, dtype=np.float32)
+    nb = (n + 511) // 512
+    pout = d.empty(4 * nb)
+    d.launch("reduceSum", nb, 256, d.array(x), pout, n)
+    assert np.allclose(d.get(pout, np.float32, nb).sum(), x.sum(), rtol=1e-5)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    pc = d.empty(4 * n)
+    d.launch("vectorAdd", (n + 255) // 256, 256, d.array(a), d.array(b), pc, n)
+    assert np.array_equal(d.get(pc, np.float32, n), a + b)
