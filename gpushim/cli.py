@@ -183,7 +183,7 @@ def devices(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @backend_options
 @click.option("--embedded", is_flag=True, help="Always start a private server, even if one is reachable.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="error",
               show_default=True, help="Log level of an embedded server.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str, embedded: bool,

@@ -35,7 +35,7 @@ class Server:
         self._log = open(self.log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gpushim", "serve", "--listen", self.url, "--backend", "emulator",
-             "--log-level", "debug", *args],
+             "--log-level", "debug", "--module-cache", str(tmp / "modules"), *args],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
         )
         self.path = Path(self.url[len("unix://"):])

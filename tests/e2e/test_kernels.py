@@ -1,0 +1,92 @@
+"""Kernels end to end: nvcc 13 builds with every compression mode and several targets run through gpushim
+with the right results; faults surface at the next synchronising call and are sticky; a binary without
+PTX fails with a message naming the kernel."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from .conftest import ROOT, kv
+
+SRC = ROOT / "tests" / "programs" / "kernels"
+NVCC_FLAGS = {
+    "default": [],
+    "no_compress": ["-compress-mode=none"],
+    "compress_all": ["-Xfatbin", "-compress-all"],
+    "lz": ["-compress-mode=speed"],
+    "multi_gencode": ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
+                      "-gencode", "arch=compute_80,code=compute_80"],
+}
+
+
+def nvcc(out, *args: str) -> None:
+    cmd = ["/usr/local/cuda/bin/nvcc", "-cudart", "shared", "-o", str(out), *args,
+           "-Xlinker", "-rpath,/usr/local/cuda/lib64"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kernels")
+    out = {}
+    for name, flags in NVCC_FLAGS.items():
+        out[name] = d / name
+        nvcc(out[name], *flags, str(SRC / "main.cu"), str(SRC / "tu2.cu"))
+    out["fault"] = d / "fault"
+    nvcc(out["fault"], str(SRC / "fault.cu"))
+    out["no_ptx"] = d / "no_ptx"
+    nvcc(out["no_ptx"], "-gencode", "arch=compute_90,code=sm_90", str(SRC / "fault.cu"))
+    return out
+
+
+@pytest.mark.parametrize("variant", list(NVCC_FLAGS))
+def test_kernel_program(server, builds, variant):
+    r = subprocess.run([str(builds[variant])], env=server.env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = kv(r.stdout)
+    for check in ("template_float", "template_double", "struct_by_value", "streams_events_dynshared",
+                  "after_printf"):
+        assert v[check] == "ok", check
+    assert v["constant_memory"] == "ok counter=10000"
+    assert v["symbol_address"] == "ok size=1024"
+    assert v["func_attrs maxThreads"] == "1024 ptx=1"
+    assert v["occupancy_positive"] == "1"
+    lines = r.stdout.splitlines()
+    hello = [ln for ln in lines if ln.startswith("hello from")]
+    assert sorted(hello) == sorted(f"hello from block {b} thread {t} tag 7" for b in (0, 1) for t in (0, 1))
+    # printf output arrives before what the program prints after the synchronising call
+    assert lines.index(hello[-1]) < lines.index("after_printf=ok")
+    assert lines[-1] == "OK"
+
+
+def test_module_is_uploaded_once_per_server(server, builds):
+    runs = [subprocess.run([str(builds["default"])], env=server.env(GPUSHIM_LOG="2"), capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs)
+    assert runs[0].stderr.count("uploaded a") == 2  # main.cu's and tu2.cu's fat binaries
+    assert "uploaded a" not in runs[1].stderr  # the server holds them by hash
+    assert len(list((server.path.parent / "modules").glob("*.fatbin"))) == 2
+
+
+@pytest.mark.parametrize("mode,error,message", [
+    ("oob", "cudaErrorIllegalAddress", "out of bounds"),
+    ("trap", "cudaErrorLaunchFailure", "trap"),
+    ("assert", "cudaErrorAssert", "Assertion `v == 42` failed"),
+])
+def test_kernel_faults_are_sticky(server, builds, mode, error, message):
+    r = subprocess.run([str(builds["fault"]), mode], env=server.env(), capture_output=True, text=True, timeout=120)
+    v = kv(r.stdout)
+    assert v["launch"] == "0"  # the launch itself succeeds, as on a GPU
+    assert v["sync"] == error
+    assert v["sticky"] == error and v["last"] == error and v["still"] == error
+    assert message in r.stderr + r.stdout
+
+
+def test_binary_without_ptx_names_the_kernel(server, builds):
+    r = subprocess.run([str(builds["no_ptx"]), "oob"], env=server.env(), capture_output=True, text=True,
+                       timeout=120)
+    v = kv(r.stdout)
+    assert v["launch"] == str(209)  # cudaErrorNoKernelImageForDevice
+    assert "_Z3oobPii" in r.stderr and "no PTX" in r.stderr
