@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpushim.ptx import ops_bits, ops_cmp, ops_cvt, ops_float, ops_int
+from gpushim.ptx import ops_bits, ops_cmp, ops_cvt, ops_float, ops_int, ops_simd
 from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Instr, Module, Reg, Sym
 from gpushim.ptx.operands import Ctx
 
 HANDLERS: dict = {}
-for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt):
+for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt, ops_simd):
     HANDLERS.update(_m.HANDLERS)
 
 

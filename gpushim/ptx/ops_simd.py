@@ -1,0 +1,51 @@
+"""SIMD video instructions on packed bytes/halves: vadd4/2, vsub4/2, vabsdiff4/2, vmin4/2, vmax4/2, vavrg4/2
+(no lane selectors or masks; with .sat and the .add accumulation)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpushim.ptx.nodes import Instr, Reg
+from gpushim.ptx.operands import Ctx
+from gpushim.ptx.ops_common import nary
+
+
+def compile_simd(ctx: Ctx, ins: Instr):
+    parts = ins.op.split(".")
+    base = parts[0]
+    op, lanes = base[1:-1], int(base[-1])
+    types = [p for p in parts[1:] if p in ("u32", "s32")]
+    if len(types) != 3 or not all(isinstance(a, Reg) for a in ins.args[:3]) or len(ins.args) != 4:
+        raise ctx.fail(f"{ins.op} with lane selectors or masks")
+    dtyp, atyp, btyp = types
+    sat = "sat" in parts
+    acc = "add" in parts[1:]
+    width = 32 // lanes
+    mask = (1 << width) - 1
+    lo_d, hi_d = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if dtyp[0] == "s" else (0, mask)
+
+    def lane(x, k, signed):
+        v = (np.asarray(x, np.uint32).astype(np.int64) >> (width * k)) & mask
+        return np.where(v > (mask >> 1), v - (1 << width), v) if signed else v
+
+    def f(a, b, c):
+        total = np.asarray(c, np.uint32).astype(np.int64) if acc else None
+        out = np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b)), np.int64)
+        for k in range(lanes):
+            x, y = lane(a, k, atyp[0] == "s"), lane(b, k, btyp[0] == "s")
+            r = {"add": lambda: x + y, "sub": lambda: x - y, "absdiff": lambda: np.abs(x - y),
+                 "min": lambda: np.minimum(x, y), "max": lambda: np.maximum(x, y),
+                 "avrg": lambda: (x + y + 1) >> 1}[op]()  # fmt: skip
+            if sat:
+                r = np.clip(r, lo_d, hi_d)
+            if acc:
+                total = total + r
+            else:
+                out |= (r & mask) << (width * k)
+        res = total if acc else out
+        return (res & 0xFFFFFFFF).astype(np.uint32)
+
+    return nary(ctx, ins, "u32", f, 3)
+
+
+HANDLERS = {f"v{o}{n}": compile_simd for o in ("add", "sub", "absdiff", "min", "max", "avrg") for n in (2, 4)}
