@@ -101,7 +101,8 @@ def _fma_f32_exact(a, b, c, mode: str):
     s, e = two_sum(p, c64)
     with np.errstate(all="ignore"):
         v = np.where(np.isfinite(s), round_to_odd(s, np.where(np.isfinite(e), e, 0.0)), p + c64)
-    return f64_to_f32(v, mode)
+    r = f64_to_f32(v, mode)
+    return _rm_zero(r, p, c64) if mode == "rm" else r
 
 
 def fma_f32(a, b, c, mode: str = "rn"):
@@ -123,13 +124,20 @@ def fma_f32(a, b, c, mode: str = "rn"):
     return r
 
 
+def _rm_zero(r, a, b):
+    """IEEE 754: an exact zero sum of operands that are not both +0 is -0 when rounding toward -inf."""
+    z = (r == 0) & ~((a == 0) & (b == 0) & ~np.signbit(a) & ~np.signbit(b))
+    return np.where(z, -np.abs(r), r).astype(r.dtype) if np.any(z) else r
+
+
 def add_f32(a, b, mode: str, sub: bool = False):
     a64 = np.asarray(a, np.float64)
     b64 = np.asarray(b, np.float64)
     if sub:
         b64 = -b64
     s, e = two_sum(a64, b64)
-    return f64_to_f32(round_to_odd(s, np.where(np.isfinite(e), e, 0.0)), mode)
+    r = f64_to_f32(round_to_odd(s, np.where(np.isfinite(e), e, 0.0)), mode)
+    return _rm_zero(r, a64, b64) if mode == "rm" else r
 
 
 def mul_f32(a, b, mode: str):
@@ -139,7 +147,8 @@ def mul_f32(a, b, mode: str):
 def add_f64(a, b, mode: str, sub: bool = False):
     b = -b if sub else b
     s, e = two_sum(np.asarray(a, np.float64), np.asarray(b, np.float64))
-    return f64_directed(s, np.where(np.isfinite(e), e, 0.0), mode)
+    r = f64_directed(s, np.where(np.isfinite(e), e, 0.0), mode)
+    return _rm_zero(np.asarray(r), np.asarray(a), np.asarray(b)) if mode == "rm" else r
 
 
 def mul_f64(a, b, mode: str):
@@ -215,6 +224,10 @@ def fma_f64(a, b, c, mode: str = "rn"):
             for i in np.flatnonzero(sl):
                 x, y, z = float(A[i]), float(B[i]), float(C[i])
                 r[i] = _exact_round(Fraction(x) * Fraction(y) + Fraction(z), mode, x * y + z)
+                if mode == "rm" and r[i] == 0:
+                    pz = x * y
+                    if not (pz == 0 and z == 0 and not np.signbit(pz) and not np.signbit(z)):
+                        r[i] = -0.0
             r = r.reshape(shp)
             if r.ndim == 0:
                 r = r[()]

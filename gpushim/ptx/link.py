@@ -134,7 +134,8 @@ class _Linker:
                     p.code.append(Instr("bra", [Sym(ret_label)], guard, ins.line))
                 else:
                     guard = (rn(ins.guard[0]), ins.guard[1]) if ins.guard else None
-                    p.code.append(Instr(ins.op, [_rename_operand(a, rn) for a in ins.args], guard, ins.line))
+                    args = [_regs_by_name(_rename_operand(a, rn), p.regs) for a in ins.args]
+                    p.code.append(Instr(ins.op, args, guard, ins.line))
 
     def emit_call(self, ins: Instr, rn, stack: list[str]) -> None:
         args = list(ins.args)
@@ -209,6 +210,17 @@ class _Linker:
             self.p.code.append(Instr(f"st.param.{t}", [Addr(Sym(slot)), _rename_operand(a, rn)], None, line))
             return Sym(slot)
         raise PtxError(f"line {line}: bad call argument {a}")
+
+
+def _regs_by_name(x, regs: dict):
+    """Registers may be named without '%' (inline asm): turn such symbol operands into registers."""
+    if isinstance(x, Sym) and x.offset == 0 and x.name in regs:
+        return Reg(x.name)
+    if isinstance(x, Addr) and isinstance(x.base, Sym) and x.base.offset == 0 and x.base.name in regs:
+        return Addr(Reg(x.base.name), x.offset)
+    if isinstance(x, Vec):
+        return Vec(tuple(_regs_by_name(i, regs) for i in x.items))
+    return x
 
 
 def _last_label(fn: Function, ins: Instr) -> str:

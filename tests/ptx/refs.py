@@ -117,3 +117,39 @@ def rz_f32_from_int(v: int) -> np.float32:
     if abs(Fraction(int(r)) if np.isfinite(r) else 0) > abs(v):
         r = np.nextafter(r, np.float32(0))
     return np.float32(r)
+
+
+def round_dir(q: Fraction, mode: str, dtype) -> float:
+    """Round an exact rational to float32/float64 toward zero (rz), -inf (rm) or +inf (rp)."""
+    dt = np.dtype(dtype).type
+    r = dt(float(q))
+    up, down = dt(np.inf), dt(-np.inf)
+    if mode == "rz":
+        mode = "rm" if q >= 0 else "rp"
+    if mode == "rm":
+        while np.isfinite(r) and Fraction(float(r)) > q:
+            r = np.nextafter(r, down)
+        while np.isfinite(np.nextafter(r, up)) and Fraction(float(np.nextafter(r, up))) <= q:
+            r = np.nextafter(r, up)
+    else:
+        while np.isfinite(r) and Fraction(float(r)) < q:
+            r = np.nextafter(r, up)
+        while np.isfinite(np.nextafter(r, down)) and Fraction(float(np.nextafter(r, down))) >= q:
+            r = np.nextafter(r, down)
+    return r
+
+
+def lop3(a: int, b: int, c: int, lut: int) -> int:
+    r = 0
+    for i in range(32):
+        k = (((a >> i) & 1) << 2) | (((b >> i) & 1) << 1) | ((c >> i) & 1)
+        r |= ((lut >> k) & 1) << i
+    return r
+
+
+def prmt_mode(a: int, b: int, c: int, mode: str) -> int:
+    x = (a & M32) | ((b & M32) << 32)
+    tables = {"f4e": [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]],
+              "b4e": [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]]}  # fmt: skip
+    sel = tables[mode][c & 3]
+    return sum(((x >> (8 * s)) & 0xFF) << (8 * i) for i, s in enumerate(sel))

@@ -1,0 +1,129 @@
+"""Instructions reached through inline PTX: lop3, dual-destination setp, slct, saturating and 24-bit arithmetic,
+bfind, shf.clamp, prmt modes, narrow cvt, pack/unpack, red, directed rounding, .ftz/.sat/.NaN."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import refs as R
+
+
+@pytest.fixture(scope="module")
+def asm(dev_for):
+    return dev_for("asm")
+
+
+def sat32(v: int) -> int:
+    return max(-(2**31), min(2**31 - 1, v))
+
+
+def sext(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def bfind_u(v: int) -> int:
+    return 0xFFFFFFFF if v == 0 else v.bit_length() - 1
+
+
+def test_integer_instructions(asm, rng):
+    n = 256
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    y = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    z = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    x[:8] = [0, 1, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0x7FC00000, 0xFF800001, 100]
+    y[:8] = [0, 0xFFFFFFFF, 1, 0x80000000, 5, 3, 0x7FFFFFFF, 100]
+    z[:8] = [0, 0, 32, 33, 40, 0, 1, 0x80000000]
+    po = asm.empty(4 * 24 * n)
+    asm.launch("asmInt", n // 64, 64, asm.array(x), asm.array(y), asm.array(z), po)
+    o = asm.get(po, np.uint32, 24 * n).reshape(n, 24)
+    for i in range(n):
+        a, b, c = int(x[i]), int(y[i]), int(z[i])
+        sa, sb, sc = sext(a, 32), sext(b, 32), sext(c, 32)
+        q = c != 0
+        nc = min(c & 63, 32)
+        wide = (b << 32) | a
+        exp = [
+            a ^ b ^ c,
+            R.lop3(a, b, c, 0x1B),
+            1 if a >= b else 2,
+            7 if (sa > sb and q) else 9,
+            7 if ((sa >= sb) != (not q)) else 9,
+            a if sc >= 0 else b,
+            sat32(sa + sb) & R.M32,
+            sat32(sa - sb) & R.M32,
+            (((a * b) >> 32) + c) & R.M32,
+            (sext(a, 24) * sext(b, 24)) & R.M32,
+            (((a & 0xFFFFFF) * (b & 0xFFFFFF)) >> 16) & R.M32,
+            bfind_u(a),
+            bfind_u((~a & R.M32) if sa < 0 else a),
+            ((wide << nc) >> 32) & R.M32,
+            (wide >> nc) & R.M32,
+            R.prmt_mode(a, b, c, "f4e"),
+            R.prmt(a, b, c) & R.M32,
+            1 if (a & c) == 0 else 0,
+            max(-128, min(127, sa)) & R.M32,
+            sext(a & 0xFFFF, 16) & R.M32,
+            (wide >> 20) & R.M32,
+            ((a >> 16) | ((a & 0xFFFF) << 16)) & R.M32,
+            a,
+            1 if (a & 0x7FFFFFFF) > 0x7F800000 else 0,
+        ]
+        assert o[i].tolist() == exp, (i, a, b, c, [(k, g, e) for k, (g, e) in enumerate(zip(o[i], exp)) if g != e])
+
+
+def _same(g, e):
+    return (g == e and np.signbit(g) == np.signbit(e)) or (np.isnan(g) and np.isnan(e))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_float_rounding_modes_and_modifiers(asm, rng):
+    n = 256
+    x = rng.standard_normal(n).astype(np.float32) * np.float32(1000)
+    y = rng.standard_normal(n).astype(np.float32)
+    d = rng.standard_normal(n) * 1e3
+    x[:6] = [1e-39, -2e-40, np.nan, 0.0, 2.5, -3.5]
+    y[:6] = [3.0, 1e-39, 1.0, -0.0, 0.25, np.nan]
+    y[10:20] = -x[10:20] + np.float32(1e-3)  # cancellation
+    po, pd = asm.empty(4 * 12 * n), asm.empty(8 * 3 * n)
+    asm.launch("asmFloat", n // 64, 64, asm.array(x), asm.array(y), asm.array(d), po, pd)
+    o = asm.get(po, np.float32, 12 * n).reshape(n, 12)
+    od = asm.get(pd, np.float64, 3 * n).reshape(n, 3)
+    f32 = np.float32
+    sub = lambda v: abs(v) < 2.0**-126 and v != 0  # noqa: E731
+    for i in range(n):
+        a, b, e = x[i], y[i], d[i]
+        fa, fb = float(a), float(b)
+        exp = [None] * 12
+        if np.isfinite(a) and np.isfinite(b):
+            exp[0] = R.round_dir(Fraction(fa) + Fraction(fb), "rz", np.float32) if fa + fb != 0 else f32(fa + fb)
+            exp[1] = R.round_dir(Fraction(fa) + Fraction(fb), "rm", np.float32) if fa + fb != 0 else f32(-0.0)
+            exp[2] = R.round_dir(Fraction(fa) * Fraction(fb), "rp", np.float32) if fa * fb != 0 else f32(fa * fb)
+            p = Fraction(fa) * Fraction(fb) + Fraction(fa)
+            exp[9] = R.round_dir(p, "rz", np.float32) if p != 0 else f32(fa * fb + fa)
+            s = f32(a + b)
+            exp[6] = f32(min(max(float(s), 0.0), 1.0))
+            fa0 = 0.0 if sub(fa) else fa
+            fb0 = 0.0 if sub(fb) else fb
+            m = f32(np.copysign(fa0, fa) * np.copysign(fb0, fb))
+            exp[7] = np.copysign(f32(0), m) if sub(float(m)) else m
+        exp[3] = R.round_dir(Fraction(float(e)), "rz", np.float32)
+        exp[4] = R.round_dir(Fraction(float(e)), "rp", np.float32)
+        exp[5] = np.rint(a)
+        exp[8] = (
+            f32(np.nan)
+            if (np.isnan(a) or np.isnan(b))
+            else (f32(-0.0) if (a == 0 and b == 0 and (np.signbit(a) or np.signbit(b))) else min(a, b))
+        )
+        exp[10] = f32(np.float16(e))
+        exp[11] = f32(1.0 if sub(fa) else 0.0)
+        for j, ej in enumerate(exp):
+            if ej is not None:
+                assert _same(o[i, j], f32(ej)), (i, j, a, b, e, o[i, j], ej)
+        if np.isfinite(a) and np.isfinite(b):
+            q1 = Fraction(float(e)) + Fraction(fa)
+            q2 = Fraction(float(e)) * Fraction(fb) + Fraction(fa)
+            q3 = Fraction(float(e)) ** 2
+            assert od[i, 0] == R.round_dir(q1, "rz", np.float64)
+            assert od[i, 1] == R.round_dir(q2, "rm", np.float64)
+            assert od[i, 2] == R.round_dir(q3, "rp", np.float64)
