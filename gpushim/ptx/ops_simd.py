@@ -10,6 +10,16 @@ from gpushim.ptx.operands import Ctx
 from gpushim.ptx.ops_common import nary
 
 
+_LANE_OPS = {
+    "add": lambda x, y: x + y,
+    "sub": lambda x, y: x - y,
+    "absdiff": lambda x, y: np.abs(x - y),
+    "min": np.minimum,
+    "max": np.maximum,
+    "avrg": lambda x, y: (x + y + 1) >> 1,
+}
+
+
 def compile_simd(ctx: Ctx, ins: Instr):
     parts = ins.op.split(".")
     base = parts[0]
@@ -33,9 +43,7 @@ def compile_simd(ctx: Ctx, ins: Instr):
         out = np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b)), np.int64)
         for k in range(lanes):
             x, y = lane(a, k, atyp[0] == "s"), lane(b, k, btyp[0] == "s")
-            r = {"add": lambda: x + y, "sub": lambda: x - y, "absdiff": lambda: np.abs(x - y),
-                 "min": lambda: np.minimum(x, y), "max": lambda: np.maximum(x, y),
-                 "avrg": lambda: (x + y + 1) >> 1}[op]()  # fmt: skip
+            r = _LANE_OPS[op](x, y)
             if sat:
                 r = np.clip(r, lo_d, hi_d)
             if acc:

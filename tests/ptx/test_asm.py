@@ -69,7 +69,8 @@ def test_integer_instructions(asm, rng):
             a,
             1 if (a & 0x7FFFFFFF) > 0x7F800000 else 0,
         ]
-        assert o[i].tolist() == exp, (i, a, b, c, [(k, g, e) for k, (g, e) in enumerate(zip(o[i], exp)) if g != e])
+        bad = [(k, g, e) for k, (g, e) in enumerate(zip(o[i].tolist(), exp, strict=True)) if g != e]
+        assert not bad, (i, a, b, c, bad)
 
 
 def _same(g, e):
