@@ -9,7 +9,6 @@ from gpushim.ptx.nodes import Instr, Reg
 from gpushim.ptx.operands import Ctx
 from gpushim.ptx.ops_common import nary
 
-
 _LANE_OPS = {
     "add": lambda x, y: x + y,
     "sub": lambda x, y: x - y,
