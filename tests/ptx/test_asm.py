@@ -128,3 +128,21 @@ def test_float_rounding_modes_and_modifiers(asm, rng):
             assert od[i, 0] == R.round_dir(q1, "rz", np.float64)
             assert od[i, 1] == R.round_dir(q2, "rm", np.float64)
             assert od[i, 2] == R.round_dir(q3, "rp", np.float64)
+
+
+def test_uniform_operands_match_per_thread_results(asm, rng):
+    """Kernel parameters are numpy scalars inside the engine: every instruction's scalar path must agree with
+    its array path."""
+    n = 24
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    y = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    z = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    x[:4], y[:4], z[:4] = [0, 0xFFFFFFFF, 5, 0x80000000], [0, 3, 0x80000000, 7], [0, 40, 1, 0xFFFFFFFF]
+    po = asm.empty(4 * 24 * n)
+    asm.launch("asmInt", 1, n, asm.array(x), asm.array(y), asm.array(z), po)
+    ref = asm.get(po, np.uint32, 24 * n).reshape(n, 24)
+    for i in range(n):
+        pu = asm.empty(4 * 24 * 2)
+        asm.launch("asmIntU", 1, 2, int(x[i]), int(y[i]), int(z[i]), pu)
+        got = asm.get(pu, np.uint32, 48).reshape(2, 24)
+        assert np.array_equal(got[0], ref[i]) and np.array_equal(got[1], ref[i]), i

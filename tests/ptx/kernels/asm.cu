@@ -1,36 +1,44 @@
 // Instructions nvcc rarely emits on its own, through inline PTX.
+#define ASM_INT_BODY \
+    unsigned *o = out + 24 * i; \
+    unsigned r; \
+    asm("lop3.b32 %0, %1, %2, %3, 0x96;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[0] = r; \
+    asm("lop3.b32 %0, %1, %2, %3, 0x1B;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[1] = r; \
+    asm("{.reg .pred p, q; setp.lt.u32 p|q, %1, %2; selp.u32 %0, 1, 2, q;}" : "=r"(r) : "r"(a), "r"(b)); o[2] = r; \
+    asm("{.reg .pred p, q; setp.ne.u32 q, %3, 0; setp.gt.and.s32 p, %1, %2, q; selp.u32 %0, 7, 9, p;}" \
+        : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[3] = r; \
+    asm("{.reg .pred p, q; setp.ne.u32 q, %3, 0; setp.ge.xor.s32 p, %1, %2, !q; selp.u32 %0, 7, 9, p;}" \
+        : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[4] = r; \
+    asm("slct.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[5] = r; \
+    asm("add.sat.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[6] = r; \
+    asm("sub.sat.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[7] = r; \
+    asm("mad.hi.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[8] = r; \
+    asm("mul24.lo.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[9] = r; \
+    asm("mul24.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[10] = r; \
+    asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(a)); o[11] = r; \
+    asm("bfind.s32 %0, %1;" : "=r"(r) : "r"(a)); o[12] = r; \
+    asm("shf.l.clamp.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c & 63)); o[13] = r; \
+    asm("shf.r.clamp.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c & 63)); o[14] = r; \
+    asm("prmt.b32.f4e %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[15] = r; \
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[16] = r; \
+    asm("cnot.b32 %0, %1;" : "=r"(r) : "r"(a & c)); o[17] = r; \
+    asm("{.reg .s8 t; cvt.sat.s8.s32 t, %1; cvt.s32.s8 %0, t;}" : "=r"(r) : "r"(a)); o[18] = r; \
+    asm("{.reg .u16 t; cvt.u16.u32 t, %1; cvt.s32.s16 %0, t;}" : "=r"(r) : "r"(a)); o[19] = r; \
+    asm("{.reg .b64 t; mov.b64 t, {%1, %2}; shr.b64 t, t, 20; mov.b64 {%0, _}, t;}" : "=r"(r) : "r"(a), "r"(b)); \
+    o[20] = r; \
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %1; mov.b32 %0, {h, l};}" : "=r"(r) : "r"(a)); o[21] = r; \
+    asm("red.global.add.u32 [%0], %1;" :: "l"(out + 24 * i + 22), "r"(a)); \
+    o[23] = __uint_as_float(a) != __uint_as_float(a);
+
 extern "C" __global__ void asmInt(const unsigned *x, const unsigned *y, const unsigned *z, unsigned *out) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned a = x[i], b = y[i], c = z[i];
-    unsigned *o = out + 24 * i;
-    unsigned r;
-    asm("lop3.b32 %0, %1, %2, %3, 0x96;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[0] = r;
-    asm("lop3.b32 %0, %1, %2, %3, 0x1B;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[1] = r;
-    asm("{.reg .pred p, q; setp.lt.u32 p|q, %1, %2; selp.u32 %0, 1, 2, q;}" : "=r"(r) : "r"(a), "r"(b)); o[2] = r;
-    asm("{.reg .pred p, q; setp.ne.u32 q, %3, 0; setp.gt.and.s32 p, %1, %2, q; selp.u32 %0, 7, 9, p;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[3] = r;
-    asm("{.reg .pred p, q; setp.ne.u32 q, %3, 0; setp.ge.xor.s32 p, %1, %2, !q; selp.u32 %0, 7, 9, p;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[4] = r;
-    asm("slct.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[5] = r;
-    asm("add.sat.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[6] = r;
-    asm("sub.sat.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[7] = r;
-    asm("mad.hi.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[8] = r;
-    asm("mul24.lo.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[9] = r;
-    asm("mul24.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[10] = r;
-    asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(a)); o[11] = r;
-    asm("bfind.s32 %0, %1;" : "=r"(r) : "r"(a)); o[12] = r;
-    asm("shf.l.clamp.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c & 63)); o[13] = r;
-    asm("shf.r.clamp.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c & 63)); o[14] = r;
-    asm("prmt.b32.f4e %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[15] = r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[16] = r;
-    asm("cnot.b32 %0, %1;" : "=r"(r) : "r"(a & c)); o[17] = r;
-    asm("{.reg .s8 t; cvt.sat.s8.s32 t, %1; cvt.s32.s8 %0, t;}" : "=r"(r) : "r"(a)); o[18] = r;
-    asm("{.reg .u16 t; cvt.u16.u32 t, %1; cvt.s32.s16 %0, t;}" : "=r"(r) : "r"(a)); o[19] = r;
-    asm("{.reg .b64 t; mov.b64 t, {%1, %2}; shr.b64 t, t, 20; mov.b64 {%0, _}, t;}" : "=r"(r) : "r"(a), "r"(b));
-    o[20] = r;
-    asm("{.reg .b16 l, h; mov.b32 {l, h}, %1; mov.b32 %0, {h, l};}" : "=r"(r) : "r"(a)); o[21] = r;
-    asm("red.global.add.u32 [%0], %1;" :: "l"(out + 24 * i + 22), "r"(a)); 
-    o[23] = __uint_as_float(a) != __uint_as_float(a);
+    ASM_INT_BODY
+}
+// The same with every input uniform over the launch (kernel parameters): exercises the scalar paths.
+extern "C" __global__ void asmIntU(unsigned a, unsigned b, unsigned c, unsigned *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    ASM_INT_BODY
 }
 extern "C" __global__ void asmFloat(const float *x, const float *y, const double *d, float *out, double *dout) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
