@@ -116,3 +116,20 @@ def test_other_compiler_flags(flags, rng):
     pc = d.empty(4 * n)
     d.launch("vectorAdd", (n + 255) // 256, 256, d.array(a), d.array(b), pc, n)
     assert np.array_equal(d.get(pc, np.float32, n), a + b)
+
+
+def test_last_block_reduction_across_batches(more, rng):
+    """Blocks communicate through global memory and atomicInc (threadFenceReduction's pattern); the grid spans
+    several batches, so the last block to retire runs in a later batch than most others."""
+    n = 300_000
+    x = rng.random(n, dtype=np.float32)
+    blocks, threads = 300, 256
+    pp, pt = more.empty(4 * blocks), more.empty(4)
+    for _ in range(2):  # the kernel resets its ticket counter for the next launch
+        more.launch("lastBlockSum", blocks, threads, more.array(x), pp, pt, n, shared=4 * threads // 32)
+        part = more.get(pp, np.float32, blocks)
+        assert more.get(pt, np.float32, 1)[0] == np.float32(sum(float(v) for v in part)) or np.isclose(
+            more.get(pt, np.float32, 1)[0], part.sum(dtype=np.float64), rtol=1e-6
+        )
+        assert np.isclose(part.sum(dtype=np.float64), x.sum(dtype=np.float64), rtol=1e-5)
+    assert more.get(more.symbols["g_retired"], np.uint32, 1)[0] == 0

@@ -67,3 +67,37 @@ extern "C" __global__ void spinLock(int *lock, int *sum, const int *v) {
         atomicExch(lock, 0);
     }
 }
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+__device__ unsigned int g_retired = 0;
+// Single-pass sum: every block reduces its slice (warp tiles synchronised through cooperative groups), takes a
+// ticket with atomicInc, and the block that retires last adds up the partial sums of all blocks.
+extern "C" __global__ void lastBlockSum(const float *in, float *partial, float *total, unsigned n) {
+    cg::thread_block cta = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cta);
+    extern __shared__ float buf[];
+    volatile float *vb = buf;
+    __shared__ bool last;
+    unsigned t = threadIdx.x;
+    float s = 0;
+    for (unsigned i = blockIdx.x * blockDim.x + t; i < n; i += blockDim.x * gridDim.x) s += in[i];
+    s = cg::reduce(tile, s, cg::plus<float>());
+    if (tile.thread_rank() == 0) vb[t / 32] = s;
+    cg::sync(cta);
+    if (t == 0) {
+        float b = 0;
+        for (unsigned w = 0; w < blockDim.x / 32; ++w) b += vb[w];
+        partial[blockIdx.x] = b;
+        __threadfence();
+        unsigned ticket = atomicInc(&g_retired, gridDim.x);
+        last = ticket == gridDim.x - 1;
+    }
+    cg::sync(cta);
+    if (last && t == 0) {
+        float sum = 0;
+        for (unsigned b = 0; b < gridDim.x; ++b) sum += ((volatile float *)partial)[b];
+        *total = sum;
+        g_retired = 0;
+    }
+}
