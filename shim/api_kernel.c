@@ -99,12 +99,48 @@ static cudaError_t ensure_layout(gs_entry *k) {
     return e;
 }
 
+static int attr_int(gs_entry *k, const char *name) {
+    gs_reader r = k->attrs;
+    uint32_t n;
+    gs_r_map(&r, &n);
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        const char *key;
+        uint32_t kl;
+        gs_r_str(&r, &key, &kl);
+        if (strlen(name) == kl && memcmp(name, key, kl) == 0) {
+            int64_t v = 0;
+            gs_r_int(&r, &v);
+            return (int)v;
+        }
+        gs_r_skip(&r);
+    }
+    return 0;
+}
+
+/* What CUDA checks when a launch is issued, checked here since launches do not wait for a reply. */
+static cudaError_t check_config(gs_entry *k, dim3 grid, dim3 block, size_t shmem) {
+    int dev = gs_thread()->device, lim[8];
+    static const int attrs[8] = {1, 2, 3, 4, 5, 6, 7, 97}; /* threads/block, block dims, grid dims, smem optin */
+    for (int i = 0; i < 8; i++) {
+        cudaError_t e = gs_cudaDeviceGetAttribute(&lim[i], attrs[i], dev);
+        if (e) return e;
+    }
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (!grid.x || !grid.y || !grid.z || !threads || threads > (unsigned)lim[0] || block.x > (unsigned)lim[1] ||
+        block.y > (unsigned)lim[2] || block.z > (unsigned)lim[3] || grid.x > (unsigned)lim[4] ||
+        grid.y > (unsigned)lim[5] || grid.z > (unsigned)lim[6] ||
+        shmem + (size_t)attr_int(k, "sharedSizeBytes") > (size_t)lim[7])
+        return cudaErrorInvalidConfiguration;
+    return cudaSuccess;
+}
+
 static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t s,
                           int ptsz) {
     GS_ENTER();
     gs_entry *k;
     cudaError_t e = find_kernel(func, &k);
     if (!e) e = ensure_layout(k);
+    if (!e) e = check_config(k, grid, block, shmem);
     if (e) return gs_ret(e);
     uint64_t stream;
     e = gs_stream_handle(s, ptsz, &stream);
@@ -136,8 +172,7 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
         gs_w_uint(c.w, stream);
         c.bulk = params;
         c.bulk_len = k->param_bytes;
-        e = gs_call_run(&c);
-        gs_call_end(&c);
+        e = gs_call_post(&c); /* fire-and-forget: a fault surfaces at the next synchronising call */
     }
     if (params != small) free(params);
     return gs_ret(e);
@@ -225,24 +260,6 @@ static cudaError_t func_attributes(void *attr, const void *func, int major) {
 GS_IMPL cudaError_t gs_cudaFuncGetAttributes__11(void *a, const void *f) { return func_attributes(a, f, 11); }
 GS_IMPL cudaError_t gs_cudaFuncGetAttributes__12(void *a, const void *f) { return func_attributes(a, f, 12); }
 GS_IMPL cudaError_t gs_cudaFuncGetAttributes__13(void *a, const void *f) { return func_attributes(a, f, 13); }
-
-static int attr_int(gs_entry *k, const char *name) {
-    gs_reader r = k->attrs;
-    uint32_t n;
-    gs_r_map(&r, &n);
-    for (uint32_t i = 0; i < n && !r.err; i++) {
-        const char *key;
-        uint32_t kl;
-        gs_r_str(&r, &key, &kl);
-        if (strlen(name) == kl && memcmp(name, key, kl) == 0) {
-            int64_t v = 0;
-            gs_r_int(&r, &v);
-            return (int)v;
-        }
-        gs_r_skip(&r);
-    }
-    return 0;
-}
 
 GS_IMPL cudaError_t gs_cudaFuncSetAttribute(const void *func, int attr, int value) {
     GS_ENTER();

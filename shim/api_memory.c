@@ -142,8 +142,12 @@ static int resolve_kind(int kind, const void *dst, const void *src) {
              : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
+/* Host to device is fire-and-forget: the data leaves the caller's buffer before the call returns (large
+ * chunks are written straight from it), which is all CUDA promises for pageable memory. The destination is
+ * checked here, so the errors CUDA reports at once are still reported at once. */
 static cudaError_t h2d(uintptr_t dst, const void *src, size_t n, uint64_t stream) {
-    for (size_t off = 0; off < n;) {
+    cudaError_t e = gs_check_device_range((const void *)dst, n);
+    for (size_t off = 0; !e && off < n;) {
         size_t chunk = n - off < GS_BULK_CHUNK ? n - off : GS_BULK_CHUNK;
         gs_call c;
         gs_call_begin(&c, GS_OP_MEMCPY_H2D, 3);
@@ -151,23 +155,22 @@ static cudaError_t h2d(uintptr_t dst, const void *src, size_t n, uint64_t stream
         gs_w_uint(c.w, stream);
         c.bulk = (const char *)src + off;
         c.bulk_len = chunk;
-        cudaError_t e = gs_call_run(&c);
-        gs_call_end(&c);
-        if (e) return e;
+        e = gs_call_post(&c);
         off += chunk;
     }
-    return cudaSuccess;
+    return e;
 }
 
 static cudaError_t d2h(void *dst, uintptr_t src, size_t n, uint64_t stream) {
-    for (size_t off = 0; off < n;) {
+    cudaError_t e = gs_check_device_range((const void *)src, n);
+    for (size_t off = 0; !e && off < n;) {
         size_t chunk = n - off < GS_BULK_CHUNK ? n - off : GS_BULK_CHUNK;
         gs_call c;
         gs_call_begin(&c, GS_OP_MEMCPY_D2H, 3);
         gs_w_uint(c.w, src + off);
         gs_w_uint(c.w, chunk);
         gs_w_uint(c.w, stream);
-        cudaError_t e = gs_call_run(&c);
+        e = gs_call_run(&c);
         if (!e) {
             const uint8_t *p;
             uint32_t got;
@@ -175,10 +178,9 @@ static cudaError_t d2h(void *dst, uintptr_t src, size_t n, uint64_t stream) {
             else memcpy((char *)dst + off, p, chunk);
         }
         gs_call_end(&c);
-        if (e) return e;
         off += chunk;
     }
-    return cudaSuccess;
+    return e;
 }
 
 cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds) {
@@ -194,13 +196,16 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
     case cudaMemcpyHostToDevice: return gs_ret(h2d((uintptr_t)dst, src, n, stream));
     case cudaMemcpyDeviceToHost: return gs_ret(d2h(dst, (uintptr_t)src, n, stream));
     default: {
+        e = gs_check_device_range(dst, n);
+        if (!e) e = gs_check_device_range(src, n);
+        if (e) return gs_ret(e);
         gs_call c;
         gs_call_begin(&c, GS_OP_MEMCPY_D2D, 4);
         gs_w_uint(c.w, (uintptr_t)dst);
         gs_w_uint(c.w, (uintptr_t)src);
         gs_w_uint(c.w, n);
         gs_w_uint(c.w, stream);
-        return gs_run_simple(&c);
+        return gs_ret(gs_call_post(&c));
     }
     }
 }
@@ -231,6 +236,9 @@ static cudaError_t memcpy2d_any(void *dst, size_t dpitch, const void *src, size_
         return cudaSuccess;
     }
     if (kind == cudaMemcpyDeviceToDevice) {
+        e = gs_check_device_range(dst, dpitch * (height - 1) + width);
+        if (!e) e = gs_check_device_range(src, spitch * (height - 1) + width);
+        if (e) return gs_ret(e);
         gs_call c;
         gs_call_begin(&c, GS_OP_MEMCPY2D_D2D, 7);
         gs_w_uint(c.w, (uintptr_t)dst);
@@ -240,8 +248,11 @@ static cudaError_t memcpy2d_any(void *dst, size_t dpitch, const void *src, size_
         gs_w_uint(c.w, width);
         gs_w_uint(c.w, height);
         gs_w_uint(c.w, stream);
-        return gs_run_simple(&c);
+        return gs_ret(gs_call_post(&c));
     }
+    e = kind == cudaMemcpyHostToDevice ? gs_check_device_range(dst, dpitch * (height - 1) + width)
+                                       : gs_check_device_range(src, spitch * (height - 1) + width);
+    if (e) return gs_ret(e);
     size_t rows_per = GS_BULK_CHUNK / width ? GS_BULK_CHUNK / width : 1;
     char *packed = NULL;
     if ((kind == cudaMemcpyHostToDevice && spitch != width) || kind == cudaMemcpyDeviceToHost) {
@@ -263,7 +274,7 @@ static cudaError_t memcpy2d_any(void *dst, size_t dpitch, const void *src, size_
             gs_w_uint(c.w, stream);
             c.bulk = packed ? packed : rowsrc;
             c.bulk_len = width * rows;
-            e = gs_call_run(&c);
+            e = gs_call_post(&c);
         } else {
             gs_call_begin(&c, GS_OP_MEMCPY2D_D2H, 5);
             gs_w_uint(c.w, (uintptr_t)src + y0 * spitch);
@@ -306,13 +317,15 @@ static cudaError_t memset_any(void *dst, int value, size_t n, cudaStream_t s, in
     uint64_t stream;
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
+    e = gs_check_device_range(dst, n);
+    if (e) return gs_ret(e);
     gs_call c;
     gs_call_begin(&c, GS_OP_MEMSET, 4);
     gs_w_uint(c.w, (uintptr_t)dst);
     gs_w_int(c.w, value);
     gs_w_uint(c.w, n);
     gs_w_uint(c.w, stream);
-    return gs_run_simple(&c);
+    return gs_ret(gs_call_post(&c));
 }
 
 GS_IMPL cudaError_t gs_cudaMemset(void *d, int v, size_t n) { return memset_any(d, v, n, NULL, 0); }
@@ -329,6 +342,8 @@ static cudaError_t memset2d_any(void *dst, size_t pitch, int value, size_t w, si
     uint64_t stream;
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
+    e = gs_check_device_range(dst, pitch * (h - 1) + w);
+    if (e) return gs_ret(e);
     gs_call c;
     gs_call_begin(&c, GS_OP_MEMSET2D, 6);
     gs_w_uint(c.w, (uintptr_t)dst);
@@ -337,7 +352,7 @@ static cudaError_t memset2d_any(void *dst, size_t pitch, int value, size_t w, si
     gs_w_uint(c.w, w);
     gs_w_uint(c.w, h);
     gs_w_uint(c.w, stream);
-    return gs_run_simple(&c);
+    return gs_ret(gs_call_post(&c));
 }
 
 GS_IMPL cudaError_t gs_cudaMemset2D(void *d, size_t p, int v, size_t w, size_t h) {

@@ -11,7 +11,10 @@ static cudaError_t stream_create(cudaStream_t *s, unsigned flags, int priority) 
     gs_w_uint(c.w, flags);
     gs_w_int(c.w, priority);
     cudaError_t e = gs_call_run(&c);
-    if (!e) *s = (cudaStream_t)(uintptr_t)gs_u64(&c);
+    if (!e) {
+        *s = (cudaStream_t)(uintptr_t)gs_u64(&c);
+        gs_handle_add(GS_HANDLE_STREAM, (uintptr_t)*s);
+    }
     gs_call_end(&c);
     return gs_ret(e);
 }
@@ -39,7 +42,9 @@ static cudaError_t stream_op(int op, cudaStream_t s, int ptds) {
 
 GS_IMPL cudaError_t gs_cudaStreamDestroy(cudaStream_t s) {
     if (s == NULL || s == GS_STREAM_LEGACY || s == GS_STREAM_PER_THREAD) return gs_ret(cudaErrorInvalidResourceHandle);
-    return stream_op(GS_OP_STREAM_DESTROY, s, 0);
+    cudaError_t e = stream_op(GS_OP_STREAM_DESTROY, s, 0);
+    if (!e) gs_handle_remove(GS_HANDLE_STREAM, (uintptr_t)s);
+    return e;
 }
 GS_IMPL cudaError_t gs_cudaStreamSynchronize(cudaStream_t s) { return stream_op(GS_OP_STREAM_SYNC, s, 0); }
 GS_IMPL cudaError_t gs_cudaStreamSynchronize_ptsz(cudaStream_t s) { return stream_op(GS_OP_STREAM_SYNC, s, 1); }
@@ -51,12 +56,14 @@ static cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t ev, unsigned fl
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptds, &h);
     if (e) return gs_ret(e);
+    if (!gs_handle_known(GS_HANDLE_EVENT, (uintptr_t)ev)) return gs_ret(cudaErrorInvalidResourceHandle);
+    if (flags & ~1u) return gs_ret(cudaErrorInvalidValue);
     gs_call c;
     gs_call_begin(&c, GS_OP_STREAM_WAIT_EVENT, 3);
     gs_w_uint(c.w, h);
     gs_w_uint(c.w, (uintptr_t)ev);
     gs_w_uint(c.w, flags);
-    return gs_run_simple(&c);
+    return gs_ret(gs_call_post(&c));
 }
 
 GS_IMPL cudaError_t gs_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned f) {
@@ -121,7 +128,7 @@ static cudaError_t host_func(cudaStream_t s, void *fn, void *data, int is_stream
     gs_call_begin(&c, GS_OP_STREAM_HOST_FUNC, 2);
     gs_w_uint(c.w, h);
     gs_w_uint(c.w, id);
-    return gs_run_simple(&c);
+    return gs_ret(gs_call_post(&c));
 }
 
 GS_IMPL cudaError_t gs_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
@@ -150,7 +157,10 @@ static cudaError_t event_create(cudaEvent_t *ev, unsigned flags) {
     gs_w_int(c.w, gs_thread()->device);
     gs_w_uint(c.w, flags);
     cudaError_t e = gs_call_run(&c);
-    if (!e) *ev = (cudaEvent_t)(uintptr_t)gs_u64(&c);
+    if (!e) {
+        *ev = (cudaEvent_t)(uintptr_t)gs_u64(&c);
+        gs_handle_add(GS_HANDLE_EVENT, (uintptr_t)*ev);
+    }
     gs_call_end(&c);
     return gs_ret(e);
 }
@@ -163,12 +173,13 @@ static cudaError_t event_record(cudaEvent_t ev, cudaStream_t s, unsigned flags, 
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptds, &h);
     if (e) return gs_ret(e);
+    if (!gs_handle_known(GS_HANDLE_EVENT, (uintptr_t)ev)) return gs_ret(cudaErrorInvalidResourceHandle);
     gs_call c;
     gs_call_begin(&c, GS_OP_EVENT_RECORD, 3);
     gs_w_uint(c.w, (uintptr_t)ev);
     gs_w_uint(c.w, h);
     gs_w_uint(c.w, flags);
-    return gs_run_simple(&c);
+    return gs_ret(gs_call_post(&c));
 }
 
 GS_IMPL cudaError_t gs_cudaEventRecord(cudaEvent_t ev, cudaStream_t s) { return event_record(ev, s, 0, 0); }
@@ -192,7 +203,11 @@ static cudaError_t event_op(int op, cudaEvent_t ev) {
 
 GS_IMPL cudaError_t gs_cudaEventSynchronize(cudaEvent_t ev) { return event_op(GS_OP_EVENT_SYNC, ev); }
 GS_IMPL cudaError_t gs_cudaEventQuery(cudaEvent_t ev) { return event_op(GS_OP_EVENT_QUERY, ev); }
-GS_IMPL cudaError_t gs_cudaEventDestroy(cudaEvent_t ev) { return event_op(GS_OP_EVENT_DESTROY, ev); }
+GS_IMPL cudaError_t gs_cudaEventDestroy(cudaEvent_t ev) {
+    cudaError_t e = event_op(GS_OP_EVENT_DESTROY, ev);
+    if (!e) gs_handle_remove(GS_HANDLE_EVENT, (uintptr_t)ev);
+    return e;
+}
 
 GS_IMPL cudaError_t gs_cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms) return gs_ret(cudaErrorInvalidValue);

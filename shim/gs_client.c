@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gen/ops.h"
@@ -45,6 +46,7 @@ static struct {
     int reader_active;
     frame_node *stash;
     gs_wbuf outq; /* POSTed frames not yet written */
+    uint64_t outq_since; /* when the oldest of them was queued */
     /* host callbacks */
     callback *registered, *ready_head, *ready_tail;
     uint64_t next_callback;
@@ -225,6 +227,52 @@ static int flush_outq_locked(void) {
     return rc;
 }
 
+#define OUTQ_LIMIT (256u << 10)
+#define POST_COPY_LIMIT (64u << 10) /* larger asynchronous payloads are written at once, without a copy */
+#define FLUSH_AGE_NS 200000ull
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pthread_cond_t flusher_cond = PTHREAD_COND_INITIALIZER;
+static int flusher_running;
+
+/* Sends queued asynchronous calls that have waited FLUSH_AGE_NS, so an application that queues work and
+ * then computes on the host does not leave the device idle. Sleeps on a condition while nothing waits. */
+static void *flusher(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&G.wlock);
+    for (;;) {
+        while (!G.outq.len) pthread_cond_wait(&flusher_cond, &G.wlock);
+        uint64_t age = now_ns() - G.outq_since;
+        if (age >= FLUSH_AGE_NS) {
+            if (flush_outq_locked() != 0) gs_log(1, "could not send queued calls to the server");
+            continue;
+        }
+        pthread_mutex_unlock(&G.wlock);
+        struct timespec ts = {0, (long)(FLUSH_AGE_NS - age)};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&G.wlock);
+    }
+    return NULL;
+}
+
+static void start_flusher_locked(void) {
+    if (!flusher_running) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &a, flusher, NULL) == 0) flusher_running = 1;
+        pthread_attr_destroy(&a);
+    }
+    pthread_cond_signal(&flusher_cond);
+}
+
+
 /* [kind, seq, op, args...] header plus the 4-byte length prefix, for the args in c->w. */
 static size_t frame_header(uint8_t *hdr, int kind, uint64_t seq, int op, size_t body_rest) {
     gs_wbuf h;
@@ -263,12 +311,16 @@ static int send_call(gs_call *c, int kind, uint64_t seq) {
     size_t hl = frame_header(hdr, kind, seq, c->op, c->w->len + c->bulk_len);
     pthread_mutex_lock(&G.wlock);
     int rc;
-    if (kind == GS_MSG_POST) {
+    if (kind == GS_MSG_POST && c->bulk_len < POST_COPY_LIMIT) {
+        /* Batched: queued calls go out with the next call that waits, when the queue is large, or when
+         * the flusher finds them older than FLUSH_AGE_NS (so queued work never waits on the app). */
+        if (!G.outq.len) G.outq_since = now_ns();
         gs_w_raw(&G.outq, hdr, hl);
         gs_w_raw(&G.outq, c->w->buf, c->w->len);
         gs_w_raw(&G.outq, c->bulk, c->bulk_len);
         rc = G.outq.oom ? -1 : 0;
-        if (rc == 0 && G.outq.len >= (256u << 10)) rc = flush_outq_locked();
+        if (rc == 0 && (G.outq.len >= OUTQ_LIMIT || now_ns() - G.outq_since > FLUSH_AGE_NS)) rc = flush_outq_locked();
+        else if (rc == 0) start_flusher_locked();
     } else {
         rc = flush_outq_locked();
         if (rc == 0) {
@@ -530,6 +582,8 @@ static void after_fork_child(void) {
     G.reader_active = 0;
     G.stash = NULL;
     gs_w_init(&G.outq);
+    pthread_cond_init(&flusher_cond, NULL);
+    flusher_running = 0;
     G.registered = G.ready_head = G.ready_tail = NULL;
     G.outstanding = 0;
     G.callback_thread_running = 0;

@@ -38,6 +38,16 @@ int gs_is_sticky_code(cudaError_t e);
  * argument of a _ptsz/_ptds call when it is 0) is this thread's own stream. Returns 0 on success. */
 cudaError_t gs_stream_handle(cudaStream_t s, int per_thread_default, uint64_t *out);
 
+/* Streams and events this process created: asynchronous calls are checked against them at once, as
+ * CUDA does, since their replies are not awaited. */
+enum { GS_HANDLE_STREAM = 0, GS_HANDLE_EVENT = 1 };
+void gs_handle_add(int kind, uint64_t h);
+void gs_handle_remove(int kind, uint64_t h);
+int gs_handle_known(int kind, uint64_t h);
+
+/* cudaErrorInvalidValue unless [p, p+n) lies inside one device allocation the client knows. */
+cudaError_t gs_check_device_range(const void *p, size_t n);
+
 /* Device count (cached after the first successful query). */
 cudaError_t gs_device_count(int *n);
 
