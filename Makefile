@@ -43,6 +43,9 @@ test: all
 demo: all
 	$(PYTHON) -m gpushim run -- tests/programs/bin/demo
 
+bench: all
+	$(PYTHON) bench/run.py
+
 lint:
 	ruff check gpushim adapters tests bench shim/generate.py
 

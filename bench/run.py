@@ -1,0 +1,426 @@
+"""gpushim's benchmark suite (`make bench`, issue 7).
+
+    python bench/run.py [--quick] [--out PATH] [--transports unix,tcp] [--ptx]
+
+Builds bench/cuda_bench.cu (an ordinary CUDA program, `nvcc -cudart shared`) and bench/raw_baselines.c into
+bench/bin/, starts two `gpushim serve --backend emulator` servers (a Unix socket and TCP loopback), runs the
+CUDA program through the shim against each, and measures the raw baselines in the same run: a Unix-socket and
+a TCP ping-pong, Unix-socket and TCP loopback throughput, memcpy bandwidth. Prints a table of each measurement
+beside its baseline, the ratio and the goal, and writes bench/results/latest.json.
+
+Goals (issue 7, same machine, same run):
+  - a synchronous call's round trip (cudaMemGetInfo) <= 2x the raw Unix-socket round trip;
+  - an asynchronous call (cudaMemsetAsync, empty launch; amortised over a batch and one synchronise)
+    <= 0.25x the synchronous round trip;
+  - pinned H2D/D2H of the largest size (256 MiB) over the Unix socket >= 60 % of memcpy bandwidth;
+  - the largest size (256 MiB) over TCP loopback >= 50 % of raw TCP loopback throughput.
+Numbers are reported, never asserted: a goal not met is a finding, not a failure (exit status 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+BIN = BENCH / "bin"
+RESULTS = BENCH / "results"
+SHIM = ROOT / "gpushim" / "lib" / "libgpushim.so"
+MiB = 1 << 20
+
+Json = dict[str, Any]
+
+
+@dataclass
+class Params:
+    """Iteration counts and sizes; --quick shrinks them so the suite runs in seconds (smoke test)."""
+
+    sync: int = 20000
+    async_calls: int = 100000
+    launches: int = 20000
+    reps: int = 3
+    malloc: int = 5000
+    sizes: list[int] = field(default_factory=lambda: [4096, MiB, 256 * MiB])
+    copy_budget: int = 1 << 30
+    pingpongs: int = 20000
+    stream_reps: int = 5
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(sync=500, async_calls=1000, launches=100, reps=2, malloc=200, sizes=[4096, 64 * 1024, MiB],
+                   copy_budget=8 * MiB, pingpongs=2000, stream_reps=3)
+
+
+# ---- building ----
+
+
+def find_nvcc() -> str:
+    for cand in (os.environ.get("NVCC"), "/usr/local/cuda/bin/nvcc", shutil.which("nvcc")):
+        if cand and Path(cand).exists():
+            return cand
+    raise SystemExit("bench: nvcc not found (set NVCC or install CUDA at /usr/local/cuda)")
+
+
+def stale(out: Path, *srcs: Path) -> bool:
+    return not out.exists() or any(s.stat().st_mtime > out.stat().st_mtime for s in srcs)
+
+
+def build() -> tuple[Path, Path]:
+    """Builds the shim (make, incremental) and the two benchmark programs into bench/bin/."""
+    subprocess.run(["make", "-s", "shim"], cwd=ROOT, check=True)
+    BIN.mkdir(exist_ok=True)
+    cuda, raw = BIN / "cuda_bench", BIN / "raw_baselines"
+    if stale(cuda, BENCH / "cuda_bench.cu"):
+        nvcc = find_nvcc()
+        lib64 = Path(nvcc).resolve().parents[1] / "lib64"
+        subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", str(cuda), str(BENCH / "cuda_bench.cu"),
+                        "-Xlinker", f"-rpath,{lib64}"], check=True)
+    if stale(raw, BENCH / "raw_baselines.c"):
+        cc = os.environ.get("CC", "cc")
+        subprocess.run([cc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(raw),
+                        str(BENCH / "raw_baselines.c")], check=True)
+    return cuda, raw
+
+
+# ---- servers ----
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ready(url: str) -> bool:
+    if url.startswith("unix://"):
+        return Path(url[len("unix://"):]).exists()
+    host, port = url[len("tcp://"):].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def server(url: str, tmp: Path) -> Iterator[str]:
+    """A `gpushim serve` process on the emulator backend, listening on url, stopped with SIGTERM."""
+    log = tmp / f"server-{url.split(':')[0]}.log"
+    with open(log, "w") as logf:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpushim", "serve", "--listen", url, "--backend", "emulator",
+             "--log-level", "error", "--module-cache", str(tmp / "modules")],
+            cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not ready(url):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"bench: the server on {url} did not start:\n{log.read_text()}")
+                time.sleep(0.05)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# ---- running ----
+
+
+def json_lines(text: str) -> list[Json]:
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return out
+
+
+def run_program(cmd: list[str], env: dict[str, str] | None, timeout: float, errors: list[str],
+                label: str) -> list[Json]:
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        errors.append(f"{label}: timed out after {timeout:.0f} s")
+        return json_lines(out)
+    if p.returncode != 0:
+        errors.append(f"{label}: exit status {p.returncode}: {p.stderr.strip()[-2000:]}")
+    elif p.stderr.strip():
+        sys.stderr.write(p.stderr)
+    recs = json_lines(p.stdout)
+    errors.extend(f"{label}: {r['bench']}: {r['error']}" for r in recs if "error" in r)
+    return [r for r in recs if "error" not in r]
+
+
+def run_baselines(raw: Path, prm: Params, errors: list[str]) -> Json:
+    cmd = [str(raw), "-n", str(prm.pingpongs), "-t", str(max(prm.sizes)), "-r", str(prm.stream_reps),
+           "-z", ",".join(map(str, prm.sizes)), "-b", str(prm.copy_budget)]
+    out: Json = {"memcpy": {}}
+    for r in run_program(cmd, None, 600, errors, "raw_baselines"):
+        if r["bench"] == "memcpy":
+            out["memcpy"][str(r["bytes"])] = r
+        else:
+            out[f"{r['transport']}_{r['bench']}"] = r
+    return out
+
+
+def run_cuda(cuda: Path, url: str, prm: Params, errors: list[str], timeout: float) -> Json:
+    env = dict(os.environ, LD_PRELOAD=str(SHIM), GPUSHIM_SERVER=url, GPUSHIM_LOG="1")
+    cmd = [str(cuda), "-s", str(prm.sync), "-a", str(prm.async_calls), "-k", str(prm.launches), "-r", str(prm.reps),
+           "-m", str(prm.malloc), "-z", ",".join(map(str, prm.sizes)), "-b", str(prm.copy_budget)]
+    out: Json = {"copies": {}}
+    names = {"async": "async_memset"}
+    for r in run_program(cmd, env, timeout, errors, f"cuda_bench over {url.split(':')[0]}"):
+        if r["bench"] == "copy":
+            out["copies"][f"{r['dir']} {r['host']} {r['bytes']}"] = r
+        else:
+            out[names.get(r["bench"], r["bench"])] = r
+    return out
+
+
+# ---- goals and the table ----
+
+
+def fmt_size(n: int) -> str:
+    for unit, k in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1024)):
+        if n >= k and n % k == 0:
+            return f"{n // k} {unit}"
+    return f"{n} B"
+
+
+def fmt_us(us: float | None) -> str:
+    if us is None:
+        return "—"
+    if us >= 10000:
+        return f"{us / 1000:.1f} ms"
+    return f"{us:.2f} µs" if us < 100 else f"{us:.0f} µs"
+
+
+@dataclass
+class Row:
+    name: str
+    transport: str
+    median: str
+    p99: str
+    baseline_name: str = "—"
+    baseline: str = "—"
+    ratio: float | None = None
+    goal: str = "—"
+    met: bool | None = None
+
+    def as_json(self) -> Json:
+        return dict(self.__dict__)
+
+
+def build_rows(res: Json) -> tuple[list[Row], list[Json]]:
+    """One row per measurement; goals evaluated where issue 7 sets one."""
+    rows: list[Row] = []
+    goals: list[Json] = []
+    base = res["baselines"]
+    large = max(res["params"]["sizes"])
+
+    def goal(name: str, value: float, baseline: float, op: str, limit: float) -> tuple[float, str, bool]:
+        ratio = value / baseline if baseline else float("inf")
+        met = ratio <= limit if op == "<=" else ratio >= limit
+        goals.append({"name": name, "value": value, "baseline": baseline, "ratio": ratio, "op": op, "limit": limit,
+                      "met": met})
+        return ratio, f"{op} {limit:g}×", met
+
+    for name in ("unix_pingpong", "tcp_pingpong"):
+        if name in base:
+            r = base[name]
+            rows.append(Row(f"{r['op']} round trip", "raw", fmt_us(r["median_us"]), fmt_us(r["p99_us"])))
+    for name in ("unix_stream", "tcp_stream"):
+        if name in base:
+            r = base[name]
+            rows.append(Row(f"{r['transport']} stream {fmt_size(r['bytes'])}", "raw",
+                            f"{r['gbps_median']:.2f} GB/s", f"{r['gbps_p99']:.2f} GB/s"))
+    for size, r in sorted(base["memcpy"].items(), key=lambda kv: int(kv[0])):
+        rows.append(Row(f"memcpy {fmt_size(int(size))}", "raw", f"{r['gbps_median']:.2f} GB/s",
+                        f"{r['gbps_p99']:.2f} GB/s"))
+
+    for tr, g in res["gpushim"].items():
+        pp = base.get(f"{tr}_pingpong")
+        if "local" in g:
+            rows.append(Row("local call cudaGetDevice", tr, fmt_us(g["local"]["median_us"]),
+                            fmt_us(g["local"]["p99_us"])))
+        sync = g.get("sync")
+        if sync:
+            row = Row("sync call cudaMemGetInfo", tr, fmt_us(sync["median_us"]), fmt_us(sync["p99_us"]))
+            if pp:
+                row.baseline_name, row.baseline = f"raw {tr} ping-pong", fmt_us(pp["median_us"])
+                if tr == "unix":
+                    row.ratio, row.goal, row.met = goal("sync_round_trip_unix", sync["median_us"], pp["median_us"],
+                                                        "<=", 2)
+                else:
+                    row.ratio = sync["median_us"] / pp["median_us"]
+            rows.append(row)
+        for key, label in (("async_memset", "cudaMemsetAsync"), ("launch", "empty<<<1,1>>>")):
+            a = g.get(key)
+            if not a:
+                continue
+            row = Row(f"{label} ({a['calls']} + sync)/{a['calls']}", tr, fmt_us(a["amortised_us"]),
+                      fmt_us(a["amortised_max_us"]) + " (worst batch)")
+            rows.append(Row(f"{label} issue time", tr, fmt_us(a["median_us"]), fmt_us(a["p99_us"])))
+            if sync:
+                row.baseline_name, row.baseline = "sync call", fmt_us(sync["median_us"])
+                row.ratio, row.goal, row.met = goal(f"{key}_{tr}", a["amortised_us"], sync["median_us"], "<=", 0.25)
+            rows.append(row)
+        m = g.get("malloc")
+        if m:
+            row = Row("cudaMalloc+cudaFree 1 MiB", tr, fmt_us(m["median_us"]), fmt_us(m["p99_us"]))
+            if sync:
+                row.baseline_name, row.baseline = "sync call", fmt_us(sync["median_us"])
+                row.ratio = m["median_us"] / sync["median_us"]
+            rows.append(row)
+        for c in sorted(g["copies"].values(), key=lambda c: (c["bytes"], c["host"], c["dir"])):
+            size = c["bytes"]
+            call = ""
+            if c["dir"] == "H2D" and "call_median_us" in c:
+                call = f"; call {fmt_us(c['call_median_us'])}"
+            row = Row(f"cudaMemcpy {c['dir']} {c['host']} {fmt_size(size)}", tr,
+                      f"{c['gbps_median']:.3f} GB/s ({fmt_us(c['median_us'])}{call})",
+                      f"{c['gbps_p99']:.3f} GB/s ({fmt_us(c['p99_us'])})")
+            if tr == "unix":
+                mc = base["memcpy"].get(str(size))
+                if mc:
+                    row.baseline_name, row.baseline = f"memcpy {fmt_size(size)}", f"{mc['gbps_median']:.2f} GB/s"
+                    if size == large and c["host"] == "pinned":
+                        row.ratio, row.goal, row.met = goal(f"{c['dir']}_pinned_{size}_unix_vs_memcpy",
+                                                            c["gbps_median"], mc["gbps_median"], ">=", 0.6)
+                    else:
+                        row.ratio = c["gbps_median"] / mc["gbps_median"]
+            else:
+                ts = base.get(f"{tr}_stream")
+                if ts:
+                    row.baseline_name = f"raw {tr} stream {fmt_size(ts['bytes'])}"
+                    row.baseline = f"{ts['gbps_median']:.2f} GB/s"
+                    if size == large:
+                        row.ratio, row.goal, row.met = goal(f"{c['dir']}_{c['host']}_{size}_{tr}_vs_raw_{tr}",
+                                                            c["gbps_median"], ts["gbps_median"], ">=", 0.5)
+                    else:
+                        row.ratio = c["gbps_median"] / ts["gbps_median"]
+            rows.append(row)
+    return rows, goals
+
+
+def print_table(rows: list[Row], goals: list[Json], res: Json) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(200, shutil.get_terminal_size().columns))
+    table = Table(title=f"gpushim benchmarks — {res['meta']['date']} — {res['meta']['cpus']} CPUs, "
+                        f"{res['meta']['mode']} mode (times: median / p99)")
+    for col, just in (("measurement", "left"), ("via", "left"), ("median", "right"), ("p99", "right"),
+                      ("baseline", "left"), ("baseline median", "right"), ("ratio", "right"), ("goal", "right"),
+                      ("", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    last = None
+    for r in rows:
+        if last is not None and r.transport != last:
+            table.add_section()
+        last = r.transport
+        met = "" if r.met is None else ("[green]met[/]" if r.met else "[red]not met[/]")
+        table.add_row(r.name, r.transport, r.median, r.p99, r.baseline_name, r.baseline,
+                      "—" if r.ratio is None else f"{r.ratio:.3g}×", r.goal, met)
+    console.print(table)
+    n_met = sum(g["met"] for g in goals)
+    console.print(f"goals met: {n_met}/{len(goals)}")
+    for e in res["errors"]:
+        console.print(f"[yellow]error:[/] {e}")
+
+
+# ---- main ----
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="few iterations and sizes up to 1 MiB (seconds)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="where to write the JSON results")
+    ap.add_argument("--transports", default="unix,tcp", help="comma-separated: unix, tcp")
+    ap.add_argument("--sizes", help="comma-separated copy sizes in bytes (default 4096,1048576,268435456)")
+    ap.add_argument("--ptx", action="store_true", help="also run bench/ptx_bench.py (the PTX engine)")
+    ap.add_argument("--no-table", action="store_true", help="write the JSON only")
+    args = ap.parse_args(argv)
+
+    prm = Params.quick() if args.quick else Params()
+    if args.sizes:
+        prm.sizes = [int(s, 0) for s in args.sizes.split(",") if s]
+    transports = [t for t in args.transports.split(",") if t]
+    for t in transports:
+        if t not in ("unix", "tcp"):
+            ap.error(f"unknown transport {t!r}")
+
+    cuda, raw = build()
+    errors: list[str] = []
+    res: Json = {
+        "meta": {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), "mode": "quick" if args.quick else "full",
+                 "cpus": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release(),
+                 "python": platform.python_version(), "commit": git_commit()},
+        "params": dict(prm.__dict__),
+        "units": {"*_us": "microseconds", "gbps_*": "1e9 bytes per second"},
+    }
+    t0 = time.monotonic()
+    res["baselines"] = run_baselines(raw, prm, errors)
+    res["gpushim"] = {}
+    timeout = 300 if args.quick else 3000
+    with tempfile.TemporaryDirectory(prefix="gpushim-bench-") as td:
+        tmp = Path(td)
+        for tr in transports:
+            url = f"unix://{tmp}/gpushim.sock" if tr == "unix" else f"tcp://127.0.0.1:{free_port()}"
+            with server(url, tmp):
+                res["gpushim"][tr] = run_cuda(cuda, url, prm, errors, timeout)
+    if args.ptx:
+        p = subprocess.run([sys.executable, str(BENCH / "ptx_bench.py"), *(["--repeat", "1"] if args.quick else [])],
+                           capture_output=True, text=True, cwd=ROOT)
+        res["ptx"] = {"returncode": p.returncode, "output": p.stdout[-4000:], "stderr": p.stderr[-2000:]}
+        if p.returncode:
+            errors.append(f"ptx_bench: exit status {p.returncode}")
+    res["seconds"] = round(time.monotonic() - t0, 1)
+    res["errors"] = errors
+    rows, goals = build_rows(res)
+    res["rows"] = [r.as_json() for r in rows]
+    res["goals"] = goals
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2) + "\n")
+    if not args.no_table:
+        print_table(rows, goals, res)
+        if args.ptx:
+            print(res["ptx"]["output"])
+        print(f"results: {args.out} ({res['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
