@@ -113,8 +113,6 @@ def _kind(ins: Instr) -> str:
     if op.startswith("bar.warp.sync"):
         return "warp"
     if base in ("bar", "barrier"):
-        if ".arrive" in op:
-            return "normal"
         return "bar"
     if base in ("shfl", "vote", "match", "redux"):
         return "warp"

@@ -26,27 +26,35 @@ def _per_thread(st, idx, v):
 
 
 def compile_bar(ctx: Ctx, ins: Instr):
+    """bar{.sync,.arrive,.red} / barrier{...}: a BarOp for the scheduler's barrier logic."""
+    from gpushim.ptx.barriers import BarOp
+
     parts = ins.op.split(".")
-    if "red" not in parts:
-        return None
-    op = next(p for p in parts if p in ("popc", "and", "or"))
-    w = ctx.writer(ins.args[0])
-    rc = ctx.reader(ins.args[-1], "pred")
+    args = list(ins.args)
+    if "red" in parts:
+        op = next(p for p in parts if p in ("popc", "and", "or"))
+        w = ctx.writer(args[0])
+        rc = ctx.reader(args[-1], "pred")
+        rid = ctx.reader(args[1], "u32")
+        rcount = ctx.reader(args[2], "u32") if len(args) == 4 else None
 
-    def bar_red(st, idx):
-        c = np.broadcast_to(rc(st, idx), (st.n if idx is None else idx.size,))
-        blk = st.blk if idx is None else st.blk[idx]
-        nb = int(st.blk[-1]) + 1
-        yes = np.bincount(blk, weights=c.astype(np.float64), minlength=nb)
-        tot = np.bincount(blk, minlength=nb)
-        if op == "popc":
-            w(st, idx, yes.astype(np.uint32)[blk])
-        elif op == "and":
-            w(st, idx, (yes == tot)[blk])
-        else:
-            w(st, idx, (yes > 0)[blk])
+        def bar_red(st, idx):
+            c = np.broadcast_to(rc(st, idx), (st.n if idx is None else idx.size,))
+            blk = st.blk if idx is None else st.blk[idx]
+            nb = int(st.blk[-1]) + 1
+            yes = np.bincount(blk, weights=c.astype(np.float64), minlength=nb)
+            tot = np.bincount(blk, minlength=nb)
+            if op == "popc":
+                w(st, idx, yes.astype(np.uint32)[blk])
+            elif op == "and":
+                w(st, idx, (yes == tot)[blk])
+            else:
+                w(st, idx, (yes > 0)[blk])
 
-    return bar_red
+        return BarOp(rid, rcount, bar_red, False)
+    rid = ctx.reader(args[0], "u32") if args else (lambda st, idx: np.uint32(0))
+    rcount = ctx.reader(args[1], "u32") if len(args) > 1 else None
+    return BarOp(rid, rcount, None, "arrive" in parts)
 
 
 def compile_warp_sync(ctx: Ctx, ins: Instr):

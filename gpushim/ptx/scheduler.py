@@ -4,8 +4,8 @@ Threads are grouped by program counter; the group with the lowest PC always runs
 time, and a group arriving at a PC where another group waits merges with it. For the block layout nvcc emits
 this reconverges divergent threads where an immediate-post-dominator stack would.
 
-- `bar.sync` parks a group until nothing else can run; then every parked group is released (exited threads
-  count as arrived), after computing `bar.red` results.
+- Barriers (barriers.py) count arrivals per block and barrier id and release a block's waiting threads when
+  its count is reached; when nothing else can run, every waiting group is released.
 - A warp-synchronous instruction (shfl, vote, match, redux, bar.warp.sync) runs once every live thread of each
   warp involved has arrived at it; a group waits for the others otherwise. When nothing else can run, the
   lowest waiting group runs anyway (starvation override).
@@ -21,34 +21,12 @@ import time
 import numpy as np
 
 from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx import barriers
+from gpushim.ptx.groups import add as _add
+from gpushim.ptx.groups import split as _split
+from gpushim.ptx.groups import union
 
 YIELD_AFTER = 256
-
-
-def union(st, a, b):
-    if a is None or b is None:
-        return None
-    m = np.zeros(st.n, bool)
-    m[a] = True
-    m[b] = True
-    r = np.flatnonzero(m)
-    return None if r.size == st.n else r
-
-
-def _add(st, d: dict, pc: int, idx) -> None:
-    old = d.get(pc, False)
-    d[pc] = idx if old is False else union(st, old, idx)
-
-
-def _split(st, idx, p):
-    """(threads where p, threads where not p), None meaning all threads of the batch."""
-    if idx is None:
-        t = np.flatnonzero(p)
-        f = np.flatnonzero(~p)
-    else:
-        t = idx[p]
-        f = idx[~p]
-    return t, f
 
 
 def warp_complete(st, idx) -> bool:
@@ -59,19 +37,22 @@ def warp_complete(st, idx) -> bool:
     return bool(np.array_equal(cnt[present], st.warp_alive[present]))
 
 
-def _exit(st, idx) -> None:
+def _exit(st, idx, blocks, groups) -> None:
     if idx is None:
         st.alive[:] = False
         st.warp_alive[:] = 0
-        return
-    st.alive[idx] = False
-    st.warp_alive -= np.bincount(st.warp[idx], minlength=st.nwarps)
+        st.alive_per_block[:] = 0
+    else:
+        st.alive[idx] = False
+        st.warp_alive -= np.bincount(st.warp[idx], minlength=st.nwarps)
+        st.alive_per_block -= np.bincount(st.blk[idx], minlength=st.alive_per_block.size)
+    if st.bar_wait:
+        barriers.recheck(st, blocks, groups)
 
 
 def run_batch(kern, st, deadline: float) -> None:
     blocks = kern.blocks
     groups: dict = {0: None}
-    barw: dict = {}
     warpw: dict = {}
     deferred: dict = {}
     steps = 0
@@ -89,13 +70,7 @@ def run_batch(kern, st, deadline: float) -> None:
             pc = min(warpw)
             idx = warpw.pop(pc)
             force = True
-        elif barw:
-            for k, v in sorted(barw.items()):
-                blk = blocks[k]
-                if blk.op is not None:
-                    blk.op(st, v)
-                _add(st, groups, blk.next, v)
-            barw = {}
+        elif barriers.release_all(st, blocks, groups):
             continue
         else:
             return
@@ -138,48 +113,45 @@ def run_batch(kern, st, deadline: float) -> None:
             elif kind == "exit":
                 g = blk.guard
                 if g is None:
-                    _exit(st, idx)
+                    _exit(st, idx, blocks, groups)
                     break
                 p = g(st, idx)
                 if blk.neg:
                     p = ~p
                 if p.__class__ is np.bool_:
                     if p:
-                        _exit(st, idx)
+                        _exit(st, idx, blocks, groups)
                         break
                     npc = blk.next
                 else:
                     t, fl = _split(st, idx, p)
                     if t.size:
-                        _exit(st, t)
+                        _exit(st, t, blocks, groups)
                     if fl.size == 0:
                         break
                     idx = fl
                     npc = blk.next
             elif kind == "bar":
                 g = blk.guard
-                if g is not None:
-                    p = g(st, idx)
-                    if blk.neg:
-                        p = ~p
-                    if p.__class__ is np.bool_:
-                        if not p:
-                            npc = blk.next
-                            idx = idx
-                        else:
-                            _add(st, barw, pc, idx)
-                            break
-                    else:
-                        t, fl = _split(st, idx, p)
-                        if t.size:
-                            _add(st, barw, pc, t)
-                        if fl.size == 0:
-                            break
-                        idx = fl
-                        npc = blk.next
-                else:
-                    _add(st, barw, pc, idx)
+                if g is None:
+                    barriers.arrive(st, blocks, pc, idx, groups)
                     break
+                p = g(st, idx)
+                if blk.neg:
+                    p = ~p
+                if p.__class__ is np.bool_:
+                    if p:
+                        barriers.arrive(st, blocks, pc, idx, groups)
+                        break
+                    npc = blk.next
+                else:
+                    t, fl = _split(st, idx, p)
+                    if t.size:
+                        barriers.arrive(st, blocks, pc, None if t.size == st.n else t, groups)
+                    if fl.size == 0:
+                        break
+                    idx = fl
+                    npc = blk.next
             elif kind == "warp":
                 w = warpw.pop(pc, False)
                 if w is not False:

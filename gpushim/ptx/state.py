@@ -153,6 +153,9 @@ class State:
         self.acache: dict = {}
         self.alive = np.ones(n, bool)
         self.warp_alive = np.bincount(self.warp, minlength=self.nwarps)
+        self.alive_per_block = np.full(nblk, geo.tpb, np.int64)
+        self.bar_arrived = np.zeros((nblk, 16), np.int64)
+        self.bar_wait: dict = {}
 
     def timer(self, name: str):
         c = clock_now()

@@ -133,3 +133,13 @@ def test_last_block_reduction_across_batches(more, rng):
         )
         assert np.isclose(part.sum(dtype=np.float64), x.sum(dtype=np.float64), rtol=1e-5)
     assert more.get(more.symbols["g_retired"], np.uint32, 1)[0] == 0
+
+
+def test_named_barriers_producer_consumer(more, rng):
+    blocks, rounds = 3, 5
+    x = rng.integers(-1000, 1000, blocks * rounds * 64, dtype=np.int32)
+    po = more.empty(x.nbytes)
+    more.launch("producerConsumer", blocks, 128, more.array(x), po, rounds)
+    got = more.get(po, np.int32, x.size).reshape(-1, 64)
+    ref = x.reshape(-1, 64)[:, np.arange(64) ^ 1] * 2 + 1
+    assert np.array_equal(got, ref)

@@ -101,3 +101,21 @@ extern "C" __global__ void lastBlockSum(const float *in, float *partial, float *
         g_retired = 0;
     }
 }
+// Warp-specialised producer/consumer through named barriers: warps 0-1 produce, warps 2-3 consume.
+extern "C" __global__ void producerConsumer(const int *in, int *out, int rounds) {
+    __shared__ int buf[64];
+    int t = threadIdx.x;
+    const int *src = in + blockIdx.x * rounds * 64;
+    int *dst = out + blockIdx.x * rounds * 64;
+    for (int r = 0; r < rounds; ++r) {
+        if (t < 64) {
+            buf[t] = src[r * 64 + t] * 2;
+            asm volatile("bar.arrive 1, 128;" ::: "memory");
+            asm volatile("bar.sync 2, 128;" ::: "memory");
+        } else {
+            asm volatile("bar.sync 1, 128;" ::: "memory");
+            dst[r * 64 + t - 64] = buf[(t - 64) ^ 1] + 1;
+            asm volatile("bar.arrive 2, 128;" ::: "memory");
+        }
+    }
+}
