@@ -12,7 +12,7 @@ import numpy as np
 
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.compiler import Kernel, compile_kernel
-from gpushim.ptx.errors import PtxError
+from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.link import align_up, link_kernel
 from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
 from gpushim.ptx.operands import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
@@ -91,7 +91,7 @@ def _init_bytes(v: VarDecl) -> tuple[bytes, tuple]:
 
 
 class PtxModule:
-    def __init__(self, mod: Module, name: str = "") -> None:
+    def __init__(self, mod: Module, name: str = "", strict: bool = True) -> None:
         self.name = name
         self._mod = mod
         self.ptx_version = mod.version
@@ -105,11 +105,20 @@ class PtxModule:
         self.kernels: dict[str, KernelInfo] = {}
         self._compiled: dict[str, Kernel] = {}
         self._relocated: set[int] = set()
+        # kernel -> why it cannot run (only with strict=False; strict modules raise instead)
+        self.unsupported: dict[str, str] = {}
         for fn in mod.functions.values():
             if fn.kind != "entry" or not fn.defined:
                 continue
-            prog = link_kernel(mod, fn.name)
-            kern = compile_kernel(mod, prog)
+            try:
+                prog = link_kernel(mod, fn.name)
+                kern = compile_kernel(mod, prog)
+            except PtxUnsupported as e:
+                if strict:
+                    raise
+                self.unsupported[fn.name] = str(e)
+                self.kernels[fn.name] = _declared_info(fn)
+                continue
             self._compiled[fn.name] = kern
             self.kernels[fn.name] = KernelInfo(
                 fn.name,
@@ -134,6 +143,8 @@ class PtxModule:
         t0 = time.perf_counter()
         kern = self._compiled.get(kernel)
         if kern is None:
+            if kernel in self.unsupported:
+                raise CudaError(Err.NOT_SUPPORTED, self.unsupported[kernel])
             raise CudaError(Err.INVALID_VALUE, f"no kernel {kernel!r} in module {self.name!r}")
         info = self.kernels[kernel]
         grid = tuple(int(x) for x in grid)
@@ -212,7 +223,19 @@ def _check_config(grid, block, shared_bytes: int, info: KernelInfo) -> None:
         )
 
 
-def load_module(ptx_text: str, name: str = "") -> PtxModule:
+def _declared_info(fn) -> KernelInfo:
+    params, off = [], 0
+    for p in fn.params:
+        off = align_up(off, p.align)
+        params.append(ParamInfo(off, p.size, p.align))
+        off += p.size
+    return KernelInfo(fn.name, params, off, 0, 0)
+
+
+def load_module(ptx_text: str, name: str = "", *, strict: bool = True) -> PtxModule:
     """Parse, link and compile every kernel of a PTX module. Raises PtxError on malformed PTX and
-    PtxUnsupported (naming instruction, kernel and line) for PTX the engine cannot execute."""
-    return PtxModule(parse(ptx_text), name)
+    PtxUnsupported (naming instruction, kernel and line) for PTX the engine cannot execute.
+
+    With strict=False a kernel the engine cannot execute does not fail the module: it is listed in
+    `mod.unsupported` (kernel -> message) and launching it raises CudaError(NOT_SUPPORTED) with that message."""
+    return PtxModule(parse(ptx_text), name, strict)

@@ -143,3 +143,17 @@ def test_named_barriers_producer_consumer(more, rng):
     got = more.get(po, np.int32, x.size).reshape(-1, 64)
     ref = x.reshape(-1, 64)[:, np.arange(64) ^ 1] * 2 + 1
     assert np.array_equal(got, ref)
+
+
+def test_non_strict_load_keeps_other_kernels(rng):
+    ptx = compile_ptx("unsupported", "sm_75", ("-DCASE=1",)) + "\n"
+    mod = load_module(ptx, strict=False)
+    assert "texKernel" in mod.unsupported and "tex" in mod.unsupported["texKernel"]
+    assert mod.kernels["texKernel"].param_bytes == 16
+    from gpushim.backends.emulator.memory import DeviceMemory
+    from gpushim.cuda_errors import CudaError, Err
+
+    mem = DeviceMemory(1 << 20)
+    with pytest.raises(CudaError) as e:
+        mod.launch("texKernel", (1, 1, 1), (1, 1, 1), 0, bytes(16), mem, {}, print)
+    assert e.value.code == Err.NOT_SUPPORTED
