@@ -54,7 +54,9 @@ def compile_setp(ctx: Ctx, ins: Instr):
     parts = ins.op.split(".")
     typ = itype(ctx, ins)
     if typ in ("f16", "f16x2", "bf16", "bf16x2"):
-        raise ctx.fail(f"{ins.op} ({typ} comparison)")
+        from gpushim.ptx.ops_half import compile_half_setp
+
+        return compile_half_setp(ctx, ins)
     cmpop = parts[1]
     try:
         f = _cmp_func(cmpop, typ)

@@ -15,6 +15,7 @@ from gpushim.ptx import fexact
 from gpushim.ptx.nodes import Instr
 from gpushim.ptx.operands import Ctx
 from gpushim.ptx.ops_common import itype, mods, nary
+from gpushim.ptx.ops_half import compile_half, is_half
 
 _F32_MIN_NORMAL = np.float32(2.0**-126)
 _F64_MIN_NORMAL = np.float64(2.0**-1022)
@@ -85,6 +86,8 @@ def _mode(m: set[str]) -> str:
 
 def compile_fbin(ctx: Ctx, ins: Instr):
     """add / sub / mul on f32 and f64."""
+    if is_half(ins):
+        return compile_half(ctx, ins)
     m = mods(ins)
     typ = itype(ctx, ins)
     _check_type(ctx, ins, typ)
@@ -108,6 +111,8 @@ def compile_fbin(ctx: Ctx, ins: Instr):
 
 
 def compile_fma(ctx: Ctx, ins: Instr):
+    if is_half(ins):
+        return compile_half(ctx, ins)
     m = mods(ins)
     typ = itype(ctx, ins)
     _check_type(ctx, ins, typ)
@@ -146,6 +151,8 @@ def compile_fdiv(ctx: Ctx, ins: Instr):
 
 
 def compile_fabs_neg(ctx: Ctx, ins: Instr):
+    if is_half(ins):
+        return compile_half(ctx, ins)
     typ = itype(ctx, ins)
     if typ not in ("f32", "f64"):
         raise ctx.fail(f"{ins.op}")
@@ -161,6 +168,8 @@ def compile_fabs_neg(ctx: Ctx, ins: Instr):
 
 
 def compile_fminmax(ctx: Ctx, ins: Instr):
+    if is_half(ins):
+        return compile_half(ctx, ins)
     typ = itype(ctx, ins)
     if typ not in ("f32", "f64"):
         raise ctx.fail(f"{ins.op}")

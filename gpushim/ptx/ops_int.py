@@ -113,6 +113,10 @@ def compile_mul(ctx: Ctx, ins: Instr):
         from gpushim.ptx.ops_float import compile_fbin
 
         return compile_fbin(ctx, ins)
+    if typ[0] == "f" or typ.startswith("bf"):
+        from gpushim.ptx.ops_float import compile_fbin
+
+        return compile_fbin(ctx, ins)
     mode = "hi" if "hi" in m else "wide" if "wide" in m else "lo"
     return nary(ctx, ins, typ, _mul_parts(typ, mode), 2)
 
@@ -235,7 +239,7 @@ def compile_rem(ctx: Ctx, ins: Instr):
 
 def compile_abs_neg(ctx: Ctx, ins: Instr):
     typ = itype(ctx, ins)
-    if typ[0] == "f" or typ == "bf16":
+    if typ[0] == "f" or typ.startswith("bf"):
         from gpushim.ptx.ops_float import compile_fabs_neg
 
         return compile_fabs_neg(ctx, ins)

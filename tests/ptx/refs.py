@@ -153,3 +153,30 @@ def prmt_mode(a: int, b: int, c: int, mode: str) -> int:
               "b4e": [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]]}  # fmt: skip
     sel = tables[mode][c & 3]
     return sum(((x >> (8 * s)) & 0xFF) << (8 * i) for i, s in enumerate(sel))
+
+
+def half_value(bits: int, bf: bool) -> float:
+    if bf:
+        return float(np.array(bits << 16, np.uint32).view(np.float32))
+    return float(np.array(bits, np.uint16).view(np.float16))
+
+
+def round_half(q: Fraction, bf: bool, zero_hint: float = 0.0) -> int:
+    """Bits of the nearest-even f16 (or bf16) to an exact rational (finite, in range)."""
+    if q == 0:
+        return (
+            int(np.array(zero_hint, np.float32).view(np.uint32) >> 16)
+            if bf
+            else int(np.array(zero_hint, np.float16).view(np.uint16))
+        )
+    approx = np.float32(float(q))
+    start = int(approx.view(np.uint32) >> 16) if bf else int(np.float16(approx).view(np.uint16))
+    best, bestd = None, None
+    for b in (start - 1, start, start + 1):
+        v = half_value(b & 0xFFFF, bf)
+        if not np.isfinite(v):
+            continue
+        d = abs(Fraction(v) - q)
+        if bestd is None or d < bestd or (d == bestd and b & 1 == 0):
+            best, bestd = b & 0xFFFF, d
+    return best
