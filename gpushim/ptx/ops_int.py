@@ -1,8 +1,10 @@
 """Integer arithmetic: add/sub (with .sat and carry), mul/mad (.lo/.hi/.wide, 24-bit), div, rem, abs, neg,
 min, max, sad.
 
-Division by zero follows what NVIDIA GPUs return (the PTX ISA leaves it unspecified): the quotient is all
-ones (-1 for signed types) and the remainder is the dividend.
+Division by zero follows what NVIDIA GPUs return (the PTX ISA leaves it unspecified): div and rem give all
+bits set (-1 for signed types), as NVIDIA's engineers describe it
+(https://stackoverflow.com/questions/12960005). nvcc itself emits C's `%` as `a - (a / b) * b`, which then
+yields the dividend.
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ def _rem_u(a, b):
     dt = np.result_type(a, b)
     z = b == 0
     safe = np.where(z, dt.type(1), b).astype(dt)
-    return np.where(z, a, a % safe).astype(dt)
+    return np.where(z, ~dt.type(0), a % safe).astype(dt)
 
 
 def _div_s(a, b):
@@ -220,7 +222,7 @@ def _rem_s(a, b):
     dt = np.result_type(a, b)
     q = _div_s(a, b)
     r = np.asarray(a) - np.asarray(q).astype(dt) * b
-    return np.where(np.asarray(b) == 0, a, r).astype(dt)
+    return np.where(np.asarray(b) == 0, dt.type(-1), r).astype(dt)
 
 
 def compile_div(ctx: Ctx, ins: Instr):

@@ -146,3 +146,20 @@ def test_uniform_operands_match_per_thread_results(asm, rng):
         asm.launch("asmIntU", 1, 2, int(x[i]), int(y[i]), int(z[i]), pu)
         got = asm.get(pu, np.uint32, 48).reshape(2, 24)
         assert np.array_equal(got[0], ref[i]) and np.array_equal(got[1], ref[i]), i
+
+
+def test_div_rem_instructions_by_zero_and_overflow(asm, rng):
+    x = np.array([7, -7, 0, -(2**31), -(2**31), 5, 123456789, -1], np.int32)
+    y = np.array([0, 0, 0, -1, 0, -3, 1000, 7], np.int32)
+    x = np.concatenate([x, rng.integers(-(2**31), 2**31, 24, dtype=np.int64).astype(np.int32)])
+    y = np.concatenate([y, rng.integers(-50, 50, 24).astype(np.int32)])
+    po = asm.empty(16 * x.size)
+    asm.launch("asmDiv", 1, x.size, asm.array(x), asm.array(y), po)
+    o = asm.get(po, np.int32, 4 * x.size).reshape(-1, 4)
+    for i, (a, b) in enumerate(zip(x.tolist(), y.tolist(), strict=True)):
+        ua, ub = a & R.M32, b & R.M32
+        q = R.div_s(a, b, 32)
+        rs = -1 if b == 0 else R.s32(a - q * b)
+        ru = R.M32 if ub == 0 else ua % ub
+        exp = [rs, R.s32(ru), q, R.s32(R.div_u(ua, ub, 32))]
+        assert o[i].tolist() == exp, (a, b)

@@ -63,3 +63,11 @@ extern "C" __global__ void asmFloat(const float *x, const float *y, const double
     asm("fma.rm.f64 %0, %1, %2, %3;" : "=d"(q) : "d"(e), "d"((double)b), "d"((double)a)); dout[3 * i + 1] = q;
     asm("mul.rp.f64 %0, %1, %2;" : "=d"(q) : "d"(e), "d"(e)); dout[3 * i + 2] = q;
 }
+extern "C" __global__ void asmDiv(const int *x, const int *y, int *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int a = x[i], b = y[i], r;
+    asm("rem.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); out[4 * i] = r;
+    asm("rem.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); out[4 * i + 1] = r;
+    asm("div.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); out[4 * i + 2] = r;
+    asm("div.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); out[4 * i + 3] = r;
+}
