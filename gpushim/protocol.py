@@ -79,6 +79,13 @@ OPS: tuple[Op, ...] = (
     _op(29, "MEMSET", "dst value nbytes stream", "", "cudaMemset(Async)"),
     _op(30, "MEMSET2D", "dst pitch value width height stream", "", "cudaMemset2D(Async)"),
     _op(31, "POINTER_INFO", "ptr", "kind dev base size", "what the server knows of a pointer (kind 0: none, 2: device)"),
+    _op(32, "HOST_MAP", "shm size", "", "map the client's shared pinned memory; its memfd travels with the frame "
+        "(SCM_RIGHTS, Unix sockets only)"),
+    _op(33, "HOST_UNMAP", "shm", "", "forget a shared pinned memory mapping"),
+    _op(34, "MEMCPY_H2D_SHM", "dst stream shm offset nbytes", "", "host to device from shared pinned memory, "
+        "read when the stream reaches the copy (no data on the wire)"),
+    _op(35, "MEMCPY_D2H_SHM", "src stream shm offset nbytes", "", "device to shared pinned memory, written when "
+        "the stream reaches the copy"),
     # streams
     _op(40, "STREAM_CREATE", "dev flags priority", "stream", "cudaStreamCreateWithPriority"),
     _op(41, "STREAM_DESTROY", "stream", "", "cudaStreamDestroy (pending work still completes)"),

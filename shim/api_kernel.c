@@ -354,7 +354,7 @@ static cudaError_t symbol_address(const void *symbol, uintptr_t *ptr, size_t *si
         if (!e) {
             uintptr_t p = (uintptr_t)gs_u64(&c);
             size_t s = (size_t)gs_u64(&c);
-            gs_ranges_add((gs_range){p, s, dev, cudaMemoryTypeDevice, 0, 0});
+            gs_ranges_add((gs_range){p, s, dev, cudaMemoryTypeDevice, 0, 0, 0});
             v->sym_dev = dev;
             v->sym_size = s;
             v->sym_ptr = p;
@@ -395,7 +395,7 @@ static cudaError_t to_symbol(const void *symbol, const void *src, size_t count, 
     cudaError_t e = symbol_address(symbol, &p, &size);
     if (e) return gs_ret(e);
     if (offset > size || count > size - offset) return gs_ret(cudaErrorInvalidValue);
-    return gs_memcpy((void *)(p + offset), src, count, kind, s, ptds);
+    return gs_memcpy((void *)(p + offset), src, count, kind, s, ptds, s != NULL || ptds);
 }
 
 static cudaError_t from_symbol(void *dst, const void *symbol, size_t count, size_t offset, int kind,
@@ -408,7 +408,7 @@ static cudaError_t from_symbol(void *dst, const void *symbol, size_t count, size
     cudaError_t e = symbol_address(symbol, &p, &size);
     if (e) return gs_ret(e);
     if (offset > size || count > size - offset) return gs_ret(cudaErrorInvalidValue);
-    return gs_memcpy(dst, (const void *)(p + offset), count, kind, s, ptds);
+    return gs_memcpy(dst, (const void *)(p + offset), count, kind, s, ptds, s != NULL || ptds);
 }
 
 GS_IMPL cudaError_t gs_cudaMemcpyToSymbol(const void *sym, const void *src, size_t n, size_t off, int kind) {

@@ -1,8 +1,12 @@
 /* Memory: device allocations on the server, pinned host memory in the client, copies and memsets. */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include "gs_transport.h"
 
 #include "gs_api.h"
 
@@ -20,7 +24,7 @@ GS_IMPL cudaError_t gs_cudaMalloc(void **ptr, size_t size) {
     cudaError_t e = gs_call_run(&c);
     if (!e) {
         *ptr = (void *)(uintptr_t)gs_u64(&c);
-        gs_ranges_add((gs_range){(uintptr_t)*ptr, size, dev, cudaMemoryTypeDevice, 0, 0});
+        gs_ranges_add((gs_range){(uintptr_t)*ptr, size, dev, cudaMemoryTypeDevice, 0, 0, 0});
     }
     gs_call_end(&c);
     return gs_ret(e);
@@ -39,7 +43,7 @@ GS_IMPL cudaError_t gs_cudaMallocPitch(void **ptr, size_t *pitch, size_t width, 
     if (!e) {
         *ptr = (void *)(uintptr_t)gs_u64(&c);
         *pitch = gs_u64(&c);
-        if (*ptr) gs_ranges_add((gs_range){(uintptr_t)*ptr, *pitch * height, dev, cudaMemoryTypeDevice, 0, 0});
+        if (*ptr) gs_ranges_add((gs_range){(uintptr_t)*ptr, *pitch * height, dev, cudaMemoryTypeDevice, 0, 0, 0});
     }
     gs_call_end(&c);
     return gs_ret(e);
@@ -57,15 +61,49 @@ GS_IMPL cudaError_t gs_cudaFree(void *ptr) {
     return gs_ret(e);
 }
 
-/* Pinned host memory is the client's own: page-aligned anonymous memory, recorded so copies and
+/* Pinned host memory lives in a memfd shared with the server's worker when both are on one host: copies
+ * to and from it cross no socket, and the server reads and writes it in place (GPUSHIM_SHM=0 turns this
+ * off). Over TCP it is plain page-aligned memory. Either way it is recorded so copies and
  * cudaPointerGetAttributes know it. */
+static uint64_t share_with_server(void *p, int fd, size_t size) {
+    static _Atomic uint64_t next_id = 1;
+    uint64_t id = atomic_fetch_add(&next_id, 1);
+    gs_call c;
+    gs_call_begin(&c, GS_OP_HOST_MAP, 2);
+    gs_w_uint(c.w, id);
+    gs_w_uint(c.w, size);
+    c.pass_fd = fd;
+    cudaError_t e = gs_call_run(&c);
+    gs_call_end(&c);
+    (void)p;
+    return e ? 0 : id;
+}
+
+static int shm_wanted(void) {
+    const char *e = getenv("GPUSHIM_SHM");
+    return gs_transport_is_unix() && !(e && strcmp(e, "0") == 0);
+}
+
 static cudaError_t host_alloc(void **ptr, size_t size, unsigned flags) {
     if (!ptr) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     if (size == 0) { *ptr = NULL; return cudaSuccess; }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = MAP_FAILED;
+    uint64_t shm = 0;
+    if (shm_wanted()) {
+        int fd = memfd_create("gpushim-pinned", MFD_CLOEXEC);
+        if (fd >= 0 && ftruncate(fd, (off_t)size) == 0) {
+            p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED && !(shm = share_with_server(p, fd, size))) {
+                munmap(p, size);
+                p = MAP_FAILED;
+            }
+        }
+        if (fd >= 0) close(fd);
+    }
+    if (p == MAP_FAILED) p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) { *ptr = NULL; return gs_ret(cudaErrorMemoryAllocation); }
-    gs_ranges_add((gs_range){(uintptr_t)p, size, gs_thread()->device, cudaMemoryTypeHost, flags, 1});
+    gs_ranges_add((gs_range){(uintptr_t)p, size, gs_thread()->device, cudaMemoryTypeHost, flags, 1, shm});
     *ptr = p;
     return cudaSuccess;
 }
@@ -83,6 +121,17 @@ GS_IMPL cudaError_t gs_cudaFreeHost(void *ptr) {
     if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeHost || !r.owned || r.base != (uintptr_t)ptr)
         return gs_ret(cudaErrorInvalidValue);
     gs_ranges_remove(r.base, cudaMemoryTypeHost, NULL);
+    if (r.shm) {
+        /* Like cudaFreeHost, wait for the device first: queued copies may still use the memory. */
+        gs_call c;
+        gs_call_begin(&c, GS_OP_DEVICE_SYNC, 1);
+        gs_w_int(c.w, r.device);
+        gs_call_run(&c);
+        gs_call_end(&c);
+        gs_call_begin(&c, GS_OP_HOST_UNMAP, 1);
+        gs_w_uint(c.w, r.shm);
+        gs_call_post(&c);
+    }
     munmap(ptr, r.size);
     return cudaSuccess;
 }
@@ -94,7 +143,7 @@ GS_IMPL cudaError_t gs_cudaHostRegister(void *ptr, size_t size, unsigned flags) 
     if (gs_ranges_find((uintptr_t)ptr, &r) || gs_ranges_find((uintptr_t)ptr + size - 1, &r)) {
         return gs_ret(r.kind == cudaMemoryTypeHost ? cudaErrorHostMemoryAlreadyRegistered : cudaErrorInvalidValue);
     }
-    gs_ranges_add((gs_range){(uintptr_t)ptr, size, gs_thread()->device, cudaMemoryTypeHost, flags, 0});
+    gs_ranges_add((gs_range){(uintptr_t)ptr, size, gs_thread()->device, cudaMemoryTypeHost, flags, 0, 0});
     return cudaSuccess;
 }
 
@@ -183,7 +232,33 @@ static cudaError_t d2h(void *dst, uintptr_t src, size_t n, uint64_t stream) {
     return e;
 }
 
-cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds) {
+/* True when [p, p+n) lies in pinned memory shared with the server. */
+static int shared_host(const void *p, size_t n, gs_range *r) {
+    return gs_ranges_find((uintptr_t)p, r) && r->kind == cudaMemoryTypeHost && r->shm &&
+           (uintptr_t)p + n <= r->base + r->size;
+}
+
+/* A copy between device memory and shared pinned memory: only the offsets cross the socket. Host to
+ * device is always fire-and-forget (the server reads the memory when the stream reaches the copy, as a
+ * GPU's DMA engine would); device to host waits unless the caller asked for an asynchronous copy. */
+static cudaError_t shm_copy(int op, uintptr_t dev_ptr, const gs_range *r, const void *host, size_t n,
+                            uint64_t stream, int async) {
+    cudaError_t e = gs_check_device_range((const void *)dev_ptr, n);
+    if (e) return e;
+    gs_call c;
+    gs_call_begin(&c, op, 5);
+    gs_w_uint(c.w, dev_ptr);
+    gs_w_uint(c.w, stream);
+    gs_w_uint(c.w, r->shm);
+    gs_w_uint(c.w, (uintptr_t)host - r->base);
+    gs_w_uint(c.w, n);
+    if (async) return gs_call_post(&c);
+    e = gs_call_run(&c);
+    gs_call_end(&c);
+    return e;
+}
+
+cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds, int async) {
     if (n == 0) return cudaSuccess;
     if (!dst || !src) return gs_ret(cudaErrorInvalidValue);
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return gs_ret(cudaErrorInvalidMemcpyDirection);
@@ -191,10 +266,15 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
     uint64_t stream;
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
+    gs_range hr;
     switch (resolve_kind(kind, dst, src)) {
     case cudaMemcpyHostToHost: memmove(dst, src, n); return cudaSuccess;
-    case cudaMemcpyHostToDevice: return gs_ret(h2d((uintptr_t)dst, src, n, stream));
-    case cudaMemcpyDeviceToHost: return gs_ret(d2h(dst, (uintptr_t)src, n, stream));
+    case cudaMemcpyHostToDevice:
+        if (shared_host(src, n, &hr)) return gs_ret(shm_copy(GS_OP_MEMCPY_H2D_SHM, (uintptr_t)dst, &hr, src, n, stream, 1));
+        return gs_ret(h2d((uintptr_t)dst, src, n, stream));
+    case cudaMemcpyDeviceToHost:
+        if (shared_host(dst, n, &hr)) return gs_ret(shm_copy(GS_OP_MEMCPY_D2H_SHM, (uintptr_t)src, &hr, dst, n, stream, async));
+        return gs_ret(d2h(dst, (uintptr_t)src, n, stream));
     default: {
         e = gs_check_device_range(dst, n);
         if (!e) e = gs_check_device_range(src, n);
@@ -210,13 +290,17 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
     }
 }
 
-GS_IMPL cudaError_t gs_cudaMemcpy(void *d, const void *s, size_t n, int kind) { return gs_memcpy(d, s, n, kind, NULL, 0); }
-GS_IMPL cudaError_t gs_cudaMemcpy_ptds(void *d, const void *s, size_t n, int kind) { return gs_memcpy(d, s, n, kind, NULL, 1); }
+GS_IMPL cudaError_t gs_cudaMemcpy(void *d, const void *s, size_t n, int kind) {
+    return gs_memcpy(d, s, n, kind, NULL, 0, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpy_ptds(void *d, const void *s, size_t n, int kind) {
+    return gs_memcpy(d, s, n, kind, NULL, 1, 0);
+}
 GS_IMPL cudaError_t gs_cudaMemcpyAsync(void *d, const void *s, size_t n, int kind, cudaStream_t st) {
-    return gs_memcpy(d, s, n, kind, st, 0);
+    return gs_memcpy(d, s, n, kind, st, 0, 1);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyAsync_ptsz(void *d, const void *s, size_t n, int kind, cudaStream_t st) {
-    return gs_memcpy(d, s, n, kind, st, 1);
+    return gs_memcpy(d, s, n, kind, st, 1, 1);
 }
 
 /* 2D copies move packed rows on the wire: at most one chunk of rows per frame. */

@@ -51,8 +51,9 @@ void gs_store_field(void *dst, const gs_field *f, gs_reader *r);
 /* Sets the named integer/pointer field of dst (no-op when the layout lacks it). */
 void gs_set_field(void *dst, const gs_layout *l, const char *name, uint64_t value);
 
-/* cudaMemcpy of every kind, in the order of stream s (ptds: stream 0 means this thread's stream). */
-cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds);
+/* cudaMemcpy of every kind, in the order of stream s (ptds: stream 0 means this thread's stream; async:
+ * a copy into pinned memory need not be complete on return). */
+cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds, int async);
 
 /* Device helpers shared by files. */
 cudaError_t gs_check_device(int dev);

@@ -294,6 +294,7 @@ static _Thread_local gs_wbuf tls_args;
 void gs_call_begin(gs_call *c, int op, uint32_t nargs) {
     memset(c, 0, sizeof *c);
     c->op = op;
+    c->pass_fd = -1;
     c->w = &tls_args;
     gs_w_reset(c->w);
     gs_w_array(c->w, nargs);
@@ -325,7 +326,8 @@ static int send_call(gs_call *c, int kind, uint64_t seq) {
         rc = flush_outq_locked();
         if (rc == 0) {
             struct iovec iov[3] = {{hdr, hl}, {c->w->buf, c->w->len}, {(void *)c->bulk, c->bulk_len}};
-            rc = gs_sendv(G.fd, iov, c->bulk_len ? 3 : 2);
+            rc = c->pass_fd >= 0 ? gs_sendv_fd(G.fd, iov, c->bulk_len ? 3 : 2, c->pass_fd)
+                                 : gs_sendv(G.fd, iov, c->bulk_len ? 3 : 2);
         }
     }
     pthread_mutex_unlock(&G.wlock);

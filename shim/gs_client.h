@@ -19,6 +19,7 @@ typedef struct {
     const void *bulk;      /* optional bytes sent as a bin after the encoded arguments (no copy) */
     size_t bulk_len;
     int op;
+    int pass_fd; /* a file descriptor sent with the call (SCM_RIGHTS), or -1 */
     /* reply */
     uint8_t *frame;
     gs_reader r; /* positioned at the first result */

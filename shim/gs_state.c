@@ -223,7 +223,10 @@ static void ranges_after_fork(void) {
     pthread_rwlock_init(&ranges_lock, NULL);
     size_t j = 0;
     for (size_t i = 0; i < nranges; i++)
-        if (ranges[i].kind != cudaMemoryTypeDevice) ranges[j++] = ranges[i];
+        if (ranges[i].kind != cudaMemoryTypeDevice) {
+            ranges[i].shm = 0; /* the parent's server mapping is not the child's session's */
+            ranges[j++] = ranges[i];
+        }
     nranges = j;
     memset(tls.per_thread_stream, 0, sizeof tls.per_thread_stream);
     pthread_mutex_init(&handles_lock, NULL);

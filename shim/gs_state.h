@@ -59,6 +59,7 @@ typedef struct {
     int kind;       /* cudaMemoryTypeDevice or cudaMemoryTypeHost */
     unsigned flags; /* cudaHostAlloc / cudaHostRegister flags */
     int owned;      /* host memory the shim allocated (MallocHost) vs registered */
+    uint64_t shm;   /* pinned memory shared with the server (memfd), or 0 */
 } gs_range;
 
 void gs_ranges_add(gs_range r);

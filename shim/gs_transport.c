@@ -109,6 +109,34 @@ int gs_sendv(int fd, struct iovec *iov, int n) {
     return 0;
 }
 
+int gs_transport_is_unix(void) {
+    char addr[512];
+    gs_transport_address(addr, sizeof addr);
+    return strncmp(addr, "unix:", 5) == 0;
+}
+
+int gs_sendv_fd(int fd, struct iovec *iov, int n, int pass_fd) {
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n, .msg_control = ctl.buf,
+                       .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    ssize_t w;
+    do w = sendmsg(fd, &m, MSG_NOSIGNAL); while (w < 0 && errno == EINTR);
+    if (w < 0) return -1;
+    /* the rest, if the kernel took only part of it, goes without the descriptor */
+    while (n > 0 && (size_t)w >= iov->iov_len) { w -= (ssize_t)iov->iov_len; iov++; n--; }
+    if (n > 0) { iov->iov_base = (char *)iov->iov_base + w; iov->iov_len -= (size_t)w; }
+    return n > 0 ? gs_sendv(fd, iov, n) : 0;
+}
+
 int gs_send_raw(int fd, const void *a, size_t alen, const void *b, size_t blen) {
     struct iovec iov[2] = {{(void *)a, alen}, {(void *)b, blen}};
     return gs_sendv(fd, iov, blen ? 2 : 1);

@@ -15,6 +15,10 @@ const char *gs_transport_token(void);
 
 /* Writes everything or returns -1 (EINTR-safe, no SIGPIPE). */
 int gs_sendv(int fd, struct iovec *iov, int n);
+/* gs_sendv, passing a file descriptor (SCM_RIGHTS) with the first byte; Unix sockets only. */
+int gs_sendv_fd(int fd, struct iovec *iov, int n, int pass_fd);
+/* True when the server address is a Unix socket (same host: shared memory is possible). */
+int gs_transport_is_unix(void);
 int gs_send_raw(int fd, const void *a, size_t alen, const void *b, size_t blen);
 /* Sends one frame: the length prefix, then body and extra. */
 int gs_send_frame(int fd, const void *body, size_t len, const void *extra, size_t extra_len);

@@ -71,6 +71,12 @@ class BackendSession(ABC):
     def read(self, stream: Stream | None, src: int, n: int) -> bytes:
         """Synchronous: waits for the stream, then copies."""
     @abstractmethod
+    def write_shared(self, stream: Stream | None, dst: int, source: memoryview) -> None:
+        """Host memory shared with the client (pinned): read when the stream reaches the copy, no snapshot."""
+    @abstractmethod
+    def read_into(self, stream: Stream | None, src: int, out: memoryview) -> None:
+        """Queued device-to-host copy into host memory shared with the client."""
+    @abstractmethod
     def copy(self, stream: Stream | None, dst: int, src: int, n: int) -> None: ...
     @abstractmethod
     def write_2d(self, stream: Stream | None, dst: int, dpitch: int, width: int, height: int, data: bytes) -> None: ...

@@ -9,6 +9,8 @@ meanwhile, so the client's CALLBACK_DONE can arrive.
 from __future__ import annotations
 
 import logging
+import mmap
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,6 +67,8 @@ class Session:
         self.sticky: tuple[int, str] | None = None
         self.deferred: tuple[int, str] | None = None
         self.device_flags: dict[int, int] = {}
+        self.received_fds: list[int] = []  # descriptors that came with frames (SCM_RIGHTS), in order
+        self.host_maps: dict[int, mmap.mmap] = {}
         self.calls = 0
         self.started = time.time()
         self.handlers: dict[int, Callable[..., Any]] = {}
@@ -314,6 +318,40 @@ class Session:
         self.bs.memset_2d(self._stream(stream), dst, pitch, value, width, height)
         return []
 
+    # -- host memory shared with the client (same host, Unix socket) --------------------------------------
+    def op_host_map(self, shm: int, size: int) -> list[Any]:
+        if not self.received_fds:
+            raise CudaError(Err.INVALID_VALUE, "HOST_MAP arrived without its file descriptor")
+        fd = self.received_fds.pop(0)
+        try:
+            if os.fstat(fd).st_size < size or size <= 0:
+                raise CudaError(Err.INVALID_VALUE, f"shared memory {shm}: the file is smaller than {size} bytes")
+            self.host_maps[shm] = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        return []
+
+    def op_host_unmap(self, shm: int) -> list[Any]:
+        if self.host_maps.pop(shm, None) is None:
+            raise CudaError(Err.INVALID_VALUE, f"no shared memory {shm} in this session")
+        return []
+
+    def _shared(self, shm: int, offset: int, nbytes: int) -> memoryview:
+        m = self.host_maps.get(shm)
+        if m is None:
+            raise CudaError(Err.INVALID_HOST_POINTER, f"no shared memory {shm} in this session")
+        if offset < 0 or nbytes < 0 or offset + nbytes > len(m):
+            raise CudaError(Err.INVALID_VALUE, f"{nbytes} bytes at offset {offset} run past shared memory {shm}")
+        return memoryview(m)[offset : offset + nbytes]
+
+    def op_memcpy_h2d_shm(self, dst: int, stream: int, shm: int, offset: int, nbytes: int) -> list[Any]:
+        self.bs.write_shared(self._stream(stream), dst, self._shared(shm, offset, nbytes))
+        return []
+
+    def op_memcpy_d2h_shm(self, src: int, stream: int, shm: int, offset: int, nbytes: int) -> Wait:
+        self.bs.read_into(self._stream(stream), src, self._shared(shm, offset, nbytes))
+        return Wait(self._stream_idle(stream))
+
     def op_pointer_info(self, ptr: int) -> list[Any]:
         kind, dev, base, size = self.bs.pointer_info(ptr)
         return [kind, self._client_dev(dev) if kind else -2, base, size]
@@ -454,6 +492,9 @@ class Session:
 
     def close(self) -> None:
         self.bs.close()
+        for fd in self.received_fds:
+            os.close(fd)
+        self.host_maps.clear()
 
 
 def _describe(msg: Any) -> str:

@@ -54,7 +54,11 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
                     control.sendall(json.dumps(session.summary()).encode() + b"\n")
                     continue
                 try:
-                    data = conn.recv(1 << 22)
+                    if conn.family == socket.AF_UNIX:
+                        data, fds, _, _ = socket.recv_fds(conn, 1 << 22, 8)
+                        session.received_fds.extend(fds)
+                    else:
+                        data = conn.recv(1 << 22)
                 except ConnectionResetError:
                     data = b""
                 if not data:

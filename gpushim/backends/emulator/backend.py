@@ -125,6 +125,18 @@ class EmulatorSession(BackendSession):
         payload = bytes(data)  # the client's buffer is reusable as soon as the call returns
         self.sched.work(self._stream(stream), lambda: mem.write(dst, payload))
 
+    def write_shared(self, stream: Stream | None, dst: int, source: memoryview) -> None:
+        mem = self._check(dst, len(source), "cudaMemcpy to the device")
+        self.sched.work(self._stream(stream), lambda: mem.write(dst, source))
+
+    def read_into(self, stream: Stream | None, src: int, out: memoryview) -> None:
+        mem = self._check(src, len(out), "cudaMemcpy from the device")
+
+        def run() -> None:
+            out[:] = mem.read(src, len(out))
+
+        self.sched.work(self._stream(stream), run)
+
     def read(self, stream: Stream | None, src: int, n: int) -> bytes:
         mem = self._check(src, n, "cudaMemcpy from the device")
         return bytes(mem.read(src, n))
