@@ -91,6 +91,9 @@ def _guarded(fn, pred, neg: bool):
             if p:
                 fn(st, idx)
             return
+        if p.all():
+            fn(st, idx)
+            return
         sub = np.flatnonzero(p) if idx is None else idx[p]
         if sub.size == 0:
             return

@@ -100,16 +100,15 @@ def run_batch(kern, st, deadline: float) -> None:
                         p = ~p
                     if p.__class__ is np.bool_:
                         npc = blk.target if p else blk.next
+                    elif p.all():
+                        npc = blk.target
+                    elif not p.any():
+                        npc = blk.next
                     else:
                         t, fl = _split(st, idx, p)
-                        if fl.size == 0:
-                            npc = blk.target
-                        elif t.size == 0:
-                            npc = blk.next
-                        else:
-                            _add(st, groups, blk.target, t)
-                            _add(st, groups, blk.next, fl)
-                            break
+                        _add(st, groups, blk.target, t)
+                        _add(st, groups, blk.next, fl)
+                        break
             elif kind == "exit":
                 g = blk.guard
                 if g is None:
