@@ -327,6 +327,7 @@ class Session:
             if os.fstat(fd).st_size < size or size <= 0:
                 raise CudaError(Err.INVALID_VALUE, f"shared memory {shm}: the file is smaller than {size} bytes")
             self.host_maps[shm] = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self.log.debug("mapped %d bytes of the client's pinned memory (shared memory %d)", size, shm)
         finally:
             os.close(fd)
         return []

@@ -29,8 +29,8 @@ def built() -> Path:
 
 
 class Server:
-    def __init__(self, tmp: Path, *args: str) -> None:
-        self.url = f"unix://{tmp}/gpushim.sock"
+    def __init__(self, tmp: Path, *args: str, listen: str | None = None) -> None:
+        self.url = listen or f"unix://{tmp}/gpushim.sock"
         self.log = tmp / "server.log"
         self._log = open(self.log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
@@ -38,12 +38,15 @@ class Server:
              "--log-level", "debug", "--module-cache", str(tmp / "modules"), *args],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
         )
-        self.path = Path(self.url[len("unix://"):])
+        self.path = Path(self.url[len("unix://"):]) if self.url.startswith("unix://") else tmp / "no-socket"
         deadline = time.monotonic() + 60
-        while not self.path.exists():
+        while "listening on" not in self.log.read_text():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
             time.sleep(0.05)
+        if self.url.startswith("tcp://"):  # port 0: the log names the port the kernel chose
+            line = next(ln for ln in self.log.read_text().splitlines() if "listening on" in ln)
+            self.url = line.rsplit("listening on ", 1)[1].strip()
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -88,10 +91,10 @@ def server(tmp_path: Path, built: Path) -> Iterator[Server]:
 def make_server(tmp_path: Path, built: Path) -> Iterator:
     started: list[Server] = []
 
-    def make(*args: str) -> Server:
+    def make(*args: str, listen: str | None = None) -> Server:
         d = tmp_path / f"s{len(started)}"
         d.mkdir()
-        s = Server(d, *args)
+        s = Server(d, *args, listen=listen)
         started.append(s)
         return s
 

@@ -1,0 +1,42 @@
+"""Transports: TCP loopback with and without a token, and the same-host shared-memory path on and off."""
+
+from __future__ import annotations
+
+from .conftest import kv
+
+
+def test_tcp_loopback_runs_programs(make_server):
+    s = make_server(listen="tcp://127.0.0.1:0")
+    assert s.url.startswith("tcp://127.0.0.1:")
+    r = s.run("memory")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("OK")
+    r = s.run("streams")
+    assert r.returncode == 0, r.stderr
+    assert kv(r.stdout)["order"] == "1,2,3,"
+
+
+def test_tcp_token_is_required_and_checked(make_server, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\n")
+    s = make_server("--token-file", str(token), listen="tcp://127.0.0.1:0")
+    r = s.run("device_query")
+    assert r.returncode == 1
+    assert "refused this client: wrong or missing token" in r.stderr
+    assert "refused" in s.log.read_text()
+    r = s.run("device_query", GPUSHIM_TOKEN="wrong")
+    assert r.returncode == 1 and "wrong or missing token" in r.stderr
+    r = s.run("device_query", GPUSHIM_TOKEN_FILE=str(token))
+    assert r.returncode == 0, r.stderr
+    assert kv(r.stdout)["count"] == "1"
+
+
+def test_pinned_memory_with_and_without_shared_memory(server):
+    mapped = []
+    for shm in ("1", "0"):
+        r = server.run("memory", GPUSHIM_SHM=shm)
+        assert r.returncode == 0, (shm, r.stderr)
+        assert r.stdout.strip().endswith("OK")
+        mapped.append(server.log.read_text().count("of the client's pinned memory"))
+    assert mapped[0] == 2  # cudaMallocHost and cudaHostAlloc buffers went through shared memory
+    assert mapped[1] == mapped[0]  # with GPUSHIM_SHM=0 they did not, and the data is still right
