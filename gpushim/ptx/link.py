@@ -145,59 +145,90 @@ class _Linker:
         if not args:
             raise PtxError(f"line {ins.line}: call without a target")
         target = args.pop(0)
-        if not isinstance(target, Sym):
-            raise self.fail("indirect call (call through a function pointer)", ins.line)
         cargs: tuple = args.pop(0).items if args and isinstance(args[0], Plist) else ()
-        if args:
-            raise self.fail("call with a prototype (indirect call)", ins.line)
-        name = target.name
         guard = (rn(ins.guard[0]), ins.guard[1]) if ins.guard else None
         skip = None
         if guard is not None:
             self.instances += 1
             skip = f"$skipcall@{self.instances}"
             self.p.code.append(Instr("bra", [Sym(skip)], (guard[0], not guard[1]), ins.line))
-        if name in BUILTINS and not (name in self.mod.functions and self.mod.functions[name].defined):
+        if isinstance(target, Reg):
+            self.emit_indirect(Reg(rn(target.name)), rets, cargs, rn, stack, ins.line)
+        elif not isinstance(target, Sym):
+            raise self.fail(f"call through {target}", ins.line)
+        elif target.name in BUILTINS and not (
+            target.name in self.mod.functions and self.mod.functions[target.name].defined
+        ):
             ops = [Sym(rn(r.name)) if isinstance(r, Sym) else r for r in rets]
             opa = [self._arg_slot(a, rn, 8, ins.line) for a in cargs]
-            self.p.code.append(Instr("@" + name, [Plist(tuple(ops)), Plist(tuple(opa))], None, ins.line))
+            self.p.code.append(Instr("@" + target.name, [Plist(tuple(ops)), Plist(tuple(opa))], None, ins.line))
         else:
-            fn = self.mod.functions.get(name)
-            if fn is None or not fn.defined:
-                raise self.fail(f"call to external function {name} (not defined in this module)", ins.line)
-            if name in stack:
-                raise self.fail(f"recursive call to {name}", ins.line)
-            if len(cargs) != len(fn.params) or len(rets) != len(fn.rets):
-                raise PtxError(f"line {ins.line}: call to {name} with the wrong number of arguments")
-            self.instances += 1
-            k = self.instances
-            mapping: dict[str, str] = {}
-            for prm, a in zip(fn.params, cargs, strict=True):
-                mapping[prm.name] = self._arg_slot(a, rn, prm.size, ins.line, prm).name
-            for prm, r in zip(fn.rets, rets, strict=True):
-                if not isinstance(r, Sym):
-                    raise self.fail("call returning into a register", ins.line)
-                mapping[prm.name] = rn(r.name)
-            local_names = set(fn.regs)
-            for it in fn.body:
-                if isinstance(it, Label):
-                    local_names.add(it.name)
-                elif isinstance(it, VarDecl) and it.space in ("local", "param"):
-                    local_names.add(it.name)
-
-            def crn(n: str, mapping=mapping, local_names=local_names, k=k) -> str:
-                m = mapping.get(n)
-                if m is not None:
-                    return m
-                return f"{n}@{k}" if n in local_names else n
-
-            for r, t in fn.regs.items():
-                self.p.regs[crn(r)] = t
-            ret_label = f"$ret@{k}"
-            self.emit(fn, crn, stack + [name], ret_label)
-            self.p.labels[ret_label] = len(self.p.code)
+            self.inline(target.name, rets, cargs, rn, stack, ins.line)
         if skip is not None:
             self.p.labels[skip] = len(self.p.code)
+
+    def emit_indirect(self, target: Reg, rets: tuple, cargs: tuple, rn, stack: list[str], line: int) -> None:
+        """call through a function pointer: compare it with the address of every function whose address the
+        module takes and that has the right arity, and inline the matching one; other addresses trap."""
+        cands = [
+            f for f in sorted(self.mod.address_taken)
+            if self.mod.functions[f].defined and len(self.mod.functions[f].params) == len(cargs)
+            and len(self.mod.functions[f].rets) == len(rets)
+        ]  # fmt: skip
+        if not cands:
+            raise self.fail("indirect call with no matching function whose address is taken", line)
+        self.instances += 1
+        k = self.instances
+        pred = f"%icall@{k}"
+        self.p.regs[pred] = "pred"
+        done = f"$icall_done@{k}"
+        for j, f in enumerate(cands):
+            nxt = f"$icall_next@{k}.{j}"
+            self.p.code.append(
+                Instr("setp.ne.u64", [Reg(pred), target, Imm(function_address(self.mod, f))], None, line)
+            )
+            self.p.code.append(Instr("bra", [Sym(nxt)], (pred, False), line))
+            self.inline(f, rets, cargs, rn, stack, line)
+            self.p.code.append(Instr("bra", [Sym(done)], None, line))
+            self.p.labels[nxt] = len(self.p.code)
+        self.p.code.append(Instr("trap", [], None, line))
+        self.p.labels[done] = len(self.p.code)
+
+    def inline(self, name: str, rets: tuple, cargs: tuple, rn, stack: list[str], line: int) -> None:
+        fn = self.mod.functions.get(name)
+        if fn is None or not fn.defined:
+            raise self.fail(f"call to external function {name} (not defined in this module)", line)
+        if name in stack:
+            raise self.fail(f"recursive call to {name}", line)
+        if len(cargs) != len(fn.params) or len(rets) != len(fn.rets):
+            raise PtxError(f"line {line}: call to {name} with the wrong number of arguments")
+        self.instances += 1
+        k = self.instances
+        mapping: dict[str, str] = {}
+        for prm, a in zip(fn.params, cargs, strict=True):
+            mapping[prm.name] = self._arg_slot(a, rn, prm.size, line, prm).name
+        for prm, r in zip(fn.rets, rets, strict=True):
+            if not isinstance(r, Sym):
+                raise self.fail("call returning into a register", line)
+            mapping[prm.name] = rn(r.name)
+        local_names = set(fn.regs)
+        for it in fn.body:
+            if isinstance(it, Label):
+                local_names.add(it.name)
+            elif isinstance(it, VarDecl) and it.space in ("local", "param"):
+                local_names.add(it.name)
+
+        def crn(n: str, mapping=mapping, local_names=local_names, k=k) -> str:
+            m = mapping.get(n)
+            if m is not None:
+                return m
+            return f"{n}@{k}" if n in local_names else n
+
+        for r, t in fn.regs.items():
+            self.p.regs[crn(r)] = t
+        ret_label = f"$ret@{k}"
+        self.emit(fn, crn, stack + [name], ret_label)
+        self.p.labels[ret_label] = len(self.p.code)
 
     def _arg_slot(self, a, rn, size: int, line: int, prm: VarDecl | None = None) -> Sym:
         if isinstance(a, Sym):
@@ -243,6 +274,13 @@ def _collect_syms(x, out: set) -> None:
     elif isinstance(x, (Vec, Plist)):
         for i in x.items:
             _collect_syms(i, out)
+
+
+FUNCTION_WINDOW = 0x1300_0000_0000  # "addresses" of device functions (never dereferenced)
+
+
+def function_address(mod: Module, name: str) -> int:
+    return FUNCTION_WINDOW + 16 * sorted(mod.functions).index(name)
 
 
 def link_kernel(mod: Module, name: str) -> Program:

@@ -13,7 +13,7 @@ import numpy as np
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.compiler import Kernel, compile_kernel
 from gpushim.ptx.errors import PtxError, PtxUnsupported
-from gpushim.ptx.link import align_up, link_kernel
+from gpushim.ptx.link import align_up, function_address, link_kernel
 from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
 from gpushim.ptx.operands import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from gpushim.ptx.parser import parse
@@ -197,6 +197,10 @@ class PtxModule:
             if g.relocs and g.name not in symbols:
                 continue
             for off, target, addend in g.relocs:
+                if target in self._mod.functions:
+                    value = function_address(self._mod, target) + addend
+                    memory.write(symbols[g.name] + off, value.to_bytes(8, "little"))
+                    continue
                 if target not in symbols:
                     raise CudaError(Err.INVALID_VALUE, f"initialiser of {g.name} refers to unknown symbol {target}")
                 memory.write(symbols[g.name] + off, int(symbols[target] + addend).to_bytes(8, "little"))

@@ -114,3 +114,4 @@ class Module:
     address_size: int = 64
     functions: dict[str, Function] = field(default_factory=dict)
     variables: list[VarDecl] = field(default_factory=list)  # module scope
+    address_taken: set[str] = field(default_factory=set)  # functions used as values (function pointers)

@@ -120,7 +120,10 @@ class Ctx:
             c = np.uint64(p.kparams[name][0] + off)
             return lambda st, idx: c
         if name in self.mod.functions:
-            raise self.fail(f"address of function {name} (function pointers)")
+            from gpushim.ptx.link import function_address
+
+            c = np.uint64(function_address(self.mod, name) + off)
+            return lambda st, idx: c
         raise self.error(f"undefined symbol {name}")
 
     def symbol_space(self, name: str) -> str:

@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from gpushim.ptx import fexact
-from gpushim.ptx.nodes import Instr, Sym, Vec
+from gpushim.ptx.nodes import Instr, Vec
 from gpushim.ptx.operands import Ctx
 from gpushim.ptx.ops_common import nary
 from gpushim.ptx.ops_float import ftz as ftz32
@@ -224,8 +224,6 @@ def compile_mov(ctx: Ctx, ins: Instr):
                 wi(st, idx, ((v >> s) & mask).astype(et))
 
         return unpack
-    if isinstance(src, Sym) and src.name in ctx.mod.functions:
-        raise ctx.fail(f"address of function {src.name} (function pointers)")
     return nary(ctx, ins, typ, lambda a: a, 1)
 
 

@@ -146,7 +146,22 @@ def parse(text: str) -> Module:
             if toks[0].text in (".pragma", ".alias"):
                 continue
             mod.variables.append(_parse_var(toks))
+    _find_address_taken(mod)
     return mod
+
+
+def _find_address_taken(mod: Module) -> None:
+    names = set(mod.functions)
+    for v in mod.variables:
+        for item in v.init or ():
+            if isinstance(item, Sym) and item.name in names:
+                mod.address_taken.add(item.name)
+    for fn in mod.functions.values():
+        for ins in fn.body:
+            if isinstance(ins, Instr) and not ins.op.startswith("call"):
+                for a in ins.args:
+                    if isinstance(a, Sym) and a.name in names:
+                        mod.address_taken.add(a.name)
 
 
 def _skip_section(s: _Stream) -> None:

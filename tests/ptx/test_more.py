@@ -91,7 +91,7 @@ def test_spin_lock_makes_progress(more, rng):
 
 @pytest.mark.parametrize(
     "case,what",
-    [(1, "texture"), (2, "recursive call"), (3, "indirect call"), (4, "wmma")],
+    [(1, "texture"), (2, "recursive call"), (4, "wmma")],
 )
 def test_unsupported_ptx_rejected_at_load(case, what):
     ptx = compile_ptx("unsupported", "sm_75", (f"-DCASE={case}",))
@@ -157,3 +157,13 @@ def test_non_strict_load_keeps_other_kernels(rng):
     with pytest.raises(CudaError) as e:
         mod.launch("texKernel", (1, 1, 1), (1, 1, 1), 0, bytes(16), mem, {}, print)
     assert e.value.code == Err.NOT_SUPPORTED
+
+
+def test_function_pointers(more, rng):
+    n = 300
+    x = rng.integers(-1000, 1000, n, dtype=np.int32)
+    po = more.empty(4 * n)
+    more.launch("funcPointers", 3, 100, more.array(x), po)
+    fns = [lambda v: 2 * v, lambda v: v * v, lambda v: -v]
+    ref = [fns[i % 3](int(v)) + (2 * (int(v) + 1) if v & 1 else -(int(v) + 1)) for i, v in enumerate(x)]
+    assert more.get(po, np.int32, n).tolist() == ref

@@ -119,3 +119,15 @@ extern "C" __global__ void producerConsumer(const int *in, int *out, int rounds)
         }
     }
 }
+// Function pointers: a table in global memory (address initialisers) and a data-dependent choice.
+__device__ __noinline__ int fpTwice(int x) { return 2 * x; }
+__device__ __noinline__ int fpSquare(int x) { return x * x; }
+__device__ __noinline__ int fpNeg(int x) { return -x; }
+typedef int (*IntFn)(int);
+__device__ IntFn g_fns[3] = {fpTwice, fpSquare, fpNeg};
+extern "C" __global__ void funcPointers(const int *in, int *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    IntFn f = g_fns[i % 3];
+    IntFn h = (in[i] & 1) ? fpTwice : fpNeg;
+    out[i] = f(in[i]) + h(in[i] + 1);
+}
