@@ -40,12 +40,24 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
     sel = selectors.DefaultSelector()
     sel.register(conn, selectors.EVENT_READ, "client")
     sel.register(control, selectors.EVENT_READ, "control")
+    # Backends whose queued work completes on its own (cuda) are polled while replies wait: tick() says how
+    # long select may sleep, and their wakeup_fd becomes readable when a stream reaches a host function.
+    tick = getattr(session.bs, "tick", None)
+    wakeup_fd = getattr(session.bs, "wakeup_fd", None)
+    if wakeup_fd is not None:
+        sel.register(wakeup_fd, selectors.EVENT_READ, "backend")
     status = 0
     try:
         if not _handle_frames(session, frames, conn, log):
             return 1
         while True:
-            for key, _ in sel.select():
+            timeout = None
+            if tick is not None:
+                timeout = tick(bool(session.waiting))
+                session.progress()
+            for key, _ in sel.select(timeout):
+                if key.data == "backend":
+                    continue  # the next tick() delivers
                 if key.data == "control":
                     req = control.recv(64)
                     if not req:
