@@ -185,6 +185,13 @@ class PtxModule:
                 st = State(kern, geo, b0, nb, memory, symbols, pbuf, len(params), shared_total, shared_bytes, output)
                 try:
                     run_batch(kern, st, deadline)
+                except CudaError:
+                    raise
+                except Exception as e:  # an engine bug must not take the server down: fail the launch
+                    raise CudaError(
+                        Err.LAUNCH_FAILURE,
+                        f"internal error of the PTX engine in kernel {kernel}: {type(e).__name__}: {e}",
+                    ) from e
                 finally:
                     count += st.count
         return LaunchStats(count, time.perf_counter() - t0, nblocks)

@@ -218,7 +218,12 @@ def _reg_reader(k: int, dt: np.dtype):
 
 def _reg_writer(k: int, sdt: np.dtype):
     def wr(st, idx, v):
-        if v.dtype is not sdt:
+        try:
+            vd = v.dtype
+        except AttributeError:  # a Python scalar
+            v = np.asarray(v)
+            vd = v.dtype
+        if vd is not sdt:
             v = conv(v, sdt)
         if v.__class__ is ndarray and v.ndim == 0:
             v = v[()]
