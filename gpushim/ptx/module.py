@@ -249,4 +249,10 @@ def load_module(ptx_text: str, name: str = "", *, strict: bool = True) -> PtxMod
 
     With strict=False a kernel the engine cannot execute does not fail the module: it is listed in
     `mod.unsupported` (kernel -> message) and launching it raises CudaError(NOT_SUPPORTED) with that message."""
-    return PtxModule(parse(ptx_text), name, strict)
+    try:
+        tree = parse(ptx_text)
+    except PtxError:
+        raise
+    except Exception as e:  # a parser bug or very unusual PTX: report it as malformed, never crash the caller
+        raise PtxError(f"cannot parse PTX module {name!r}: {type(e).__name__}: {e}") from e
+    return PtxModule(tree, name, strict)
