@@ -103,6 +103,9 @@ class _Linker:
             for a in ins.args:
                 _collect_syms(a, used)
         self.p.used_globals = {v.name for v in self.mod.variables if v.space in ("global", "const")} & used
+        for v in self.mod.variables:
+            if v.extern and v.name in used and v.space in ("global", "const"):
+                raise self.fail(f".extern .{v.space} variable {v.name} (needs device linking, -rdc)", v.line)
         for name in sorted(used & set(self.mod_shared), key=lambda n: self.mod_shared[n].line):
             self.alloc_shared(self.mod_shared[name])
         self.p.dynamic_offset = align_up(self.p.static_shared, getattr(self, "dyn_align", 16))

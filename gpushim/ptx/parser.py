@@ -145,6 +145,8 @@ def parse(text: str) -> Module:
                 continue
             if toks[0].text in (".pragma", ".alias"):
                 continue
+            if any(t.text in (".texref", ".samplerref", ".surfref") for t in toks):
+                continue  # texture/surface references: instructions using them are rejected when compiled
             mod.variables.append(_parse_var(toks))
     _find_address_taken(mod)
     return mod
