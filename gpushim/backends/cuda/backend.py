@@ -64,12 +64,12 @@ def check_bindings_for_driver(bindings: str | None, cuda_version: int) -> str | 
         major = int(bindings.split(".")[0])
     except ValueError:
         return None
+    if cuda_version < 12000:
+        return f"the driver supports CUDA {cuda_version // 1000}.x; the cuda backend needs a CUDA 12 driver or newer"
     if major * 1000 > cuda_version:
         d = f"{cuda_version // 1000}.{cuda_version % 1000 // 10}"
         return (f"cuda-bindings {bindings} needs a CUDA {major}.x driver, but this driver supports CUDA {d}: "
                 f"pip install 'cuda-bindings>=12.4,<{cuda_version // 1000 + 1}'")
-    if cuda_version < 12000:
-        return f"the driver supports CUDA {cuda_version // 1000}.x; the cuda backend needs a CUDA 12 driver or newer"
     return None
 
 

@@ -76,9 +76,10 @@ def nvml_snapshot(nvml: Any = None) -> NvmlSnapshot:
     nvml.nvmlInit()
     try:
         driver = _text(nvml.nvmlSystemGetDriverVersion())
+        v2 = getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2", None)  # absent from old nvidia-ml-py
         try:
-            cuda_version = int(nvml.nvmlSystemGetCudaDriverVersion_v2())
-        except (AttributeError, nvml.NVMLError):
+            cuda_version = int(v2()) if callable(v2) else int(nvml.nvmlSystemGetCudaDriverVersion())
+        except nvml.NVMLError:
             cuda_version = int(nvml.nvmlSystemGetCudaDriverVersion())
         gpus = []
         for i in range(int(nvml.nvmlDeviceGetCount())):
