@@ -15,6 +15,8 @@
 //   -z  comma-separated copy sizes in bytes                                   default 4096,1048576,268435456
 //   -b  bytes each copy size moves in total (iterations = max(3, b/size), capped at 20000)  default 1 GiB
 //   -w  which parts to run: any of "lsakmc" (local, sync, async, kernels, malloc, copies)  default all
+//   -H  host memory for copies: pageable, pinned or both                      default both
+//   -D  copy directions: h2d, d2h or both                                     default both
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -171,7 +173,8 @@ static void bench_malloc(int iters) {
 }
 
 // cudaMemcpy H2D and D2H from pageable (malloc'ed, pre-touched) and pinned (cudaMallocHost) memory.
-static void bench_copies(const std::vector<size_t> &sizes, size_t budget) {
+static void bench_copies(const std::vector<size_t> &sizes, size_t budget, const std::string &hosts,
+                         const std::string &dirs) {
     size_t maxsz = 0;
     for (size_t s : sizes) maxsz = std::max(maxsz, s);
     if (!maxsz) return;
@@ -189,9 +192,11 @@ static void bench_copies(const std::vector<size_t> &sizes, size_t budget) {
     for (size_t size : sizes) {
         size_t iters = std::max<size_t>(3, std::min<size_t>(20000, budget / size));
         for (int host_kind = 0; host_kind < 2; host_kind++) {
+            if (hosts != "both" && hosts != (host_kind ? "pinned" : "pageable")) continue;
             void *host = host_kind ? pinned : pageable;
             const char *hk = host_kind ? "pinned" : "pageable";
             for (int dir = 0; dir < 2; dir++) {
+                if (dirs != "both" && dirs != (dir ? "d2h" : "h2d")) continue;
                 cudaMemcpyKind kind = dir ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
                 const char *op = dir ? "D2H" : "H2D";
                 void *dst = dir ? host : dev;
@@ -248,7 +253,7 @@ int main(int argc, char **argv) {
     int sync_iters = 20000, async_calls = 100000, launches = 100000, reps = 3, malloc_iters = 5000;
     size_t budget = (size_t)1 << 30;
     std::vector<size_t> sizes = {4096, 1 << 20, (size_t)256 << 20};
-    std::string which = "lsakmc";
+    std::string which = "lsakmc", hosts = "both", dirs = "both";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *f = argv[i], *v = argv[i + 1];
         if (!std::strcmp(f, "-s")) sync_iters = std::atoi(v);
@@ -259,8 +264,11 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(f, "-b")) budget = std::strtoull(v, nullptr, 0);
         else if (!std::strcmp(f, "-z")) sizes = parse_sizes(v);
         else if (!std::strcmp(f, "-w")) which = v;
+        else if (!std::strcmp(f, "-H")) hosts = v;
+        else if (!std::strcmp(f, "-D")) dirs = v;
         else {
-            std::fprintf(stderr, "usage: %s [-s N] [-a N] [-k N] [-r N] [-m N] [-b BYTES] [-z SIZES] [-w lsakmc]\n",
+            std::fprintf(stderr, "usage: %s [-s N] [-a N] [-k N] [-r N] [-m N] [-b BYTES] [-z SIZES] [-w lsakmc] "
+                         "[-H pageable|pinned|both] [-D h2d|d2h|both]\n",
                          argv[0]);
             return 2;
         }
@@ -277,6 +285,6 @@ int main(int argc, char **argv) {
     if (has('a')) bench_async(async_calls, reps);
     if (has('k')) bench_launch(launches, reps);
     if (has('m')) bench_malloc(malloc_iters);
-    if (has('c')) bench_copies(sizes, budget);
+    if (has('c')) bench_copies(sizes, budget, hosts, dirs);
     return 0;
 }

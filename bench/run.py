@@ -118,7 +118,7 @@ def ready(url: str) -> bool:
 
 
 @contextmanager
-def server(url: str, tmp: Path) -> Iterator[str]:
+def server(url: str, tmp: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A `gpushim serve` process on the emulator backend, listening on url, stopped with SIGTERM."""
     log = tmp / f"server-{url.split(':')[0]}.log"
     with open(log, "w") as logf:
@@ -133,7 +133,7 @@ def server(url: str, tmp: Path) -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"bench: the server on {url} did not start:\n{log.read_text()}")
                 time.sleep(0.05)
-            yield url
+            yield url, proc
         finally:
             proc.terminate()
             try:
