@@ -33,6 +33,7 @@ def _late_handlers() -> None:
         "applypriority": ops_mem.compile_nop, "createpolicy": ops_sys.compile_createpolicy,
         "atom": ops_atom.compile_atom, "red": ops_atom.compile_atom, "activemask": ops_warp.compile_activemask,
         "@vprintf": ops_sys.compile_vprintf, "@__assertfail": ops_sys.compile_assertfail,
+        "@malloc": ops_sys.compile_malloc, "@free": ops_sys.compile_free,
     })  # fmt: skip
     WARP_HANDLERS.update({
         "shfl": ops_warp.compile_shfl, "vote": ops_warp.compile_vote, "match": ops_warp.compile_match,

@@ -146,3 +146,32 @@ def compile_createpolicy(ctx: Ctx, ins: Instr):
     w = ctx.writer(ins.args[0])
     z = np.uint64(0)
     return lambda st, idx: w(st, idx, z)
+
+
+def compile_malloc(ctx: Ctx, ins: Instr):
+    from gpushim.ptx import heap
+
+    rets, args = ins.args
+    rsize = _slot_reader(ctx, args.items[0], 8)
+    wret = _slot_writer(ctx, rets.items[0], 8) if rets.items else None
+
+    def malloc(st, idx):
+        n = st.n if idx is None else idx.size
+        ptrs = heap.malloc(st.mem, np.broadcast_to(rsize(st, idx), (n,)))
+        if wret is not None:
+            wret(st, idx, ptrs)
+
+    return malloc
+
+
+def compile_free(ctx: Ctx, ins: Instr):
+    from gpushim.ptx import heap
+
+    _, args = ins.args
+    rptr = _slot_reader(ctx, args.items[0], 8)
+
+    def free(st, idx):
+        n = st.n if idx is None else idx.size
+        heap.free(st.mem, np.broadcast_to(rptr(st, idx), (n,)))
+
+    return free

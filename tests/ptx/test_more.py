@@ -167,3 +167,13 @@ def test_function_pointers(more, rng):
     fns = [lambda v: 2 * v, lambda v: v * v, lambda v: -v]
     ref = [fns[i % 3](int(v)) + (2 * (int(v) + 1) if v & 1 else -(int(v) + 1)) for i, v in enumerate(x)]
     assert more.get(po, np.int32, n).tolist() == ref
+
+
+def test_device_malloc_free(more):
+    po = more.empty(4 * 64)
+    before = len(more.mem.allocations())
+    more.launch("deviceHeap", 2, 32, po, 10)
+    assert more.get(po, np.int32, 64).tolist() == [45 * i for i in range(64)]
+    assert len(more.mem.allocations()) == before  # everything freed
+    more.launch("deviceHeap", 1, 4, po, 3 << 20)  # 12 MiB each: over the 8 MiB heap, malloc returns NULL
+    assert more.get(po, np.int32, 4).tolist() == [-1, -1, -1, -1]

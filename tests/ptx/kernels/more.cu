@@ -131,3 +131,14 @@ extern "C" __global__ void funcPointers(const int *in, int *out) {
     IntFn h = (in[i] & 1) ? fpTwice : fpNeg;
     out[i] = f(in[i]) + h(in[i] + 1);
 }
+// Device-side heap.
+extern "C" __global__ void deviceHeap(int *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int *p = (int *)malloc(n * sizeof(int));
+    if (p == nullptr) { out[i] = -1; return; }
+    for (int k = 0; k < n; ++k) p[k] = i * k;
+    int s = 0;
+    for (int k = 0; k < n; ++k) s += p[k];
+    free(p);
+    out[i] = s;
+}
