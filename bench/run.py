@@ -284,7 +284,11 @@ def build_rows(res: Json) -> tuple[list[Row], list[Json]]:
                 continue
             row = Row(f"{label} ({a['calls']} + sync)/{a['calls']}", tr, fmt_us(a["amortised_us"]),
                       fmt_us(a["amortised_max_us"]) + " (worst batch)")
-            rows.append(Row(f"{label} issue time", tr, fmt_us(a["median_us"]), fmt_us(a["p99_us"])))
+            issue = Row(f"{label} issue time", tr, fmt_us(a["median_us"]), fmt_us(a["p99_us"]))
+            if sync:
+                issue.baseline_name, issue.baseline = "sync call", fmt_us(sync["median_us"])
+                issue.ratio = a["median_us"] / sync["median_us"]
+            rows.append(issue)
             if sync:
                 row.baseline_name, row.baseline = "sync call", fmt_us(sync["median_us"])
                 row.ratio, row.goal, row.met = goal(f"{key}_{tr}", a["amortised_us"], sync["median_us"], "<=", 0.25)
@@ -332,8 +336,10 @@ def print_table(rows: list[Row], goals: list[Json], res: Json) -> None:
     from rich.table import Table
 
     console = Console(width=max(200, shutil.get_terminal_size().columns))
-    table = Table(title=f"gpushim benchmarks — {res['meta']['date']} — {res['meta']['cpus']} CPUs, "
-                        f"{res['meta']['mode']} mode (times: median / p99)")
+    meta = res["meta"]
+    table = Table(title=f"gpushim benchmarks — {meta['date']} — commit {meta['commit']} — {meta['cpus']} CPUs, "
+                        f"load {meta['loadavg_start'][0]:.1f}→{meta['loadavg_end'][0]:.1f} — {meta['mode']} mode "
+                        "(times: median / p99)")
     for col, just in (("measurement", "left"), ("via", "left"), ("median", "right"), ("p99", "right"),
                       ("baseline", "left"), ("baseline median", "right"), ("ratio", "right"), ("goal", "right"),
                       ("", "left")):
@@ -387,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     res: Json = {
         "meta": {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), "mode": "quick" if args.quick else "full",
                  "cpus": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release(),
-                 "python": platform.python_version(), "commit": git_commit()},
+                 "python": platform.python_version(), "commit": git_commit(), "loadavg_start": os.getloadavg()},
         "params": dict(prm.__dict__),
         "units": {"*_us": "microseconds", "gbps_*": "1e9 bytes per second"},
     }
@@ -408,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         if p.returncode:
             errors.append(f"ptx_bench: exit status {p.returncode}")
     res["seconds"] = round(time.monotonic() - t0, 1)
+    res["meta"]["loadavg_end"] = os.getloadavg()
     res["errors"] = errors
     rows, goals = build_rows(res)
     res["rows"] = [r.as_json() for r in rows]
