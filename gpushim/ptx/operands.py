@@ -90,7 +90,7 @@ class Ctx:
             def rd(st, idx, name=name):
                 v = st.sp[name]
                 if idx is not None and v.__class__ is ndarray:
-                    v = v[idx]
+                    v = v.take(idx, mode="clip")
                 return v if v.dtype is dt else conv(v, dt)
 
             return rd
@@ -210,7 +210,7 @@ def _reg_reader(k: int, dt: np.dtype):
     def rd(st, idx):
         v = st.regs[k]
         if idx is not None and v.__class__ is ndarray:
-            v = v[idx]
+            v = v.take(idx, mode="clip")
         return v if v.dtype is dt else conv(v, dt)
 
     return rd

@@ -62,12 +62,13 @@ def gather(st, idx, space, a, dt: np.dtype, vec: int, what: str, loc=None) -> li
             space, a = sp, aa
         views, e = locate(st, idx, space, a, size, size * vec, what)
     v = views[size]
+    arr = e.__class__ is np.ndarray
     if vec == 1:
-        r = v[e]
+        r = v.take(e, mode="clip") if arr else v[e]
         return [r if r.dtype is dt else r.view(dt)]
     out = []
     for j in range(vec):
-        r = v[e + j]
+        r = v.take(e + j, mode="clip") if arr else v[e + j]
         out.append(r if r.dtype is dt else r.view(dt))
     return out
 
@@ -155,7 +156,8 @@ def compile_ld(ctx: Ctx, ins: Instr):
                 if loc is None:
                     w0(st, idx, gather(st, idx, space, ra(st, idx), dt, 1, what)[0])
                 else:
-                    r = loc[0][size][loc[1]]
+                    e = loc[1]
+                    r = loc[0][size].take(e, mode="clip") if e.__class__ is np.ndarray else loc[0][size][e]
                     w0(st, idx, r if r.dtype is dt else r.view(dt))
 
             return ld1f
