@@ -12,10 +12,12 @@ from typing import Any
 
 from gpushim.backends.base import Backend
 from gpushim.cuda_errors import Err
-from gpushim.protocol import FATAL
+from gpushim.protocol import FATAL, REPLY
+
+BULK_INLINE = 64 << 10  # replies with more data than this are sent without copying it
 from gpushim.server.modules import ModuleStore
 from gpushim.server.session import ProtocolError, Session, SessionInfo
-from gpushim.wire import FrameBuffer, FrameError, pack, unpack_body
+from gpushim.wire import FrameError, FrameReader, pack, reply_with_bulk, unpack_body
 
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
@@ -25,7 +27,11 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
     conn.setblocking(True)
 
     def send(msg: list[Any]) -> None:
-        conn.sendall(pack(msg))
+        results = msg[3] if msg[0] == REPLY else None
+        if results and isinstance(results[-1], memoryview | bytes) and len(results[-1]) >= BULK_INLINE:
+            _send_pieces(conn, reply_with_bulk(msg[1], results[:-1], results[-1], msg[4], msg[5]))
+        else:
+            conn.sendall(pack(msg))
 
     try:
         session = Session(backend, info, send, log, store)
@@ -35,8 +41,7 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
         return 1
     log.info("session started: pid %d, program %s, CUDA runtime %d, devices %s, priority %d",
              info.pid, info.program, info.runtime, info.devices, info.priority)
-    frames = FrameBuffer()
-    frames.feed(pending)
+    frames = FrameReader(conn, pending)
     sel = selectors.DefaultSelector()
     sel.register(conn, selectors.EVENT_READ, "client")
     sel.register(control, selectors.EVENT_READ, "control")
@@ -66,17 +71,17 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
                     control.sendall(json.dumps(session.summary()).encode() + b"\n")
                     continue
                 try:
-                    if conn.family == socket.AF_UNIX:
-                        data, fds, _, _ = socket.recv_fds(conn, 1 << 22, 8)
-                        session.received_fds.extend(fds)
-                    else:
-                        data = conn.recv(1 << 22)
+                    nread, fds = frames.read()
                 except ConnectionResetError:
-                    data = b""
-                if not data:
+                    nread, fds = 0, []
+                except FrameError as e:
+                    log.warning("malformed frame from the client; ending the session: %s", e)
+                    _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
+                    return 1
+                session.received_fds.extend(fds)
+                if not nread:
                     log.info("client disconnected after %d calls; freeing its resources", session.calls)
                     return 0
-                frames.feed(data)
                 if not _handle_frames(session, frames, conn, log):
                     return 1
     except (BrokenPipeError, ConnectionResetError):
@@ -87,7 +92,18 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
     return status
 
 
-def _handle_frames(session: Session, frames: FrameBuffer, conn: socket.socket, log: logging.Logger) -> bool:
+def _send_pieces(conn: socket.socket, pieces: list[bytes | memoryview]) -> None:
+    views = [memoryview(p).cast("B") for p in pieces]
+    while views:
+        sent = conn.sendmsg(views)
+        while views and sent >= len(views[0]):
+            sent -= len(views[0])
+            views.pop(0)
+        if views and sent:
+            views[0] = views[0][sent:]
+
+
+def _handle_frames(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> bool:
     try:
         for body in frames.frames():
             session.dispatch(unpack_body(body))

@@ -137,9 +137,9 @@ class EmulatorSession(BackendSession):
 
         self.sched.work(self._stream(stream), run)
 
-    def read(self, stream: Stream | None, src: int, n: int) -> bytes:
+    def read(self, stream: Stream | None, src: int, n: int) -> memoryview:
         mem = self._check(src, n, "cudaMemcpy from the device")
-        return bytes(mem.read(src, n))
+        return mem.read(src, n)  # a view of the arena: the worker sends it before anything else runs
 
     def copy(self, stream: Stream | None, dst: int, src: int, n: int) -> None:
         dmem = self._check(dst, n, "cudaMemcpy destination")
