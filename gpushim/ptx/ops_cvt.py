@@ -72,8 +72,8 @@ def float_to_int(x64, dtyp: str, rnd):
 
 
 def int_to_float(v, atyp: str, dtyp: str, mode: str):
-    if dtyp == "f16":
-        return _f64_to_f16(_int_exact_f64(v, atyp, mode), "rn" if type_size(atyp) <= 4 else mode)
+    if dtyp == "f16":  # exact in f64 for 32-bit sources; 64-bit ones beyond 2**53 overflow f16 anyway
+        return _f64_to_f16(np.asarray(v, np.float64), mode)
     if dtyp == "bf16":
         return f32_to_bf16(np.asarray(v).astype(np.float32))
     dt = np_type(dtyp)
@@ -87,13 +87,15 @@ def int_to_float(v, atyp: str, dtyp: str, mode: str):
     out = np.empty(arr.shape, dt)
     for i, x in enumerate(arr.tolist()):
         q = Fraction(int(x))
-        r = fexact._exact_round(q, mode, 0.0)
-        out[i] = r if dtyp == "f64" else fexact.f64_to_f32(np.float64(fexact._exact_round(q, "rz", 0.0)), mode)
+        if dtyp == "f64":
+            out[i] = fexact._exact_round(q, mode, 0.0)
+            continue
+        # round to odd in f64 (keeps the inexactness), then the directed rounding to f32 is exact
+        r = np.float64(fexact._exact_round(q, "rz", 0.0))
+        if Fraction(float(r)) != q and not int(r.view(np.uint64)) & 1:
+            r = np.nextafter(r, np.copysign(np.inf, r))
+        out[i] = fexact.f64_to_f32(r, mode)
     return out if np.ndim(v) else out[0]
-
-
-def _int_exact_f64(v, atyp, mode):
-    return np.asarray(v, np.float64)
 
 
 def compile_cvt(ctx: Ctx, ins: Instr):

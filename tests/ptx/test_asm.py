@@ -163,3 +163,50 @@ def test_div_rem_instructions_by_zero_and_overflow(asm, rng):
         ru = R.M32 if ub == 0 else ua % ub
         exp = [rs, R.s32(ru), q, R.s32(R.div_u(ua, ub, 32))]
         assert o[i].tolist() == exp, (a, b)
+
+
+def _f16_dir(q: Fraction, mode: str) -> int:
+    """Directed rounding of an exact rational to f16 bits (finite results only)."""
+    r = np.float16(float(q))
+    down, up = np.float16(-np.inf), np.float16(np.inf)
+    if mode == "rz":
+        mode = "rm" if q >= 0 else "rp"
+    if mode == "rm":
+        while np.isfinite(r) and Fraction(float(r)) > q:
+            r = np.nextafter(r, down)
+    else:
+        while np.isfinite(r) and Fraction(float(r)) < q:
+            r = np.nextafter(r, up)
+    return int(np.float16(r).view(np.uint16))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_cvt_rounding_and_saturation(asm, rng):
+    n = 64
+    x = rng.integers(-(2**63), 2**63, n, dtype=np.int64)
+    x[:8] = [0, 1, -1, 2**63 - 1, -(2**63), 2**53 + 1, (2**24 + 1) * 2**20, 300]
+    x[32:48] = rng.integers(-70000, 70000, 16)
+    f = (rng.standard_normal(n) * 300).astype(np.float32)
+    f[:8] = [0.5, 1.5, 2.5, -0.5, -255.5, 1e10, -1e10, np.nan]
+    po = asm.empty(8 * 10 * n)
+    asm.launch("asmCvt", 1, n, asm.array(x), asm.array(f), po)
+    o = asm.get(po, np.uint64, 10 * n).reshape(n, 10)
+    u32 = lambda v: int(np.float32(v).view(np.uint32))  # noqa: E731
+    for i in range(n):
+        a, b = int(x[i]), float(f[i])
+        ua = a & R.M64
+        exp = [
+            u32(R.round_dir(Fraction(a), "rp", np.float32)),
+            u32(R.round_dir(Fraction(ua), "rm", np.float32)),
+            int(np.float64(R.round_dir(Fraction(a), "rz", np.float64)).view(np.uint64)),
+            u32(R.round_f32(Fraction(a), 0.0)),
+            None if (b != b or abs(b) > 65504) else _f16_dir(Fraction(b), "rz"),
+            0 if b != b else (min(max(int(np.rint(b)), -32768), 32767) & R.M32),
+            0 if b != b else min(max(int(np.trunc(b)), 0), 255),
+            min(max(a, 0), 255),
+            0 if b != b else min(max(int(np.ceil(b)), 0), 2**64 - 1),
+            _f16_dir(Fraction(R.s32(a & R.M32)), "rm") if abs(R.s32(a & R.M32)) <= 65504 else None,
+        ]
+        for j, e in enumerate(exp):
+            if e is not None:
+                assert int(o[i, j]) == e, (i, j, a, b, hex(int(o[i, j])), hex(e))

@@ -71,3 +71,22 @@ extern "C" __global__ void asmDiv(const int *x, const int *y, int *out) {
     asm("div.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); out[4 * i + 2] = r;
     asm("div.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); out[4 * i + 3] = r;
 }
+extern "C" __global__ void asmCvt(const long long *x, const float *f, unsigned long long *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    long long a = x[i];
+    float b = f[i];
+    unsigned long long *o = out + 10 * i;
+    float r;
+    double d;
+    unsigned u;
+    asm("cvt.rp.f32.s64 %0, %1;" : "=f"(r) : "l"(a)); o[0] = __float_as_uint(r);
+    asm("cvt.rm.f32.u64 %0, %1;" : "=f"(r) : "l"(a)); o[1] = __float_as_uint(r);
+    asm("cvt.rz.f64.s64 %0, %1;" : "=d"(d) : "l"(a)); o[2] = __double_as_longlong(d);
+    asm("cvt.rn.f32.s64 %0, %1;" : "=f"(r) : "l"(a)); o[3] = __float_as_uint(r);
+    asm("{.reg .b16 h; cvt.rz.f16.f32 h, %1; cvt.u32.u16 %0, h;}" : "=r"(u) : "f"(b)); o[4] = u;
+    asm("{.reg .s16 h; cvt.rni.s16.f32 h, %1; cvt.s32.s16 %0, h;}" : "=r"(u) : "f"(b)); o[5] = u;
+    asm("{.reg .u8 h; cvt.rzi.u8.f32 h, %1; cvt.u32.u8 %0, h;}" : "=r"(u) : "f"(b)); o[6] = u;
+    asm("{.reg .u8 h; cvt.sat.u8.s64 h, %1; cvt.u32.u8 %0, h;}" : "=r"(u) : "l"(a)); o[7] = u;
+    asm("cvt.rpi.u64.f32 %0, %1;" : "=l"(o[8]) : "f"(b));
+    asm("{.reg .b16 h; cvt.rm.f16.s32 h, %1; cvt.u32.u16 %0, h;}" : "=r"(u) : "r"((int)a)); o[9] = u;
+}
