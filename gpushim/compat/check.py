@@ -344,7 +344,7 @@ def print_report(rep: CheckReport) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
 
-    con = Console(width=max(120, Console().width), soft_wrap=False, highlight=False)
+    con = Console(width=max(120, Console().width), soft_wrap=True, highlight=False)
     rt = f"CUDA {fmt(rep.client_runtime)} (from {rep.client_runtime_source})" if rep.client_runtime else "unknown"
     con.print(f"[bold]{esc(rep.binary)}[/bold]: {rep.elf_type}, needs {esc(rep.cudart_soname or 'no libcudart')}; "
               f"runtime {esc(rt)}")
