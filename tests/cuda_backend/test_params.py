@@ -4,11 +4,7 @@ array cuLaunchKernel reads, and the order images are tried in when the driver re
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -17,35 +13,8 @@ from gpushim.backends.cuda.params import PackedParams, layout_from_driver, layou
 from gpushim.cuda_errors import CudaError
 from gpushim.fatbin import parse_fatbin
 
-NVCC = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-
-SOURCE = r"""
-struct S { char c; double d; int i; };
-struct __align__(16) V { float x, y, z, w; };
-extern "C" __global__ void mixed(char a, double b, S s, int *p, V v, short h) {
-    if (p) *p = a + (int)b + s.i + (int)v.w + h;
-}
-extern "C" __global__ void nothing() {}
-template <typename T> __global__ void scale(T *x, T f, unsigned n) { if (threadIdx.x < n) x[threadIdx.x] *= f; }
-template __global__ void scale<float>(float *, float, unsigned);
-__device__ int counter;
-"""
-
-# (offset, size) per parameter: the CUDA ABI (CUDA-FACTS §5), not something gpushim chose
+# (offset, size) per parameter of `mixed` in conftest.SOURCE: the CUDA ABI (CUDA-FACTS §5)
 MIXED = [(0, 1), (8, 8), (16, 24), (40, 8), (48, 16), (64, 2)]
-
-
-@pytest.fixture(scope="module")
-def fatbin(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    if not os.path.exists(NVCC) and shutil.which(NVCC) is None:
-        pytest.skip("nvcc not available")
-    d: Path = tmp_path_factory.mktemp("params")
-    (d / "k.cu").write_text(SOURCE)
-    cmd = [NVCC, "-fatbin", "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
-           "-gencode", "arch=compute_75,code=compute_75", "-o", str(d / "k.fatbin"), str(d / "k.cu")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return (d / "k.fatbin").read_bytes()
 
 
 def test_layout_from_cubin_and_from_ptx_agree(fatbin: bytes) -> None:

@@ -205,10 +205,11 @@ class _PrintfCapture:
 class CudaSession(BackendSession):
     """One client's GPUs, in its worker process."""
 
-    def __init__(self, backend: CudaBackend, output: Callable[[bytes], None]) -> None:
-        from cuda.bindings import driver as cu
-
-        self.cu = cu
+    def __init__(self, backend: CudaBackend, output: Callable[[bytes], None], driver: Any = None,
+                 capture_printf: bool = True) -> None:
+        if driver is None:
+            from cuda.bindings import driver
+        cu = self.cu = driver
         self.backend = backend
         self.output = output
         check(cu.cuInit(0), "cuInit")
@@ -227,10 +228,12 @@ class CudaSession(BackendSession):
         self.staging = StagingPool(cu, self._async_error)
         self.printf_dirty = False
         self.wait_since: float | None = None
-        try:
-            self.printf: _PrintfCapture | None = _PrintfCapture()
-        except OSError:
-            self.printf = None
+        self.printf: _PrintfCapture | None = None
+        if capture_printf:
+            try:
+                self.printf = _PrintfCapture()
+            except OSError:
+                pass
 
     # -- plumbing ----------------------------------------------------------------------------------------
     def _async_error(self, err: int, what: str) -> None:
@@ -419,6 +422,59 @@ class CudaSession(BackendSession):
             for b, _, _ in pending:
                 self.staging.give_back(b)
         return bytes(out)
+
+    def _host_work(self, s: CudaStream, run: Callable[[], None]) -> None:
+        """Runs `run` (no CUDA calls) on the driver's callback thread when s reaches this point."""
+        call = self.hub.add_internal(run, s)
+        res = self.cu.cuLaunchHostFunc(s.handle, self.cu.CUhostFn(TRAMPOLINE_ADDRESS), call.ident)
+        if int(res[0]) != 0:
+            self.hub.finished(call)
+            check(res, "cuLaunchHostFunc")
+
+    def write_shared(self, stream: Stream | None, dst: int, source: memoryview) -> None:
+        """From the client's pinned memory (a mapping shared with this worker). The bytes are read when the
+        stream reaches the copy, as CUDA does: a host function of ours moves them into pinned staging in
+        stream order, then the DMA copy follows on the same stream."""
+        n = len(source)
+        a = self._check(dst, n, "cudaMemcpy to the device")
+        if n == 0:
+            return
+        s = self._stream(stream, a.device)
+        b = self.staging.take(n, s.device)
+        try:
+            src = np.frombuffer(source, dtype=np.uint8)
+            view = b.view
+
+            def fill() -> None:
+                view[:n] = src
+
+            self._host_work(s, fill)
+            check(self.cu.cuMemcpyHtoDAsync(self.cu.CUdeviceptr(dst), b.ptr, n, s.handle), "cuMemcpyHtoDAsync")
+            self.staging.fence(b, s.device, s.handle)
+        finally:
+            self.staging.give_back(b)
+
+    def read_into(self, stream: Stream | None, src: int, out: memoryview) -> None:
+        """Into the client's pinned memory, queued: DMA into staging, then a host function of ours copies
+        the bytes out in stream order (before anything after it on the stream, a client callback included)."""
+        n = len(out)
+        a = self._check(src, n, "cudaMemcpy from the device")
+        if n == 0:
+            return
+        s = self._stream(stream, a.device)
+        b = self.staging.take(n, s.device)
+        try:
+            dst = np.frombuffer(out, dtype=np.uint8)
+            view = b.view
+            check(self.cu.cuMemcpyDtoHAsync(b.ptr, self.cu.CUdeviceptr(src), n, s.handle), "cuMemcpyDtoHAsync")
+
+            def drain() -> None:
+                dst[:] = view[:n]
+
+            self._host_work(s, drain)
+            self.staging.fence(b, s.device, s.handle)
+        finally:
+            self.staging.give_back(b)
 
     def copy(self, stream: Stream | None, dst: int, src: int, n: int) -> None:
         d = self._check(dst, n, "cudaMemcpy destination")
@@ -697,6 +753,8 @@ class CudaSession(BackendSession):
 
     # -- faults in asynchronous work ---------------------------------------------------------------------
     def take_async_error(self) -> tuple[int, str] | None:
+        while self.hub.failures:
+            self.errors.append((Err.UNKNOWN, f"internal error in a queued copy: {self.hub.failures.popleft()}"))
         if self.errors:
             err = self.errors[0]
             self.errors.clear()

@@ -23,11 +23,13 @@ _FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 class HostCall:
-    def __init__(self, ident: int, hub: HostCallHub, notify: Callable[[], None], stream: Any) -> None:
+    def __init__(self, ident: int, hub: HostCallHub, notify: Callable[[], None], stream: Any,
+                 run: Callable[[], None] | None = None) -> None:
         self.ident = ident
         self.hub = hub
         self.notify = notify
         self.stream = stream
+        self.run = run  # gpushim's own work in stream order (no client involved), run on the driver's thread
         self.released = threading.Event()
         self.fired = False
         self.notified = False
@@ -45,6 +47,7 @@ class HostCallHub:
     def __init__(self) -> None:
         self.calls: dict[int, HostCall] = {}
         self.fired: deque[HostCall] = deque()
+        self.failures: deque[str] = deque()  # errors of internal host functions
         self.lock = threading.Lock()
         self.next_id = 1
         self.wake_r, self.wake_w = os.pipe()
@@ -59,16 +62,35 @@ class HostCallHub:
         stream.pending_host += 1
         return call
 
+    def add_internal(self, run: Callable[[], None], stream: Any) -> HostCall:
+        """A host function of gpushim's own (copying between staging and the client's shared memory when
+        the stream gets there): it makes no CUDA call and does not wait for the client."""
+        with self.lock:
+            ident = self.next_id
+            self.next_id += 1
+            call = self.calls[ident] = HostCall(ident, self, lambda: None, stream, run)
+        return call
+
     def finished(self, call: HostCall) -> None:
         with self.lock:
             self.calls.pop(call.ident, None)
-        call.stream.pending_host = max(0, call.stream.pending_host - 1)
+        if call.run is None:
+            call.stream.pending_host = max(0, call.stream.pending_host - 1)
 
     # -- driver thread -------------------------------------------------------------------------------------
     def on_fire(self, ident: int) -> None:
         with self.lock:
             call = self.calls.get(ident)
         if call is None:
+            return
+        if call.run is not None:
+            try:
+                call.run()
+            except Exception as e:  # reported with the session's next synchronising call
+                self.failures.append(f"{e.__class__.__name__}: {e}")
+            finally:
+                call.released.set()
+                self.finished(call)
             return
         call.fired = True
         self.fired.append(call)
@@ -101,7 +123,8 @@ class HostCallHub:
     def release(self, device: int | None = None) -> None:
         """Lets every blocked host call of `device` (all when None) return, without running it."""
         with self.lock:
-            calls = [c for c in self.calls.values() if device is None or c.stream.device == device]
+            calls = [c for c in self.calls.values()
+                     if c.run is None and (device is None or c.stream.device == device)]
         for c in calls:
             c.done()
 
