@@ -39,14 +39,16 @@ setup(
     version="0.1.0",
     description="Run unmodified CUDA applications against GPUs behind another driver, process or host",
     python_requires=">=3.11",
-    packages=["gpushim", "gpushim.backends", "gpushim.backends.emulator", "gpushim.server", "gpushim.ptx",
-              "gpushim.fatbin", "gpushim.compat", "gpushim.adapters"],
+    packages=["gpushim", "gpushim.backends", "gpushim.backends.emulator", "gpushim.backends.cuda", "gpushim.server",
+              "gpushim.ptx", "gpushim.fatbin", "gpushim.compat", "gpushim.adapters"],
     package_dir={"gpushim.adapters": "adapters"},
     package_data={"gpushim": ["lib/libgpushim.so"], "gpushim.adapters": ["cudart/*/*", "cudart/*.json"]},
     install_requires=["click>=8", "msgpack>=1.0", "numpy>=1.26", "rich>=13", "pyelftools>=0.30", "zstandard>=0.22"],
     extras_require={
-        "cuda": ["cuda-python>=12", "nvidia-ml-py>=12"],
-        "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff"],
+        # cuda-bindings 12.x drives any driver >= 525, 13.x needs >= 580: tools/gpu_check.sh picks by driver.
+        "cuda": ["cuda-python>=12.4", "nvidia-ml-py>=12.535"],
+        # the bindings import without a driver; tests/cuda_backend type-checks gpushim's calls against them
+        "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff", "cuda-bindings>=12.4"],
     },
     entry_points={"console_scripts": ["gpushim = gpushim.cli:main"]},
     cmdclass={"build_py": BuildPyWithShim},
