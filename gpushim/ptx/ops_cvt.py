@@ -14,6 +14,7 @@ from gpushim.ptx import fexact
 from gpushim.ptx.nodes import Instr, Vec
 from gpushim.ptx.operands import Ctx
 from gpushim.ptx.ops_common import nary
+from gpushim.ptx.ops_float import canon32
 from gpushim.ptx.ops_float import ftz as ftz32
 from gpushim.ptx.types import TYPES, U, np_type, type_size
 
@@ -169,7 +170,7 @@ def compile_cvt(ctx: Ctx, ins: Instr):
         if dtyp == "f64":
             r = x if atyp != "f64" or irnd else np.asarray(a, np.float64)
         elif dtyp == "f32":
-            r = fexact.f64_to_f32(x, frnd) if not irnd else x.astype(np.float32)
+            r = canon32(fexact.f64_to_f32(x, frnd) if not irnd else x.astype(np.float32))
             if do_ftz:
                 r = ftz32(r)
         elif dtyp == "f16":

@@ -37,8 +37,32 @@ def sat(x):
     return np.clip(x, x.dtype.type(0), x.dtype.type(1))
 
 
-def _wrap(f, m: set[str], typ: str, nargs: int):
-    """Apply .ftz to inputs and output and .sat to the output."""
+_CANON32 = np.array(0x7FFFFFFF, np.uint32).view(np.float32)[()]
+
+
+def canon32(r):
+    """f32 NaN results are the GPU's canonical NaN 0x7fffffff (numpy keeps payloads and signs)."""
+    if r.__class__ is np.ndarray and r.ndim:
+        if r.size and np.isnan(np.minimum.reduce(r)):
+            r = np.where(r != r, _CANON32, r).astype(np.float32)
+        return r
+    return _CANON32 if r != r else r
+
+
+def _canonical(f, typ: str, nargs: int):
+    if typ != "f32":
+        return f
+    if nargs == 1:
+        return lambda a: canon32(f(a))
+    if nargs == 2:
+        return lambda a, b: canon32(f(a, b))
+    return lambda a, b, c: canon32(f(a, b, c))
+
+
+def _wrap(f, m: set[str], typ: str, nargs: int, canonical: bool = True):
+    """Apply .ftz to inputs and output and .sat to the output; f32 NaN results become canonical."""
+    if canonical:
+        f = _canonical(f, typ, nargs)
     do_ftz = "ftz" in m and typ == "f32"
     do_sat = "sat" in m
     if not do_ftz and not do_sat:
@@ -164,7 +188,7 @@ def compile_fabs_neg(ctx: Ctx, ins: Instr):
         f = lambda a: (a.view(ut) & ~sign).view(fdt)  # noqa: E731
     else:
         f = lambda a: (a.view(ut) ^ sign).view(fdt)  # noqa: E731
-    return nary(ctx, ins, typ, _wrap(f, m, typ, 1), 1)
+    return nary(ctx, ins, typ, _wrap(f, m, typ, 1, canonical=False), 1)
 
 
 def compile_fminmax(ctx: Ctx, ins: Instr):

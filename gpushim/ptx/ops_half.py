@@ -36,7 +36,9 @@ def _to_bits(x, bf: bool):
     """Round f32 or f64 values to f16/bf16 bits (nearest even)."""
     x = np.asarray(x)
     if not bf:
-        return x.astype(np.float16).view(np.uint16)
+        bits = x.astype(np.float16).view(np.uint16)
+        nan = x != x
+        return np.where(nan, np.uint16(0x7FFF), bits).astype(np.uint16) if np.any(nan) else bits
     if x.dtype == np.float64:  # round to odd at f32 precision first, then to bf16: one correct rounding
         r = x.astype(np.float32)
         inexact = (r.astype(np.float64) != x) & np.isfinite(x)
@@ -47,7 +49,9 @@ def _to_bits(x, bf: bool):
         x = r.astype(np.float32)
     from gpushim.ptx.ops_cvt import f32_to_bf16
 
-    return f32_to_bf16(x)
+    bits = f32_to_bf16(x)
+    nan = x != x
+    return np.where(nan, np.uint16(0x7FFF), bits).astype(np.uint16) if np.any(nan) else bits
 
 
 def pack(vals: list, typ: str):

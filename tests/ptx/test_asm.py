@@ -210,3 +210,17 @@ def test_cvt_rounding_and_saturation(asm, rng):
         for j, e in enumerate(exp):
             if e is not None:
                 assert int(o[i, j]) == e, (i, j, a, b, hex(int(o[i, j])), hex(e))
+
+
+def test_f32_nan_results_are_canonical(asm):
+    x = np.array([np.inf, np.nan, -np.nan, 0.0] * 16, np.float32)
+    y = np.array([-np.inf, 1.0, 2.0, np.nan] * 16, np.float32)
+    x[2] = np.array(0xFFC00001, np.uint32).view(np.float32)  # a NaN with a payload and the sign bit
+    po, pd = asm.empty(4 * 12 * 64), asm.empty(8 * 3 * 64)
+    asm.launch("asmFloat", 1, 64, asm.array(x), asm.array(y), asm.array(np.zeros(64)), po, pd)
+    o = asm.get(po, np.uint32, 12 * 64).reshape(64, 12)
+    for i in range(4):  # add.rz, add.rm, mul.rp, add.sat->0, mul.ftz, min.NaN, fma.rz: every NaN is 0x7fffffff
+        for j in (0, 1, 2, 7, 8, 9):
+            v = o[i, j]
+            if np.isnan(v.view(np.float32)):
+                assert v == 0x7FFFFFFF, (i, j, hex(int(v)))
