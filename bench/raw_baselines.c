@@ -2,7 +2,8 @@
  * ratios compare like with like on the same machine at the same moment:
  *   - Unix-socket and TCP-loopback ping-pong: the round trip of a small message to a forked echo peer;
  *   - Unix-socket and TCP-loopback throughput: BYTES streamed to a forked sink, timed until it acknowledges;
- *   - memcpy bandwidth between two pre-touched buffers at each size.
+ *   - memcpy bandwidth between two pre-touched buffers at each size (from 2 MiB up, also with transparent huge
+ *     pages requested, as the emulator's numpy arena gets them).
  * Each result is one JSON object per line on stdout (same shape as cuda_bench's).
  *
  * Usage: raw_baselines [-n PINGPONGS] [-m MSG_BYTES] [-t STREAM_BYTES] [-r REPS] [-z SIZES] [-b BUDGET]
@@ -11,7 +12,7 @@
  *   -t  bytes per throughput run                      default 256 MiB
  *   -r  throughput runs per transport                 default 5
  *   -z  comma-separated memcpy sizes                  default 4096,1048576,268435456
- *   -b  bytes each memcpy size moves in total         default 1 GiB (iterations = max(3, b/size), <= 20000)
+ *   -b  bytes each memcpy size moves in total         default 1 GiB (iterations = max(10, b/size), <= 20000)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -229,11 +231,21 @@ static void throughput(int tcp, size_t total, size_t reps) {
 
 /* ---- memcpy ---- */
 
-static void memcpy_bw(size_t size, size_t budget) {
+/* Buffers of `size` bytes; `huge` asks for transparent huge pages (madvise), as numpy does for the emulator's
+ * device arena: with THP in "madvise" mode a plain malloc gets 4 KiB pages, and TLB misses cost bandwidth. */
+static char *buffer(size_t size, int huge) {
+    if (!huge) return malloc(size);
+    size_t align = (size_t)2 << 20, rounded = (size + align - 1) / align * align;
+    char *p = aligned_alloc(align, rounded);
+    if (p) madvise(p, rounded, MADV_HUGEPAGE); /* best effort: THP may be off */
+    return p;
+}
+
+static void memcpy_bw(size_t size, size_t budget, int huge) {
     size_t iters = budget / size;
-    if (iters < 3) iters = 3;
+    if (iters < 10) iters = 10;
     if (iters > 20000) iters = 20000;
-    char *a = malloc(size), *b = malloc(size);
+    char *a = buffer(size, huge), *b = buffer(size, huge);
     double *t = malloc(iters * sizeof *t);
     if (!a || !b || !t) die("malloc");
     memset(a, 0xa5, size); /* touch every page of both buffers */
@@ -248,10 +260,11 @@ static void memcpy_bw(size_t size, size_t budget) {
     }
     (void)sink;
     stats s = compute(t, iters);
-    char op[64], extra[160];
-    snprintf(op, sizeof op, "memcpy %zu", size);
-    snprintf(extra, sizeof extra, ", \"bytes\": %zu, \"gbps_median\": %.4f, \"gbps_p99\": %.4f", size,
-             (double)size / s.median / 1e3, (double)size / s.p99 / 1e3);
+    char op[64], extra[192];
+    snprintf(op, sizeof op, "memcpy %zu%s", size, huge ? " hugepages" : "");
+    snprintf(extra, sizeof extra,
+             ", \"bytes\": %zu, \"hugepages\": %s, \"gbps_median\": %.4f, \"gbps_p99\": %.4f", size,
+             huge ? "true" : "false", (double)size / s.median / 1e3, (double)size / s.p99 / 1e3);
     print_stats("memcpy", op, s, extra);
     free(t);
     free(b);
@@ -286,7 +299,9 @@ int main(int argc, char **argv) {
     if (!list) die("strdup");
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         size_t size = strtoull(tok, NULL, 0);
-        if (size) memcpy_bw(size, budget);
+        if (!size) continue;
+        memcpy_bw(size, budget, 0);
+        if (size >= ((size_t)2 << 20)) memcpy_bw(size, budget, 1);
     }
     free(list);
     return 0;
