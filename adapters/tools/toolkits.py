@@ -165,6 +165,11 @@ def install(version: str, cache: Path = CACHE, force: bool = False) -> Path:
         for extra in libs:
             if extra != tk.soname:
                 (tree / "lib64" / extra).unlink()
+        # Lay the library out as a CUDA install does (libcudart.so.11.0 -> libcudart.so.11.8.89): the file name
+        # is how a client that cannot ask its runtime (11.8 without a driver) tells its exact version.
+        full = f"libcudart.so.{tk.runtime_req.split('==')[1]}"
+        (tree / "lib64" / tk.soname).rename(tree / "lib64" / full)
+        os.symlink(full, tree / "lib64" / tk.soname)
         os.symlink(tk.soname, tree / "lib64" / "libcudart.so")
         deb_version = deb.name.split("_")[1]
         meta = {
