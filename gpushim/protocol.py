@@ -118,24 +118,29 @@ OPS: tuple[Op, ...] = (
 OPS_BY_NAME = {op.name: op for op in OPS}
 
 # Argument types by name; every argument not listed is an integer.
-ARG_TYPES: dict[str, type | tuple[type, ...]] = {
+ARG_TYPES: dict[str, type] = {
     "data": bytes, "fatbin": bytes, "hash": bytes, "params": bytes, "bus_id": str, "name": str,
     "grid": list, "block": list,
 }
 
 
+_ARG_TYPES_BY_OP: dict[int, tuple[type, ...]] = {}
+
+
 def check_args(op: Op, args: list) -> str | None:
-    """Why args do not fit op, or None."""
-    if len(args) != len(op.args):
-        return f"{op.name} takes {len(op.args)} arguments, got {len(args)}"
-    for name, value in zip(op.args, args, strict=True):
-        want = ARG_TYPES.get(name, int)
-        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            return f"{op.name}: argument {name} must be {getattr(want, '__name__', want)}, got {type(value).__name__}"
-        if want is list and not all(isinstance(v, int) for v in value):
+    """Why args do not fit op, or None. On every call's path: exact type checks (msgpack decodes to
+    exactly int, bytes, str and list; a bool is not an int here)."""
+    types = _ARG_TYPES_BY_OP.get(op.id)
+    if types is None:
+        types = _ARG_TYPES_BY_OP[op.id] = tuple(ARG_TYPES.get(a, int) for a in op.args)  # type: ignore[misc]
+    if len(args) != len(types):
+        return f"{op.name} takes {len(types)} arguments, got {len(args)}"
+    for name, value, want in zip(op.args, args, types, strict=True):
+        if type(value) is not want:
+            return f"{op.name}: argument {name} must be {want.__name__}, got {type(value).__name__}"
+        if want is list and not all(type(v) is int for v in value):
             return f"{op.name}: argument {name} must be a list of integers"
     return None
-OPS_BY_ID = {op.id: op for op in OPS}
 
 
 def c_header() -> str:
