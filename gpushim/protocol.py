@@ -116,6 +116,7 @@ OPS: tuple[Op, ...] = (
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}
+OPS_BY_ID = {op.id: op for op in OPS}
 
 # Argument types by name; every argument not listed is an integer.
 ARG_TYPES: dict[str, type] = {
