@@ -69,6 +69,7 @@ def test_streams_events_callbacks(server):
     assert v["elapsed_nonneg"] == "1"
     assert v["order"] == "1,2,3,"  # host functions ran in stream order, each before the next work
     assert v["cross_stream"] == "1"
+    assert v["query_pending"] == "600,600 query_after=0,0"  # cudaErrorNotReady while the host function runs
     assert v["callback_without_sync"] == "1"
     assert v["per_thread"] == "1"
     assert r.stdout.strip().endswith("OK")

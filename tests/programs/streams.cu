@@ -71,6 +71,14 @@ int main() {
     CHECK(cudaStreamQuery(a));
     CHECK(cudaStreamSynchronize(a));
 
+    // Query while a stream is held by a running host function: not ready; after synchronising: ready.
+    CHECK(cudaLaunchHostFunc(a, host_fn, (void *)4));
+    CHECK(cudaEventRecord(e1, a));
+    cudaError_t q1 = cudaStreamQuery(a), q2 = cudaEventQuery(e1);
+    CHECK(cudaStreamSynchronize(a));
+    std::printf("query_pending=%d,%d query_after=%d,%d\n", (int)q1, (int)q2, (int)cudaStreamQuery(a),
+                (int)cudaEventQuery(e1));
+
     // A host function with no later CUDA call from the application: it must still run.
     std::atomic<int> flag{0};
     CHECK(cudaLaunchHostFunc(hi, [](void *p) { ((std::atomic<int> *)p)->store(1); }, &flag));
