@@ -256,3 +256,41 @@ __all__ = [
     "type_size",
     "Reg",
 ]
+
+
+def compile_cp_async(ctx: Ctx, ins: Instr):
+    """cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}: done at once (reading the destination
+    before cp.async.wait_* is undefined, so an eager copy is one valid execution); commit/wait are no-ops."""
+    parts = ins.op.split(".")
+    if len(parts) < 3 or parts[1] != "async":
+        raise ctx.fail(f"{ins.op}")
+    if parts[2] in ("commit_group", "wait_group", "wait_all"):
+        return None
+    if "bulk" in parts or "mbarrier" in parts:
+        raise ctx.fail(f"{ins.op}")
+    from gpushim.ptx.nodes import Imm
+
+    dst, src = ins.args[0], ins.args[1]
+    size_op = ins.args[2]
+    if not isinstance(size_op, Imm):
+        raise ctx.fail(f"{ins.op} with a register copy size")
+    size = int(size_op.value)
+    rsrc_size = ctx.reader(ins.args[3], "u32") if len(ins.args) > 3 and not isinstance(ins.args[3], Imm) else None
+    fixed_src = int(ins.args[3].value) if len(ins.args) > 3 and isinstance(ins.args[3], Imm) else size
+    _, rd = ctx.address(dst)
+    _, rs = ctx.address(src)
+    dspace = _resolve_space(ctx, "shared", dst)
+    sspace = _resolve_space(ctx, "global", src)
+    unit = 4 if size % 4 == 0 and rsrc_size is None and fixed_src % 4 == 0 else 1
+    dt = np.dtype(f"u{unit}")
+    what = f"{ins.op} (line {ins.line})"
+
+    def cp(st, idx):
+        n = st.n if idx is None else idx.size
+        vals = gather(st, idx, sspace, rs(st, idx), dt, size // unit, what)
+        keep = fixed_src if rsrc_size is None else np.broadcast_to(rsrc_size(st, idx), (n,)).astype(np.int64)
+        if rsrc_size is not None or fixed_src < size:
+            vals = [np.where(np.asarray(keep) > j * unit, v, dt.type(0)) for j, v in enumerate(vals)]
+        scatter(st, idx, dspace, rd(st, idx), dt, vals, what)
+
+    return cp

@@ -177,3 +177,19 @@ def test_device_malloc_free(more):
     assert len(more.mem.allocations()) == before  # everything freed
     more.launch("deviceHeap", 1, 4, po, 3 << 20)  # 12 MiB each: over the 8 MiB heap, malloc returns NULL
     assert more.get(po, np.int32, 4).tolist() == [-1, -1, -1, -1]
+
+
+def test_cp_async(dev_for, rng):
+    d = dev_for("async80", "sm_80")
+    blocks = 3
+    x = rng.integers(-1000, 1000, (blocks * 64, 4), dtype=np.int32)
+    po = d.empty(8 * blocks * 64)
+    d.launch("cpAsync", blocks, 64, d.array(x), po)
+    o = d.get(po, np.int32, 2 * blocks * 64).reshape(blocks, 64, 2)
+    w = np.array([1, 2, 3, 4])
+    xb = x.reshape(blocks, 64, 4)
+    assert np.array_equal(o[:, :, 0], (xb[:, ::-1, :] * w).sum(-1))
+    t = np.arange(64)
+    keep = np.arange(16)[None, :] < (t % 17)[:, None]  # src-size bytes are copied, the rest zero-filled
+    part = np.where(keep[None], xb.view(np.uint8).reshape(blocks, 64, 16), 0).astype(np.uint8)
+    assert np.array_equal(o[:, :, 1], (part.view(np.int32).reshape(blocks, 64, 4) * w).sum(-1))
