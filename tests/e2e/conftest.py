@@ -34,7 +34,8 @@ class Server:
         self.log = tmp / "server.log"
         self._log = open(self.log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpushim", "serve", "--listen", self.url, "--backend", "emulator",
+            [sys.executable, "-m", "gpushim", "serve", "--listen", self.url,
+             "--backend", os.environ.get("GPUSHIM_TEST_BACKEND", "emulator"),
              "--log-level", "debug", "--module-cache", str(tmp / "modules"), *args],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
         )
