@@ -31,7 +31,8 @@ def _late_handlers() -> None:
         "membar": ops_mem.compile_nop, "fence": ops_mem.compile_nop, "nanosleep": ops_mem.compile_nop,
         "brkpt": ops_mem.compile_nop, "pmevent": ops_mem.compile_nop, "discard": ops_mem.compile_nop,
         "applypriority": ops_mem.compile_nop, "createpolicy": ops_sys.compile_createpolicy,
-        "cp": ops_mem.compile_cp_async, "atom": ops_atom.compile_atom, "red": ops_atom.compile_atom, "activemask": ops_warp.compile_activemask,
+        "cp": ops_mem.compile_cp_async, "atom": ops_atom.compile_atom, "red": ops_atom.compile_atom,
+        "activemask": ops_warp.compile_activemask,
         "@vprintf": ops_sys.compile_vprintf, "@__assertfail": ops_sys.compile_assertfail,
         "@malloc": ops_sys.compile_malloc, "@free": ops_sys.compile_free,
     })  # fmt: skip
