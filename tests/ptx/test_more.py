@@ -193,3 +193,22 @@ def test_cp_async(dev_for, rng):
     keep = np.arange(16)[None, :] < (t % 17)[:, None]  # src-size bytes are copied, the rest zero-filled
     part = np.where(keep[None], xb.view(np.uint8).reshape(blocks, 64, 16), 0).astype(np.uint8)
     assert np.array_equal(o[:, :, 1], (part.view(np.int32).reshape(blocks, 64, 4) * w).sum(-1))
+
+
+def test_cooperative_group_tiles_and_coalesced_groups(more, rng):
+    n = 128
+    x = rng.integers(0, 100, n, dtype=np.int32)
+    po = more.empty(16 * n)
+    more.launch("cgTiles", 2, 64, more.array(x), po)
+    o = more.get(po, np.int32, 4 * n).reshape(n, 4)
+    t = np.arange(n)
+    tile = t // 8
+    assert np.array_equal(o[:, 0], np.bincount(tile, weights=x).astype(np.int64)[tile])
+    assert np.array_equal(o[:, 1], np.where(t % 8 == 0, x, x[np.maximum(t - 1, 0)]))
+    for w in range(n // 32):
+        lanes = np.arange(32 * w, 32 * w + 32)
+        odd = lanes[x[lanes] & 1 == 1]
+        for rank, ln in enumerate(odd):
+            assert o[ln, 2] == len(odd) * 1000 + rank
+        assert (o[lanes[x[lanes] & 1 == 0], 2] == 0).all()
+    assert np.array_equal(o[:, 3], (t % 64) // 8)

@@ -142,3 +142,22 @@ extern "C" __global__ void deviceHeap(int *out, int n) {
     free(p);
     out[i] = s;
 }
+// Cooperative-groups tiles and coalesced groups inside divergent code.
+extern "C" __global__ void cgTiles(const int *in, int *out) {
+    cg::thread_block cta = cg::this_thread_block();
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    int v = in[i];
+    cg::thread_block_tile<8> tile8 = cg::tiled_partition<8>(cta);
+    int s8 = cg::reduce(tile8, v, cg::plus<int>());
+    int up = tile8.shfl_up(v, 1);
+    int r = 0;
+    if (v & 1) {  // a divergent branch: the odd values form a coalesced group per warp
+        cg::coalesced_group active = cg::coalesced_threads();
+        r = active.size() * 1000 + active.thread_rank();
+        r += active.shfl(v, 0) * 0;
+    }
+    out[4 * i] = s8;
+    out[4 * i + 1] = up;
+    out[4 * i + 2] = r;
+    out[4 * i + 3] = tile8.meta_group_rank();
+}
