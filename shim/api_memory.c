@@ -210,25 +210,47 @@ static cudaError_t h2d(uintptr_t dst, const void *src, size_t n, uint64_t stream
     return e;
 }
 
+/* Device to host over the socket: up to D2H_WINDOW chunk requests are in flight, so the server streams
+ * the next chunk while the client copies the previous one out (what keeps TCP busy across hosts). */
+#define D2H_WINDOW 4
 static cudaError_t d2h(void *dst, uintptr_t src, size_t n, uint64_t stream) {
     cudaError_t e = gs_check_device_range((const void *)src, n);
-    for (size_t off = 0; !e && off < n;) {
-        size_t chunk = n - off < GS_BULK_CHUNK ? n - off : GS_BULK_CHUNK;
-        gs_call c;
-        gs_call_begin(&c, GS_OP_MEMCPY_D2H, 3);
-        gs_w_uint(c.w, src + off);
-        gs_w_uint(c.w, chunk);
-        gs_w_uint(c.w, stream);
-        e = gs_call_run(&c);
-        if (!e) {
+    if (e) return e;
+    gs_call calls[D2H_WINDOW];
+    gs_wbuf args[D2H_WINDOW];
+    size_t offs[D2H_WINDOW];
+    size_t nchunks = (n + GS_BULK_CHUNK - 1) / GS_BULK_CHUNK, sent = 0, done = 0;
+    for (int i = 0; i < D2H_WINDOW; i++) gs_w_init(&args[i]);
+    while (done < nchunks) {
+        while (!e && sent < nchunks && sent - done < D2H_WINDOW) {
+            int k = (int)(sent % D2H_WINDOW);
+            size_t off = sent * (size_t)GS_BULK_CHUNK, chunk = n - off < GS_BULK_CHUNK ? n - off : GS_BULK_CHUNK;
+            gs_call_begin(&calls[k], GS_OP_MEMCPY_D2H, 3);
+            gs_w_reset(&args[k]);
+            calls[k].w = &args[k];
+            gs_w_array(calls[k].w, 3);
+            gs_w_uint(calls[k].w, src + off);
+            gs_w_uint(calls[k].w, chunk);
+            gs_w_uint(calls[k].w, stream);
+            offs[k] = off;
+            e = gs_call_send(&calls[k]);
+            if (!e) sent++;
+        }
+        if (done == sent) break; /* a send failed and nothing is in flight */
+        int k = (int)(done % D2H_WINDOW);
+        size_t chunk = n - offs[k] < GS_BULK_CHUNK ? n - offs[k] : GS_BULK_CHUNK;
+        cudaError_t we = gs_call_wait(&calls[k]);
+        if (!we) {
             const uint8_t *p;
             uint32_t got;
-            if (!gs_r_bin(&c.r, &p, &got) || got != chunk) e = cudaErrorUnknown;
-            else memcpy((char *)dst + off, p, chunk);
+            if (!gs_r_bin(&calls[k].r, &p, &got) || got != chunk) we = cudaErrorUnknown;
+            else memcpy((char *)dst + offs[k], p, chunk);
         }
-        gs_call_end(&c);
-        off += chunk;
+        if (we && !e) e = we;
+        gs_call_end(&calls[k]);
+        done++;
     }
+    for (int i = 0; i < D2H_WINDOW; i++) gs_w_free(&args[i]);
     return e;
 }
 

@@ -465,16 +465,20 @@ static void reply_extras(gs_call *c) {
     }
 }
 
-cudaError_t gs_call_run(gs_call *c) {
+cudaError_t gs_call_send(gs_call *c) {
     cudaError_t e = gs_ensure_connected();
     if (e) return e;
-    uint64_t seq = atomic_fetch_add(&G.next_seq, 1);
-    if (send_call(c, GS_MSG_CALL, seq) != 0) {
+    c->seq = atomic_fetch_add(&G.next_seq, 1);
+    if (send_call(c, GS_MSG_CALL, c->seq) != 0) {
         mark_down(cudaErrorDevicesUnavailable, "lost the connection to the gpushim server while sending");
         return G.down_error;
     }
+    return cudaSuccess;
+}
+
+cudaError_t gs_call_wait(gs_call *c) {
     size_t len;
-    if (wait_reply(seq, &c->frame, &len) != 0) return G.down_error;
+    if (wait_reply(c->seq, &c->frame, &len) != 0) return G.down_error;
     gs_r_init(&c->r, c->frame, len);
     uint32_t n;
     uint64_t kind, rseq;
@@ -490,6 +494,11 @@ cudaError_t gs_call_run(gs_call *c) {
     }
     if (n >= 5) reply_extras(c);
     return (cudaError_t)err;
+}
+
+cudaError_t gs_call_run(gs_call *c) {
+    cudaError_t e = gs_call_send(c);
+    return e ? e : gs_call_wait(c);
 }
 
 /* ---- host callbacks ---- */

@@ -20,6 +20,7 @@ typedef struct {
     size_t bulk_len;
     int op;
     int pass_fd; /* a file descriptor sent with the call (SCM_RIGHTS), or -1 */
+    uint64_t seq;
     /* reply */
     uint8_t *frame;
     gs_reader r; /* positioned at the first result */
@@ -32,6 +33,10 @@ void gs_call_begin(gs_call *c, int op, uint32_t nargs);
 /* Sends the call and waits for its reply. Returns the call's cudaError_t; on success c->r reads the
  * results. Always pair with gs_call_end. */
 cudaError_t gs_call_run(gs_call *c);
+/* gs_call_run in two halves, so several calls can be in flight (pipelined bulk transfers). The
+ * arguments must be encoded in a buffer of the caller's (c->w) when calls overlap. */
+cudaError_t gs_call_send(gs_call *c);
+cudaError_t gs_call_wait(gs_call *c);
 /* Queues the call without waiting (asynchronous CUDA semantics); errors surface at a later call. */
 cudaError_t gs_call_post(gs_call *c);
 void gs_call_end(gs_call *c);
