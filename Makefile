@@ -46,6 +46,11 @@ demo: all
 bench: all
 	$(PYTHON) bench/run.py
 
+# On a machine with an NVIDIA GPU: installs what it needs, builds, runs tests/e2e against the cuda backend
+# and prints sync latency, launch cost and copy bandwidth through gpushim beside the native numbers.
+gpu-check:
+	PYTHON=$(PYTHON) bash tools/gpu_check.sh
+
 lint:
 	ruff check gpushim adapters tests bench shim/generate.py
 
