@@ -62,6 +62,7 @@ class CheckReport:
     apis: list[Row] = field(default_factory=list)
     images: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    fatbins: list[list[dict[str, Any]]] = field(default_factory=list)  # per fat binary: its images
     adaptations: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # reasons the program will not run
 
@@ -228,6 +229,19 @@ def _has_kernels(images: list[FatbinImage]) -> bool:
     return False
 
 
+def _listing(fatbins: list[bytes]) -> list[list[dict[str, Any]]]:
+    out = []
+    for data in fatbins:
+        try:
+            images = parse_fatbin(data, decompress=False)
+        except FatbinError:
+            out.append([])
+            continue
+        out.append([{"kind": i.kind, "arch": i.arch_name, "version": f"{i.version[0]}.{i.version[1]}",
+                     "compression": i.compression, "stored_size": i.stored_size, "size": i.size} for i in images])
+    return out
+
+
 def _image_rows(policy: Policy, fatbins: list[bytes], ccs: list[tuple[int, int]]) -> tuple[list[Row], list[str]]:
     rows: list[Row] = []
     notes: list[str] = []
@@ -329,6 +343,7 @@ def check_binary(path: str, driver: int, devices: list[dict[str, Any]], target_s
                                        "(the shim returns cudaErrorNotSupported)")
         rep.apis.append(Row(name, v.strategy, v.error, v.reason, node))
     rows, notes = _image_rows(policy, scan.fatbins, ccs)
+    rep.fatbins = _listing(scan.fatbins)
     rep.images += rows
     rep.notes += notes
     return rep

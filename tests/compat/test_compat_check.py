@@ -86,6 +86,9 @@ def test_cli_json() -> None:
     nodes = {a["node"] for a in d["apis"]}
     assert nodes == {"libcudart.so.12"}
     assert {a["what"] for a in d["apis"]} >= {"cudaLaunchKernel", "__cudaRegisterFatBinary", "cudaMalloc"}
+    module = d["fatbins"][-1]
+    assert {(i["kind"], i["arch"], i["version"], i["compression"]) for i in module} == {
+        ("cubin", "sm_75", "1.7", "none"), ("ptx", "compute_75", "8.4", "lz")}
     (img,) = d["images"]
     assert (img["strategy"], img["error"]) == ("reject", 801) and "6008 bytes" in img["reason"]
     assert any("large_kernel_params" in a for a in d["adaptations"])
