@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpushim.ptx.groups import add, blocks_of
+from gpushim.ptx.groups import add, blocks_of, live
 
 
 @dataclass
@@ -31,6 +31,7 @@ def arrive(st, blocks: dict, pc: int, idx, groups: dict) -> None:
     """A group reaches the barrier instruction at pc: count it, park it (or let it go on for bar.arrive) and
     release every block whose barrier completed."""
     op: BarOp = blocks[pc].op
+    idx = live(st, idx)
     bid = _uniform(op.bar_id(st, idx)) & 15
     nb = st.alive_per_block.size
     st.bar_arrived[:, bid] += np.bincount(blocks_of(st, idx), minlength=nb)
@@ -48,14 +49,14 @@ def _release(st, blocks: dict, bid: int, done, groups: dict) -> None:
     st.bar_arrived[done, bid] = 0
     waiting = st.bar_wait.get(bid, {})
     for pc in list(waiting):
-        w = waiting.pop(pc)
-        m = done[blocks_of(st, w)]
-        if w is None:
-            go = np.flatnonzero(m)
-            stay = np.flatnonzero(~m)
-            go = None if go.size == st.n else go
+        w = live(st, waiting.pop(pc))
+        if w is None:  # every thread of the batch, all alive
+            m = done[st.blk]
+            go, stay = np.flatnonzero(m), np.flatnonzero(~m)
         else:
+            m = done[st.blk[w]]
             go, stay = w[m], w[~m]
+        go = None if go.size == st.n_alive else go
         if go is None or go.size:
             blk = blocks[pc]
             if blk.op.red is not None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from gpushim.ptx import ops_bits, ops_cmp, ops_cvt, ops_float, ops_int, ops_simd
 from gpushim.ptx.errors import PtxError, PtxUnsupported
+from gpushim.ptx.groups import alive_only
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Instr, Module, Reg, Sym
 from gpushim.ptx.operands import Ctx
@@ -44,6 +45,9 @@ def _late_handlers() -> None:
 
 
 WARP_HANDLERS: dict = {}
+# instructions whose effects go beyond registers: exited threads must not take part (groups.alive_only)
+EFFECTS = {"ld", "ldu", "st", "atom", "red", "cp", "@vprintf", "@__assertfail", "@malloc", "@free", "activemask",
+           "prefetch", "prefetchu"}  # fmt: skip
 BAR_HANDLERS: dict = {}
 
 UNSUPPORTED = {
@@ -74,6 +78,11 @@ class Block:
     line: int = 0
     text: str = ""
 
+    @property
+    def pure_exit(self) -> bool:
+        """A block that only ends its threads (nvcc's shared `ret`)."""
+        return self.kind == "exit" and not self.fns and self.guard is None
+
 
 @dataclass
 class Kernel:
@@ -96,10 +105,13 @@ def _guarded(fn, pred, neg: bool):
         if p.all():
             fn(st, idx)
             return
-        sub = np.flatnonzero(p) if idx is None else idx[p]
+        if idx is None:
+            sub = np.flatnonzero(p if st.alive_idx is None else p & st.alive)
+        else:
+            sub = idx[p]
         if sub.size == 0:
             return
-        fn(st, None if idx is None and sub.size == st.n else sub)
+        fn(st, None if idx is None and sub.size == st.n_alive else sub)
 
     return g
 
@@ -155,6 +167,8 @@ def compile_kernel(mod: Module, prog: Program) -> Kernel:
             blk.text = ins.op
             if k == "normal":
                 fn = _compile_normal(ctx, ins)
+                if fn is not None and ins.op.split(".")[0] in EFFECTS:
+                    fn = alive_only(fn)
                 if fn is not None:
                     if ins.guard is not None:
                         fn = _guarded(fn, ctx.reader(Reg(ins.guard[0]), "pred"), ins.guard[1])
@@ -180,7 +194,7 @@ def compile_kernel(mod: Module, prog: Program) -> Kernel:
                 blk.op = BAR_HANDLERS[base](ctx, ins)
             elif k == "warp":
                 key = "bar.warp" if ins.op.startswith("bar.warp") else ins.op.split(".")[0]
-                blk.op = WARP_HANDLERS[key](ctx, ins)
+                blk.op = alive_only(WARP_HANDLERS[key](ctx, ins))
         blocks[start] = blk
     reg_init = [dt.type(0) for dt in ctx.reg_dtype]
     return Kernel(prog, ctx, blocks, len(ctx.reg_dtype), reg_init)

@@ -23,8 +23,8 @@ import numpy as np
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx import barriers
 from gpushim.ptx.groups import add as _add
+from gpushim.ptx.groups import full, live, union
 from gpushim.ptx.groups import split as _split
-from gpushim.ptx.groups import union
 
 YIELD_AFTER = 256
 
@@ -38,14 +38,19 @@ def warp_complete(st, idx) -> bool:
 
 
 def _exit(st, idx, blocks, groups) -> None:
+    idx = live(st, idx)
     if idx is None:
         st.alive[:] = False
         st.warp_alive[:] = 0
         st.alive_per_block[:] = 0
+        st.alive_idx = np.zeros(0, np.int64)
+        st.n_alive = 0
     else:
         st.alive[idx] = False
         st.warp_alive -= np.bincount(st.warp[idx], minlength=st.nwarps)
         st.alive_per_block -= np.bincount(st.blk[idx], minlength=st.alive_per_block.size)
+        st.alive_idx = np.flatnonzero(st.alive)
+        st.n_alive = st.alive_idx.size
     if st.bar_wait:
         barriers.recheck(st, blocks, groups)
 
@@ -83,7 +88,7 @@ def run_batch(kern, st, deadline: float) -> None:
                     Err.LAUNCH_TIMEOUT,
                     f"kernel {kern.prog.kernel} ran past the watchdog deadline (line {blk.line}: {blk.text})",
                 )
-            n = st.n if idx is None else idx.size
+            n = st.n_alive if idx is None else idx.size
             st.count += n * blk.n
             for f in blk.fns:
                 f(st, idx)
@@ -106,9 +111,23 @@ def run_batch(kern, st, deadline: float) -> None:
                         npc = blk.next
                     else:
                         t, fl = _split(st, idx, p)
-                        _add(st, groups, blk.target, t)
-                        _add(st, groups, blk.next, fl)
-                        break
+                        if fl.size == 0:
+                            idx, npc = full(st, t), blk.target
+                        elif t.size == 0:
+                            idx, npc = full(st, fl), blk.next
+                        elif blocks[blk.target].pure_exit:
+                            # threads leaving for a bare `ret` retire now, so the others run full width again
+                            st.count += t.size
+                            _exit(st, t, blocks, groups)
+                            idx, npc = full(st, fl), blk.next
+                        elif blocks[blk.next].pure_exit:
+                            st.count += fl.size
+                            _exit(st, fl, blocks, groups)
+                            idx, npc = full(st, t), blk.target
+                        else:
+                            _add(st, groups, blk.target, full(st, t))
+                            _add(st, groups, blk.next, full(st, fl))
+                            break
             elif kind == "exit":
                 g = blk.guard
                 if g is None:
@@ -128,7 +147,7 @@ def run_batch(kern, st, deadline: float) -> None:
                         _exit(st, t, blocks, groups)
                     if fl.size == 0:
                         break
-                    idx = fl
+                    idx = full(st, fl)
                     npc = blk.next
             elif kind == "bar":
                 g = blk.guard
@@ -146,10 +165,10 @@ def run_batch(kern, st, deadline: float) -> None:
                 else:
                     t, fl = _split(st, idx, p)
                     if t.size:
-                        barriers.arrive(st, blocks, pc, None if t.size == st.n else t, groups)
+                        barriers.arrive(st, blocks, pc, full(st, t), groups)
                     if fl.size == 0:
                         break
-                    idx = fl
+                    idx = full(st, fl)
                     npc = blk.next
             elif kind == "warp":
                 w = warpw.pop(pc, False)
@@ -165,13 +184,15 @@ def run_batch(kern, st, deadline: float) -> None:
             elif kind == "trap":
                 g = blk.guard
                 if g is None:
-                    who = 0 if idx is None else int(idx[0])
+                    lv = live(st, idx)
+                    who = 0 if lv is None else int(lv[0])
                 else:
                     p = g(st, idx)
                     if blk.neg:
                         p = ~p
                     if p.__class__ is np.bool_:
-                        who = (0 if idx is None else int(idx[0])) if p else -1
+                        lv = live(st, idx)
+                        who = (0 if lv is None else int(lv[0])) if p else -1
                     else:
                         t, _ = _split(st, idx, p)
                         who = int(t[0]) if t.size else -1
@@ -179,6 +200,7 @@ def run_batch(kern, st, deadline: float) -> None:
                     raise CudaError(Err.LAUNCH_FAILURE, f"trap executed by {st.describe_thread(who)} (line {blk.line})")
                 npc = blk.next
             elif kind == "brx":
+                idx = live(st, idx)
                 sel = blk.op(st, idx)
                 table = blk.table
                 if sel.__class__ is not np.ndarray:
@@ -191,7 +213,7 @@ def run_batch(kern, st, deadline: float) -> None:
                     for v in np.unique(sel):
                         m = sel == v
                         sub = np.flatnonzero(m) if idx is None else idx[m]
-                        _add(st, groups, table[int(v)], None if sub.size == st.n else sub)
+                        _add(st, groups, table[int(v)], full(st, sub))
                     break
             else:
                 raise AssertionError(kind)
@@ -223,4 +245,4 @@ def _run_guarded(blk, st, idx) -> None:
         return
     t, _ = _split(st, idx, p)
     if t.size:
-        blk.op(st, None if t.size == st.n else t)
+        blk.op(st, full(st, t))

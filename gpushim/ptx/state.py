@@ -152,6 +152,8 @@ class State:
         self.count = 0
         self.acache: dict = {}
         self.alive = np.ones(n, bool)
+        self.alive_idx = None  # indices of the live threads, None while every thread lives
+        self.n_alive = n
         self.warp_alive = np.bincount(self.warp, minlength=self.nwarps)
         self.alive_per_block = np.full(nblk, geo.tpb, np.int64)
         self.bar_arrived = np.zeros((nblk, 16), np.int64)
