@@ -105,6 +105,7 @@ class Policy:
     driver_version: int  # e.g. 13000
     device_ccs: list[tuple[int, int]]
     table: CompatTable = field(default_factory=load_table)
+    _api_cache: dict[str, Verdict] = field(default_factory=dict, repr=False, compare=False)
 
     # -- facts ----------------------------------------------------------------------------------------------
     @property
@@ -222,7 +223,14 @@ class Policy:
                                        "filled field by field at the client's offsets")
 
     def check_api(self, name: str) -> Verdict:
-        """The strategy for one CUDA runtime function (``cudaMallocAsync``, ``cudaGraphInstantiate`` ...)."""
+        """The strategy for one CUDA runtime function (``cudaMallocAsync``, ``cudaGraphInstantiate`` ...).
+        Answers are cached: calling this on every call costs a dict lookup."""
+        v = self._api_cache.get(name)
+        if v is None:
+            v = self._api_cache[name] = self._check_api(name)
+        return v
+
+    def _check_api(self, name: str) -> Verdict:
         session = self._session
         if not session.ok:
             return session
