@@ -279,11 +279,13 @@ class CudaSession(BackendSession):
     def _stream_done(self, s: CudaStream) -> bool:
         return self._query(self.cu.cuStreamQuery(s.handle)[0], "queued work")
 
-    def _flush_printf(self, sync: Callable[[], tuple]) -> None:
-        """After a launch, a synchronising call on completed work makes the driver write kernel printf."""
+    def _flush_printf(self, sync: Callable[[], tuple], everything: bool = False) -> None:
+        """After a launch, a synchronising call on completed work makes the driver write kernel printf.
+        Only a whole idle device (`everything`) proves no launched kernel can print any more."""
         if not self.printf_dirty or self.printf is None:
             return
-        self.printf_dirty = False
+        if everything:
+            self.printf_dirty = False
         err = int(sync()[0])
         if err not in (0, NOT_READY):
             self._async_error(err, "queued work")
@@ -623,7 +625,7 @@ class CudaSession(BackendSession):
         self.draining = keep
         if busy:
             return False
-        self._flush_printf(self.cu.cuCtxSynchronize)
+        self._flush_printf(self.cu.cuCtxSynchronize, everything=True)
         return True
 
     def stream_wait_event(self, s: Stream, e: Event) -> None:
