@@ -56,12 +56,11 @@ def _release(st, blocks: dict, bid: int, done, groups: dict) -> None:
         else:
             m = done[st.blk[w]]
             go, stay = w[m], w[~m]
-        go = None if go.size == st.n_alive else go
-        if go is None or go.size:
+        if go.size:
             blk = blocks[pc]
             if blk.op.red is not None:
-                blk.op.red(st, go)
-            add(st, groups, blk.next, go)
+                blk.op.red(st, go if go.size < st.n else None)
+            add(st, groups, blk.next, None if go.size == st.n_alive else go)
         if stay is not None and stay.size:
             waiting[pc] = stay
     if not waiting:

@@ -212,3 +212,27 @@ def test_cooperative_group_tiles_and_coalesced_groups(more, rng):
             assert o[ln, 2] == len(odd) * 1000 + rank
         assert (o[lanes[x[lanes] & 1 == 0], 2] == 0).all()
     assert np.array_equal(o[:, 3], (t % 64) // 8)
+
+
+def test_exited_threads_take_no_part(more, rng):
+    n = 256
+    x = rng.integers(2, 100, n, dtype=np.int32)
+    x[5] = 1
+    po = more.array(np.full(4 * n, -7, np.int32))
+    pc = more.array(np.zeros(1, np.int32))
+    more.out.clear()
+    more.launch("earlyExit", 4, 64, more.array(x), po, pc)
+    o = more.get(po, np.int32, 4 * n).reshape(n, 4)
+    live = x % 3 != 0
+    assert (o[~live] == -7).all()
+    assert np.array_equal(o[live, 0], 2 * x[live])
+    assert more.get(pc, np.int32, 1)[0] == live.sum()
+    for i in np.flatnonzero(live):
+        w = i // 32
+        lanes = np.arange(32 * w, 32 * w + 32)
+        ballot = sum(1 << (ln % 32) for ln in lanes if live[ln] and x[ln] & 1)
+        blk = np.arange(64 * (i // 64), 64 * (i // 64) + 64)
+        assert int(o[i, 1]) & 0xFFFFFFFF == ballot
+        assert o[i, 2] == (live[blk] & (x[blk] > 50)).sum()
+        assert o[i, 3] == sum(range(x[i] & 7))
+    assert more.text() == "v1 at 5\n"

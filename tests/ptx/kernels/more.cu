@@ -161,3 +161,19 @@ extern "C" __global__ void cgTiles(const int *in, int *out) {
     out[4 * i + 2] = r;
     out[4 * i + 3] = tile8.meta_group_rank();
 }
+// Threads that exit early must take no part in later stores, atomics, votes, barriers or printf.
+extern "C" __global__ void earlyExit(const int *in, int *out, int *count) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = in[i];
+    if (v % 3 == 0) return;
+    out[4 * i] = v * 2;
+    atomicAdd(count, 1);
+    unsigned b = __ballot_sync(__activemask(), v & 1);
+    int n = __syncthreads_count(v > 50);
+    int s = 0;
+    for (int k = 0; k < (v & 7); ++k) s += k;
+    out[4 * i + 1] = b;
+    out[4 * i + 2] = n;
+    out[4 * i + 3] = s;
+    if (v == 1) printf("v1 at %d\n", i);
+}
