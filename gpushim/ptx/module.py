@@ -150,6 +150,7 @@ class PtxModule:
         grid = tuple(int(x) for x in grid)
         block = tuple(int(x) for x in block)
         _check_config(grid, block, shared_bytes, info)
+        _check_bounds(self._mod.functions[kernel].launch_bounds, block, kernel)
         if not (
             info.param_bytes <= len(params) <= align_up(info.param_bytes, 8)
             or (info.param_bytes == 0 and len(params) <= 8)
@@ -231,6 +232,23 @@ def _check_config(grid, block, shared_bytes: int, info: KernelInfo) -> None:
             Err.INVALID_CONFIGURATION,
             f"{info.static_shared_bytes} bytes of static and {shared_bytes} "
             f"bytes of dynamic shared memory exceed {MAX_SHARED_BYTES}",
+        )
+
+
+def _check_bounds(bounds: dict, block, kernel: str) -> None:
+    """.maxntid (__launch_bounds__) and .reqntid: a launch over them fails like on the GPU ("too many resources
+    requested for launch")."""
+    threads = block[0] * block[1] * block[2]
+    mx = bounds.get("maxntid")
+    if mx and threads > int(np.prod(mx)):
+        raise CudaError(
+            Err.LAUNCH_OUT_OF_RESOURCES,
+            f"kernel {kernel} allows at most {int(np.prod(mx))} threads per block (.maxntid), launched with {threads}",
+        )
+    rq = bounds.get("reqntid")
+    if rq and tuple(rq) + (1,) * (3 - len(rq)) != tuple(block):
+        raise CudaError(
+            Err.LAUNCH_OUT_OF_RESOURCES, f"kernel {kernel} requires blocks of {rq} (.reqntid), launched with {block}"
         )
 
 

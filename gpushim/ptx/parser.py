@@ -250,6 +250,13 @@ def _parse_function(s: _Stream) -> Function:
         if t.text == ".noreturn":
             fn.noreturn = True
         s.next()
+        if t.text in (".maxntid", ".reqntid"):
+            dims = []
+            while s.peek() is not None and s.peek().kind == "num":  # type: ignore[union-attr]
+                dims.append(parse_int(s.next().text))
+                if not s.accept(","):
+                    break
+            fn.launch_bounds[t.text[1:]] = tuple(dims)
     if extern:
         raise PtxError(f"line {first.line}: .extern function {fn.name} has a body")
     s.expect("{")

@@ -173,3 +173,11 @@ def test_kernel_info(misc):
     assert [(p.offset, p.size, p.align) for p in k.params] == [(0, 8, 8), (8, 8, 8), (16, 4, 4)]
     assert k.param_bytes == 20
     assert misc.mod.ptx_version >= (7, 0) and misc.mod.target == "sm_75"
+
+
+def test_launch_bounds(misc):
+    p = misc.empty(4 * 256)
+    misc.launch("bounded", 1, 128, p)
+    with pytest.raises(CudaError) as e:
+        misc.launch("bounded", 1, 256, p)
+    assert e.value.code == Err.LAUNCH_OUT_OF_RESOURCES

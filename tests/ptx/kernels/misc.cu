@@ -60,3 +60,4 @@ extern "C" __global__ void divergent(const int *in, int *out, int n) {
     if (steps & 1) { for (int k = 0; k < (i & 7); ++k) steps += k * x; } else { steps = -steps; }
     out[i] = steps;
 }
+extern "C" __global__ void __launch_bounds__(128) bounded(int *p) { p[threadIdx.x] = threadIdx.x; }
