@@ -380,6 +380,23 @@ def print_table(rows: list[Row], goals: list[Json], res: Json) -> None:
         console.print(f"[yellow]error:[/] {e}")
 
 
+def markdown(rows: list[Row], goals: list[Json], res: Json) -> str:
+    """The table as Markdown (for bench/README.md)."""
+    meta = res["meta"]
+    out = [f"{meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, load average "
+           f"{meta['loadavg_start'][0]:.1f}→{meta['loadavg_end'][0]:.1f}, {meta['mode']} mode, "
+           f"goals met {sum(g['met'] for g in goals)}/{len(goals)}", "",
+           "| measurement | via | median | p99 | baseline | baseline median | ratio | goal |",
+           "|---|---|--:|--:|---|--:|--:|---|"]
+    for r in rows:
+        goal = "" if r.met is None else f"{r.goal} {'**met**' if r.met else 'not met'}"
+        ratio = "" if r.ratio is None else f"{r.ratio:.3g}×"
+        base = "" if r.baseline_name == "—" else r.baseline_name
+        bval = "" if r.baseline == "—" else r.baseline
+        out.append(f"| {r.name} | {r.transport} | {r.median} | {r.p99} | {base} | {bval} | {ratio} | {goal} |")
+    return "\n".join(out).replace("<<<", "&lt;&lt;&lt;").replace(">>>", "&gt;&gt;&gt;") + "\n"
+
+
 # ---- main ----
 
 
@@ -403,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", help="comma-separated copy sizes in bytes (default 4096,1048576,268435456)")
     ap.add_argument("--ptx", action="store_true", help="also run bench/ptx_bench.py (the PTX engine)")
     ap.add_argument("--no-table", action="store_true", help="write the JSON only")
+    ap.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
     args = ap.parse_args(argv)
 
     prm = Params.quick() if args.quick else Params()
@@ -452,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     res["goals"] = goals
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2) + "\n")
+    if args.markdown:
+        args.markdown.write_text(markdown(rows, goals, res))
     if not args.no_table:
         print_table(rows, goals, res)
         if args.ptx:
