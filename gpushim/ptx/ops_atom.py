@@ -40,6 +40,12 @@ def _apply(op: str, dt: np.dtype):
     return lambda cur, b, c: cur ^ b
 
 
+def _add_ftz(cur, b, c):
+    from gpushim.ptx.ops_float import ftz
+
+    return ftz(ftz(cur) + ftz(b))
+
+
 def _rounds(arr, e, b, c, f, want_old: bool):
     n = e.size
     old = np.empty(n, arr.dtype) if want_old else None
@@ -139,6 +145,7 @@ def compile_atom(ctx: Ctx, ins: Instr):
     f = _apply(op, dt)
     what = f"{ins.op} (line {ins.line})"
     int_add = op == "add" and dt.kind in "iu"
+    ftz_global = op == "add" and typ == "f32"
 
     def run(st, idx, sp, a, b, c, n):
         views, e = locate(st, idx, sp, a, size, size, what)
@@ -146,6 +153,9 @@ def compile_atom(ctx: Ctx, ins: Instr):
         e = np.broadcast_to(e, (n,)) if np.ndim(e) == 0 else e
         if int_add:
             return _int_add(arr, e, b, wd is not None)
+        if ftz_global and sp in ("global", "const"):
+            # PTX ISA: atom.add.f32 on global memory flushes subnormal inputs and results to zero (shared does not)
+            return _rounds(arr, e, np.broadcast_to(b, (n,)), None, _add_ftz, wd is not None)
         if is_red and op == "add":
             np.add.at(arr, e, np.broadcast_to(b, (n,)))
             return None

@@ -224,3 +224,11 @@ def test_f32_nan_results_are_canonical(asm):
             v = o[i, j]
             if np.isnan(v.view(np.float32)):
                 assert v == 0x7FFFFFFF, (i, j, hex(int(v)))
+
+
+def test_f32_atomic_add_flushes_subnormals_on_global_only(asm):
+    g, out = asm.array(np.zeros(1, np.float32)), asm.empty(4)
+    v = np.float32(1e-40)  # subnormal
+    asm.launch("atomicSubnormal", 1, 4, g, out, v)
+    assert asm.get(g, np.float32, 1)[0] == 0.0
+    assert asm.get(out, np.float32, 1)[0] == np.float32(v) * 4

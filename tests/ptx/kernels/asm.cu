@@ -90,3 +90,12 @@ extern "C" __global__ void asmCvt(const long long *x, const float *f, unsigned l
     asm("cvt.rpi.u64.f32 %0, %1;" : "=l"(o[8]) : "f"(b));
     asm("{.reg .b16 h; cvt.rm.f16.s32 h, %1; cvt.u32.u16 %0, h;}" : "=r"(u) : "r"((int)a)); o[9] = u;
 }
+extern "C" __global__ void atomicSubnormal(float *g, float *out, float v) {
+    __shared__ float s;
+    if (threadIdx.x == 0) s = 0.0f;
+    __syncthreads();
+    atomicAdd(g, v);   // global: subnormal inputs and results flush to zero
+    atomicAdd(&s, v);  // shared: subnormals kept
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = s;
+}
