@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from typing import Any
 
 from cuda.bindings import driver as real
@@ -22,7 +23,10 @@ SUCCESS, INVALID_VALUE, NOT_FOUND, NOT_READY = 0, 1, 500, 600
 
 
 class FakeDriver:
-    def __init__(self, layouts: dict[str, list[tuple[int, int]]] | None = None, param_info: bool = True) -> None:
+    def __init__(self, layouts: dict[str, list[tuple[int, int]]] | None = None, param_info: bool = True,
+                 mem_ops: bool = True) -> None:
+        self.mem_ops = mem_ops
+        self.waits: list[tuple[int, int, int]] = []  # (stream, host address, value) of cuStreamWaitValue32
         self.calls: list[str] = []
         self.mem: dict[int, bytearray] = {}
         self.next_addr = 0x7F00_0000_0000
@@ -71,9 +75,10 @@ class FakeDriver:
 
     def _held(self, stream: Any) -> bool:
         h = int(stream)
+        waiting = {w for w, addr, v in self.waits if ctypes.c_uint32.from_address(addr).value < v}
         if h == 1:  # the legacy stream waits for every blocking stream
-            return any(self.busy.values())
-        return self.busy.get(h, 0) > 0
+            return any(self.busy.values()) or bool(waiting)
+        return self.busy.get(h, 0) > 0 or h in waiting
 
     # -- device and context ------------------------------------------------------------------------------
     def _cuInit(self, flags: int) -> tuple:
@@ -124,6 +129,16 @@ class FakeDriver:
         buf = ctypes.create_string_buffer(size)
         self.host[ctypes.addressof(buf)] = buf
         return real.CUresult(SUCCESS), ctypes.addressof(buf)
+
+    def _cuMemHostGetDevicePointer(self, p: int, flags: int) -> tuple:
+        return real.CUresult(SUCCESS), real.CUdeviceptr(int(p))  # unified addressing: the same address
+
+    def _cuStreamWaitValue32(self, s: Any, addr: Any, value: Any, flags: int) -> tuple:
+        if not self.mem_ops:
+            return (real.CUresult(801),)  # CUDA_ERROR_NOT_SUPPORTED
+        assert flags == int(real.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
+        self.waits.append((int(s), int(addr), int(value)))
+        return (real.CUresult(SUCCESS),)
 
     def _cuMemFreeHost(self, p: int) -> tuple:
         del self.host[int(p)]
@@ -197,9 +212,12 @@ class FakeDriver:
         h = int(s)
         self.busy[h] = self.busy.get(h, 0) + 1
         cfn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(int(fn))
+        before = [(addr, v) for w, addr, v in self.waits if w == h]  # stream order: earlier waits first
 
         def run() -> None:
-            cfn(int(user))  # the driver's callback thread: blocks until the client is done
+            while any(ctypes.c_uint32.from_address(addr).value < v for addr, v in before):
+                time.sleep(0.002)
+            cfn(int(user))  # the driver's callback thread (blocks only in the no-mem-ops fallback)
             self.busy[h] -= 1
 
         t = threading.Thread(target=run, daemon=True)

@@ -133,15 +133,36 @@ def test_blocking_stream_waits_for_a_held_legacy_stream() -> None:
     _wait_for(lambda: s.stream_idle(blocking))
 
 
-def test_close_releases_held_host_functions() -> None:
-    s, drv, _ = make_session()
+@pytest.mark.parametrize("mem_ops", [True, False])
+def test_close_releases_held_host_functions(mem_ops: bool) -> None:
+    """With stream memory operations the stream waits on a signal and the driver's thread is free at once;
+    without them the callback itself holds the stream. Either way close() lets every stream go."""
+    s, drv, _ = make_session(mem_ops=mem_ops)
     st = s.stream_create(0, 0, 0)
-    s.host_func(st, lambda: None)
-    _wait_for(lambda: bool(drv.threads) and drv.busy[int(st.handle)] == 1)
+    got: list[int] = []
+    s.host_func(st, lambda: got.append(1))
+    _wait_for(lambda: (s.tick(False), got)[1] == [1])
+    assert not s.stream_idle(st)
+    assert s.stream_mem_ops is mem_ops
+    assert any(t.is_alive() for t in drv.threads) is not mem_ops  # a blocked callback only without mem ops
     s.close()
     for t in drv.threads:
         t.join(5)
     assert all(not t.is_alive() for t in drv.threads)
+    assert not drv._held(st.handle)
+
+
+def test_host_functions_in_order_on_one_stream() -> None:
+    """Three host functions queued back to back: each notifies only when the one before it is done."""
+    s, drv, _ = make_session()
+    st = s.stream_create(0, 0, 0)
+    seen: list[int] = []
+    dones = [s.host_func(st, lambda i=i: seen.append(i)) for i in range(3)]
+    for i in range(3):
+        _wait_for(lambda i=i: (s.tick(False), seen)[1] == list(range(i + 1)))
+        assert not s.stream_idle(st)
+        dones[i]()
+    assert s.stream_idle(st) and st.signal is not None and st.signal_target >= 3
 
 
 def test_events() -> None:

@@ -29,7 +29,7 @@ import numpy as np
 from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
 from gpushim.backends.cuda import discovery
 from gpushim.backends.cuda.errors import check, cuda_error
-from gpushim.backends.cuda.hostfn import TRAMPOLINE_ADDRESS, HostCall, install_hub
+from gpushim.backends.cuda.hostfn import TRAMPOLINE_ADDRESS, HostCall, Signals, install_hub
 from gpushim.backends.cuda.modules import CudaModule
 from gpushim.backends.cuda.params import PackedParams
 from gpushim.backends.cuda.staging import CHUNK, StagingPool
@@ -133,6 +133,8 @@ class CudaStream(Stream):
         self.handle = handle
         self.legacy = legacy
         self.pending_host = 0  # host functions queued and not finished by the client
+        self.signal: tuple[int, int] | None = None  # (host, device) address of its slot in Signals
+        self.signal_target = 0
 
     @property
     def blocking(self) -> bool:
@@ -226,6 +228,8 @@ class CudaSession(BackendSession):
         self.hub = install_hub()
         self.wakeup_fd = self.hub.wake_r  # the worker's select loop watches it (host functions reached)
         self.staging = StagingPool(cu, self._async_error)
+        self.signals = Signals(cu, check)
+        self.stream_mem_ops: bool | None = None  # cuStreamWaitValue32 usable? (probed at the first host function)
         self.printf_dirty = False
         self.wait_since: float | None = None
         self.printf: _PrintfCapture | None = None
@@ -584,6 +588,9 @@ class CudaSession(BackendSession):
             check(cu.cuEventRecord(ev, s.handle), "cuEventRecord")
             self.draining.append((s.device, ev))
         check(cu.cuStreamDestroy(s.handle), "cuStreamDestroy")
+        if s.signal is not None and not s.pending_host:
+            self.signals.give_back(s.device, s.signal)  # its waits are satisfied: the value only grows
+            s.signal = None
         if s in self.streams:
             self.streams.remove(s)
 
@@ -633,14 +640,40 @@ class CudaSession(BackendSession):
         self._use(s.device)
         check(self.cu.cuStreamWaitEvent(s.handle, e.handle, 0), "cuStreamWaitEvent")
 
+    def _wait_signal(self, s: CudaStream, target: int) -> int:
+        """Queues on s a wait until its signal reaches target; returns the CUresult."""
+        cu = self.cu
+        assert s.signal is not None
+        geq = int(cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
+        return int(cu.cuStreamWaitValue32(s.handle, cu.CUdeviceptr(s.signal[1]), cu.cuuint32_t(target), geq)[0])
+
     def host_func(self, s: Stream, notify: Callable[[], None]) -> Callable[[], None]:
         assert isinstance(s, CudaStream)
         self._use(s.device)
+        if self.stream_mem_ops is not False and s.signal is None:
+            try:
+                s.signal = self.signals.take(s.device)
+                s.signal_target = Signals.value(s.signal)
+                if self.stream_mem_ops is None:  # probe with a wait that already holds
+                    self.stream_mem_ops = self._wait_signal(s, s.signal_target) == 0
+            except CudaError:
+                self.stream_mem_ops = False
         call: HostCall = self.hub.add(notify, s)
+        signal = s.signal if self.stream_mem_ops else None
+        if signal is None:
+            call.blocking = True  # no stream memory operations: the callback holds the stream itself
+        else:
+            s.signal_target += 1
+            target = s.signal_target
+            call.on_done = lambda: Signals.write(signal, target)
         res = self.cu.cuLaunchHostFunc(s.handle, self.cu.CUhostFn(TRAMPOLINE_ADDRESS), call.ident)
         if int(res[0]) != 0:
             call.done()
             check(res, "cuLaunchHostFunc")
+        if signal is not None:
+            err = self._wait_signal(s, target)
+            if err != 0:  # the host function is queued and will notify; nothing holds the stream after it
+                self._async_error(err, "cuStreamWaitValue32 behind a host function")
         return call.done
 
     def event_create(self, dev: int, flags: int) -> Event:
@@ -778,6 +811,10 @@ class CudaSession(BackendSession):
             return
         cu = self.cu
         self.staging.forget_device(dev)
+        self.signals.forget_device(dev)
+        for st in [*self.streams, *self.legacy.values()]:
+            if st.device == dev:
+                st.signal, st.signal_target = None, 0
         check(cu.cuDevicePrimaryCtxReset(self.cudevs[dev]), "cuDevicePrimaryCtxReset")
         cu.cuDevicePrimaryCtxRelease(self.cudevs[dev])
         del self.ctx[dev]

@@ -1,13 +1,18 @@
 """Host functions on real streams (cuLaunchHostFunc) whose body runs in the client.
 
 The driver calls a host function on a thread of its own when the stream reaches it. Ours only tells the
-worker's main thread (a queue and a byte on a pipe the worker's select loop watches) and then blocks that
-driver thread until the client has run the function and sent CALLBACK_DONE, so the stream does not pass
-it early. Everything that talks to the client or to CUDA stays on the main thread; the driver thread
-touches neither (CUDA forbids API calls inside host functions).
+worker's main thread (a queue and a byte on a pipe the worker's select loop watches) and returns at once.
+The stream is held by a wait on a 32-bit signal in pinned host memory mapped to the device, queued right
+behind the host function (cuStreamWaitValue32, GEQ); when the client answers CALLBACK_DONE the worker
+writes the value and the stream goes on. Nothing blocks the driver's callback thread: a callback that
+blocked would hold the driver's host-function dispatch, and a later cuLaunchHostFunc on the main thread
+could then wait for it while the CALLBACK_DONE that ends it sits unread (a deadlock). Where the driver has
+no stream memory operations the callback itself waits for the client instead (`blocking`).
 
-One C trampoline serves every call for the life of the process, identified by the `userData` integer:
-a ctypes callback must never be freed while the driver may still be running it.
+Everything that talks to the client or to CUDA stays on the main thread; the driver thread touches
+neither (CUDA forbids API calls inside host functions). One C trampoline serves every call for the life
+of the process, identified by the `userData` integer: a ctypes callback must never be freed while the
+driver may still be running it.
 """
 
 from __future__ import annotations
@@ -31,12 +36,16 @@ class HostCall:
         self.stream = stream
         self.run = run  # gpushim's own work in stream order (no client involved), run on the driver's thread
         self.released = threading.Event()
+        self.blocking = False  # the callback waits for `released` (no stream memory operations)
+        self.on_done: Callable[[], None] | None = None  # writes the stream's signal
         self.fired = False
         self.notified = False
 
     def done(self) -> None:
         """The client ran the function (or the session is going away): let the stream go on."""
         if not self.released.is_set():
+            if self.on_done is not None:
+                self.on_done()
             self.released.set()
             self.hub.finished(self)
 
@@ -98,7 +107,8 @@ class HostCallHub:
             os.write(self.wake_w, b"\0")
         except OSError:  # the pipe is full (the main thread wakes anyway) or closed (the session ended)
             pass
-        call.released.wait()
+        if call.blocking:
+            call.released.wait()
 
     # -- main thread ---------------------------------------------------------------------------------------
     def deliver(self) -> int:
@@ -157,3 +167,48 @@ def install_hub() -> HostCallHub:
         _HUB.close()
     _HUB = HostCallHub()
     return _HUB
+
+
+class Signals:
+    """32-bit signal slots in pinned host memory mapped to each device: one per stream that has had a client
+    host function. The stream waits until its slot reaches a target; the worker writes it from the host."""
+
+    SLOT_BYTES = 4
+    PAGE = 4096
+    MEMHOSTALLOC_PORTABLE_DEVICEMAP = 0x1 | 0x2
+
+    def __init__(self, cu: Any, check: Callable[[tuple, str], Any]) -> None:
+        self.cu = cu
+        self.check = check
+        self.free: dict[int, list[tuple[int, int]]] = {}  # device -> [(host address, device address)]
+        self.pages: dict[int, list[int]] = {}
+
+    def take(self, dev: int) -> tuple[int, int]:
+        """A slot on dev (whose context is current): (host address, device address)."""
+        free = self.free.setdefault(dev, [])
+        if not free:
+            cu = self.cu
+            host = int(self.check(cu.cuMemHostAlloc(self.PAGE, self.MEMHOSTALLOC_PORTABLE_DEVICEMAP), "cuMemHostAlloc"))
+            ctypes.memset(host, 0, self.PAGE)
+            devptr = int(self.check(cu.cuMemHostGetDevicePointer(host, 0), "cuMemHostGetDevicePointer"))
+            self.pages.setdefault(dev, []).append(host)
+            free.extend((host + i, devptr + i) for i in range(self.PAGE - self.SLOT_BYTES, -1, -self.SLOT_BYTES))
+        return free.pop()
+
+    def give_back(self, dev: int, slot: tuple[int, int]) -> None:
+        self.free.setdefault(dev, []).append(slot)
+
+    @staticmethod
+    def value(slot: tuple[int, int]) -> int:
+        return ctypes.c_uint32.from_address(slot[0]).value
+
+    @staticmethod
+    def write(slot: tuple[int, int], value: int) -> None:
+        cell = ctypes.c_uint32.from_address(slot[0])
+        if value > cell.value:
+            cell.value = value & 0xFFFFFFFF
+
+    def forget_device(self, dev: int) -> None:
+        """After cuDevicePrimaryCtxReset(dev) the pages are gone with the context."""
+        self.free.pop(dev, None)
+        self.pages.pop(dev, None)
