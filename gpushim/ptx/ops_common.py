@@ -35,3 +35,10 @@ def nary(ctx: Ctx, ins: Instr, typ: str, f: Callable, n: int, src_types: list[st
         ra, rb, rc = rs
         return lambda st, idx: w(st, idx, f(ra(st, idx), rb(st, idx), rc(st, idx)))
     return lambda st, idx: w(st, idx, f(*[r(st, idx) for r in rs]))
+
+
+def check_mods(ctx: Ctx, ins: Instr, allowed: set[str] | frozenset[str]) -> None:
+    """Reject modifiers this compiler does not implement, so they never silently change a result."""
+    extra = [p for p in ins.op.split(".")[1:] if p not in TYPES and p not in allowed]
+    if extra:
+        raise ctx.fail(f"{ins.op} (modifier .{extra[0]})")

@@ -13,7 +13,7 @@ import numpy as np
 from gpushim.ptx import fexact
 from gpushim.ptx.nodes import Instr, Vec
 from gpushim.ptx.operands import Ctx
-from gpushim.ptx.ops_common import nary
+from gpushim.ptx.ops_common import check_mods, nary
 from gpushim.ptx.ops_float import canon32
 from gpushim.ptx.ops_float import ftz as ftz32
 from gpushim.ptx.types import TYPES, U, np_type, type_size
@@ -106,6 +106,7 @@ def compile_cvt(ctx: Ctx, ins: Instr):
         raise ctx.error(f"{ins.op}: cvt needs two types")
     dtyp, atyp = types
     m = set(parts[1:]) - set(types)
+    check_mods(ctx, ins, {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "ftz", "sat"})
     irnd = next((x for x in m if x in _IRND), None)
     frnd = next((x for x in m if x in _FRND), "rn")
     do_ftz = "ftz" in m

@@ -14,12 +14,13 @@ import numpy as np
 from gpushim.ptx import fexact
 from gpushim.ptx.nodes import Instr
 from gpushim.ptx.operands import Ctx
-from gpushim.ptx.ops_common import itype, mods, nary
+from gpushim.ptx.ops_common import check_mods, itype, mods, nary
 from gpushim.ptx.ops_half import compile_half, is_half
 
 _F32_MIN_NORMAL = np.float32(2.0**-126)
 _F64_MIN_NORMAL = np.float64(2.0**-1022)
 _MODES = ("rn", "rz", "rm", "rp")
+_ARITH = frozenset({"rn", "rz", "rm", "rp", "ftz", "sat"})
 
 
 def _check_type(ctx: Ctx, ins: Instr, typ: str) -> None:
@@ -112,6 +113,7 @@ def compile_fbin(ctx: Ctx, ins: Instr):
     """add / sub / mul on f32 and f64."""
     if is_half(ins):
         return compile_half(ctx, ins)
+    check_mods(ctx, ins, _ARITH)
     m = mods(ins)
     typ = itype(ctx, ins)
     _check_type(ctx, ins, typ)
@@ -137,6 +139,7 @@ def compile_fbin(ctx: Ctx, ins: Instr):
 def compile_fma(ctx: Ctx, ins: Instr):
     if is_half(ins):
         return compile_half(ctx, ins)
+    check_mods(ctx, ins, _ARITH)
     m = mods(ins)
     typ = itype(ctx, ins)
     _check_type(ctx, ins, typ)
@@ -152,6 +155,7 @@ def compile_fma(ctx: Ctx, ins: Instr):
 
 
 def compile_fdiv(ctx: Ctx, ins: Instr):
+    check_mods(ctx, ins, _ARITH | {"approx", "full"})
     m = mods(ins)
     typ = itype(ctx, ins)
     _check_type(ctx, ins, typ)
@@ -177,6 +181,7 @@ def compile_fdiv(ctx: Ctx, ins: Instr):
 def compile_fabs_neg(ctx: Ctx, ins: Instr):
     if is_half(ins):
         return compile_half(ctx, ins)
+    check_mods(ctx, ins, {"ftz"})
     typ = itype(ctx, ins)
     if typ not in ("f32", "f64"):
         raise ctx.fail(f"{ins.op}")
@@ -194,6 +199,7 @@ def compile_fabs_neg(ctx: Ctx, ins: Instr):
 def compile_fminmax(ctx: Ctx, ins: Instr):
     if is_half(ins):
         return compile_half(ctx, ins)
+    check_mods(ctx, ins, {"ftz", "NaN"})
     typ = itype(ctx, ins)
     if typ not in ("f32", "f64"):
         raise ctx.fail(f"{ins.op}")
@@ -260,6 +266,7 @@ def _special(name: str, typ: str):
 
 
 def compile_special(ctx: Ctx, ins: Instr):
+    check_mods(ctx, ins, {"approx", "ftz", "rn", "rz", "rm", "rp", "full"})
     typ = itype(ctx, ins)
     m = mods(ins)
     base = ins.op.split(".")[0]

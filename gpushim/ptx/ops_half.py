@@ -12,7 +12,7 @@ import numpy as np
 from gpushim.ptx import fexact
 from gpushim.ptx.nodes import Instr, PredPair
 from gpushim.ptx.operands import Ctx
-from gpushim.ptx.ops_common import itype, mods, nary
+from gpushim.ptx.ops_common import check_mods, itype, mods, nary
 
 HALF_TYPES = ("f16", "f16x2", "bf16", "bf16x2")
 _F16_MIN_NORMAL = 2.0**-14
@@ -102,6 +102,7 @@ def compile_half(ctx: Ctx, ins: Instr):
     typ = itype(ctx, ins)
     m = mods(ins)
     base = ins.op.split(".")[0]
+    check_mods(ctx, ins, {"rn", "ftz", "sat", "relu", "NaN"})
     if m & {"rz", "rm", "rp"} or (m & {"approx"} and base not in ("neg", "abs")):
         raise ctx.fail(f"{ins.op}")
     if base in ("add", "sub", "mul"):
