@@ -111,8 +111,13 @@ class PtxModule:
             if fn.kind != "entry" or not fn.defined:
                 continue
             try:
-                prog = link_kernel(mod, fn.name)
-                kern = compile_kernel(mod, prog)
+                try:
+                    prog = link_kernel(mod, fn.name)
+                    kern = compile_kernel(mod, prog)
+                except (PtxError, PtxUnsupported):
+                    raise
+                except Exception as e:  # a construct the compiler does not know: the kernel cannot run
+                    raise PtxUnsupported(f"{type(e).__name__}: {e}", fn.name) from e
             except PtxUnsupported as e:
                 if strict:
                     raise
