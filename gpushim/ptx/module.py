@@ -105,6 +105,7 @@ class PtxModule:
         self.kernels: dict[str, KernelInfo] = {}
         self._compiled: dict[str, Kernel] = {}
         self._relocated: set[int] = set()
+        self._geometries: dict = {}  # launch geometry -> thread-index arrays, reused by repeated launches
         # kernel -> why it cannot run (only with strict=False; strict modules raise instead)
         self.unsupported: dict[str, str] = {}
         for fn in mod.functions.values():
@@ -180,7 +181,12 @@ class PtxModule:
         lo_stride = align_up(max(prog.frame_bytes, 1), 16)
         if prog.frame_bytes:
             k = max(1, min(k, MAX_LOCAL_BATCH_BYTES // (tpb * lo_stride)))
-        geo = Geometry(grid, block, k, shared_total, prog.frame_bytes)
+        gkey = (grid, block, k, shared_total, prog.frame_bytes)
+        geo = self._geometries.get(gkey)
+        if geo is None:
+            if len(self._geometries) > 32:
+                self._geometries.clear()
+            geo = self._geometries[gkey] = Geometry(grid, block, k, shared_total, prog.frame_bytes)
         pbuf = np.zeros(align_up(len(params), 16) + 16, np.uint8)
         pbuf[: len(params)] = np.frombuffer(bytes(params), np.uint8)
         deadline = time.monotonic() + self.watchdog_s
