@@ -13,7 +13,7 @@
 //   -r  repetitions of each asynchronous batch (median/p99 over them)         default 3
 //   -m  cudaMalloc/cudaFree pairs                                            default 5000
 //   -z  comma-separated copy sizes in bytes                                   default 4096,1048576,268435456
-//   -b  bytes each copy size moves in total (iterations = max(3, b/size), capped at 20000)  default 1 GiB
+//   -b  bytes each copy size moves in total (iterations = max(10, b/size), capped at 20000)  default 1 GiB
 //   -w  which parts to run: any of "lsakmc" (local, sync, async, kernels, malloc, copies)  default all
 //   -H  host memory for copies: pageable, pinned or both                      default both
 //   -D  copy directions: h2d, d2h or both                                     default both
@@ -190,7 +190,7 @@ static void bench_copies(const std::vector<size_t> &sizes, size_t budget, const 
     std::memset(pageable, 0xa5, maxsz);  // touch every page so page faults stay out of the timings
     std::memset(pinned, 0xa5, maxsz);
     for (size_t size : sizes) {
-        size_t iters = std::max<size_t>(3, std::min<size_t>(20000, budget / size));
+        size_t iters = std::max<size_t>(10, std::min<size_t>(20000, budget / size));
         for (int host_kind = 0; host_kind < 2; host_kind++) {
             if (hosts != "both" && hosts != (host_kind ? "pinned" : "pageable")) continue;
             void *host = host_kind ? pinned : pageable;
