@@ -36,6 +36,7 @@ def _late_handlers() -> None:
         "activemask": ops_warp.compile_activemask,
         "@vprintf": ops_sys.compile_vprintf, "@__assertfail": ops_sys.compile_assertfail,
         "@malloc": ops_sys.compile_malloc, "@free": ops_sys.compile_free,
+        "@stackoverflow": ops_sys.compile_stackoverflow,
     })  # fmt: skip
     WARP_HANDLERS.update({
         "shfl": ops_warp.compile_shfl, "vote": ops_warp.compile_vote, "match": ops_warp.compile_match,
@@ -47,6 +48,7 @@ def _late_handlers() -> None:
 WARP_HANDLERS: dict = {}
 # instructions whose effects go beyond registers: exited threads must not take part (groups.alive_only)
 EFFECTS = {"ld", "ldu", "st", "atom", "red", "cp", "@vprintf", "@__assertfail", "@malloc", "@free", "activemask",
+           "@stackoverflow",
            "prefetch", "prefetchu"}  # fmt: skip
 BAR_HANDLERS: dict = {}
 

@@ -58,9 +58,10 @@ def _rename_operand(x, rn):
 
 
 class _Linker:
-    def __init__(self, mod: Module, kernel: Function) -> None:
+    def __init__(self, mod: Module, kernel: Function, max_depth: int = 0) -> None:
         self.mod = mod
         self.kernel = kernel
+        self.max_depth = max_depth  # inlined copies of a recursive function (0: recursion is unsupported)
         self.p = Program(kernel.name)
         self.instances = 0
         self.mod_shared = {v.name: v for v in mod.variables if v.space == "shared"}
@@ -202,7 +203,14 @@ class _Linker:
         if fn is None or not fn.defined:
             raise self.fail(f"call to external function {name} (not defined in this module)", line)
         if name in stack:
-            raise self.fail(f"recursive call to {name}", line)
+            if self.max_depth == 0:
+                raise self.fail(f"recursive call to {name}", line)
+            if stack.count(name) >= self.max_depth:
+                # deeper than the inlined copies: running this far fails like a device stack overflow
+                self.p.code.append(Instr("@stackoverflow", [Sym(name), Imm(self.max_depth)], None, line))
+                return
+        if len(self.p.code) > MAX_CODE:
+            raise _TooBig()
         if len(cargs) != len(fn.params) or len(rets) != len(fn.rets):
             raise PtxError(f"line {line}: call to {name} with the wrong number of arguments")
         self.instances += 1
@@ -286,6 +294,30 @@ def function_address(mod: Module, name: str) -> int:
     return FUNCTION_WINDOW + 16 * sorted(mod.functions).index(name)
 
 
+MAX_CODE = 150_000  # instructions of one linked kernel
+RECURSION_DEPTHS = (32, 16, 10, 6, 3)
+
+
+class _TooBig(Exception):
+    pass
+
+
 def link_kernel(mod: Module, name: str) -> Program:
+    """Link a kernel. Recursive device functions are inlined to a bounded depth (the deepest that keeps the
+    kernel under MAX_CODE instructions); a thread recursing deeper fails the launch with
+    cudaErrorHardwareStackError instead of computing anything wrong."""
     fn = mod.functions[name]
-    return _Linker(mod, fn).link()
+    try:
+        return _Linker(mod, fn).link()
+    except PtxUnsupported as e:
+        if not e.what.startswith("recursive call"):
+            raise
+        first = e
+    for depth in RECURSION_DEPTHS:
+        try:
+            return _Linker(mod, fn, depth).link()
+        except _TooBig:
+            continue
+    raise PtxUnsupported(
+        f"{first.what} (too large to inline even {RECURSION_DEPTHS[-1]} levels deep)", name, first.line
+    )

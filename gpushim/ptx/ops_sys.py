@@ -175,3 +175,17 @@ def compile_free(ctx: Ctx, ins: Instr):
         heap.free(st.mem, np.broadcast_to(rptr(st, idx), (n,)))
 
     return free
+
+
+def compile_stackoverflow(ctx: Ctx, ins: Instr):
+    name, depth = ins.args[0].name, int(ins.args[1].value)
+
+    def overflow(st, idx):
+        who = 0 if idx is None else int(idx[0])
+        raise CudaError(
+            Err.HARDWARE_STACK_ERROR,
+            f"{st.describe_thread(who)} recursed into {name} more than "
+            f"{depth} levels deep, beyond what the emulator inlines (line {ins.line})",
+        )
+
+    return overflow

@@ -91,7 +91,7 @@ def test_spin_lock_makes_progress(more, rng):
 
 @pytest.mark.parametrize(
     "case,what",
-    [(1, "texture"), (2, "recursive call"), (4, "wmma")],
+    [(1, "texture"), (4, "wmma")],
 )
 def test_unsupported_ptx_rejected_at_load(case, what):
     ptx = compile_ptx("unsupported", "sm_75", (f"-DCASE={case}",))
@@ -236,3 +236,21 @@ def test_exited_threads_take_no_part(more, rng):
         assert o[i, 2] == (live[blk] & (x[blk] > 50)).sum()
         assert o[i, 3] == sum(range(x[i] & 7))
     assert more.text() == "v1 at 5\n"
+
+
+def _walk(t, n):
+    return 0 if n <= 0 else int(t[n]) + _walk(t, int(t[n]) % n) + _walk(t, n // 2)
+
+
+def test_bounded_recursion(rng):
+    from gpushim.cuda_errors import CudaError, Err
+
+    d = Dev(compile_ptx("unsupported", "sm_75", ("-DCASE=2",)))  # walk(): a recursive device function
+    t = (np.arange(64) // 3 + 64 * rng.integers(0, 5, 64)).astype(np.int32)  # t[n] % n == n // 3: shallow
+    po = d.empty(4 * 64)
+    d.launch("recursive", 1, 64, d.array(t), po)
+    assert d.get(po, np.int32, 64).tolist() == [_walk(t, n) for n in range(64)]
+    deep = (np.arange(64) - 1 + 64 * np.arange(64)).astype(np.int32)  # t[n] % n == n - 1: depth n
+    with pytest.raises(CudaError) as e:
+        d.launch("recursive", 1, 64, d.array(deep), po)
+    assert e.value.code == Err.HARDWARE_STACK_ERROR
