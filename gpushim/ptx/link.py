@@ -209,7 +209,7 @@ class _Linker:
                 # deeper than the inlined copies: running this far fails like a device stack overflow
                 self.p.code.append(Instr("@stackoverflow", [Sym(name), Imm(self.max_depth)], None, line))
                 return
-        if len(self.p.code) > MAX_CODE:
+        if self.max_depth and len(self.p.code) > MAX_CODE:
             raise _TooBig()
         if len(cargs) != len(fn.params) or len(rets) != len(fn.rets):
             raise PtxError(f"line {line}: call to {name} with the wrong number of arguments")
