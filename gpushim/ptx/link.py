@@ -139,7 +139,7 @@ class _Linker:
                 else:
                     guard = (rn(ins.guard[0]), ins.guard[1]) if ins.guard else None
                     args = [_regs_by_name(_rename_operand(a, rn), p.regs) for a in ins.args]
-                    p.code.append(Instr(ins.op, args, guard, ins.line))
+                    p.code.append(Instr(ins.op, args, guard, ins.line, ret_label is not None))
 
     def emit_call(self, ins: Instr, rn, stack: list[str]) -> None:
         args = list(ins.args)

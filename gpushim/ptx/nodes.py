@@ -58,6 +58,7 @@ class Instr:
     args: list
     guard: tuple[str, bool] | None = None  # (predicate register, negated)
     line: int = 0
+    callee: bool = False  # inlined from a device function (its .param space is the caller's frame)
 
     @property
     def parts(self) -> list[str]:

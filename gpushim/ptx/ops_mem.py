@@ -45,8 +45,8 @@ def _resolve_space(ctx: Ctx, space: str | None, addr_op) -> str | None:
         if space == "param":
             return s if s in ("kparam", "local") else "kparam"
         return space
-    if space == "param":
-        return "kparam"
+    if space == "param":  # a register address: the kernel's parameters, or a device function's frame slots
+        return "local" if ctx.ins is not None and ctx.ins.callee else "kparam"
     return space
 
 
