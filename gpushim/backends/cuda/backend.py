@@ -55,6 +55,13 @@ def bindings_version() -> str | None:
     return None
 
 
+def _has_bindings() -> bool:
+    try:
+        return importlib.util.find_spec("cuda.bindings") is not None
+    except ModuleNotFoundError:  # no `cuda` package at all
+        return False
+
+
 def check_bindings_for_driver(bindings: str | None, cuda_version: int) -> str | None:
     """Why this cuda-bindings cannot drive this driver, or None. cuda-bindings 13.x needs a CUDA 13 driver
     (>= 580); 12.x works with any driver >= 525 (CUDA-FACTS §6: bindings resolve functions by version)."""
@@ -78,7 +85,7 @@ class CudaBackend(Backend):
 
     def __init__(self, reason: str = "", nvml: Any = None, driver_devices: dict[str, Any] | None = None) -> None:
         self.reason = reason
-        if importlib.util.find_spec("cuda.bindings") is None and driver_devices is None:
+        if driver_devices is None and not _has_bindings():
             raise CudaUnavailable("--backend cuda: cuda-python is not installed (pip install 'gpushim[cuda]')")
         try:
             self.nvml = discovery.nvml_snapshot(nvml)
