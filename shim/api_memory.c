@@ -1,5 +1,6 @@
 /* Memory: device allocations on the server, pinned host memory in the client, copies and memsets. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +255,123 @@ static cudaError_t d2h(void *dst, uintptr_t src, size_t n, uint64_t stream) {
     return e;
 }
 
+/* ---- the staging ring: pageable copies on one host ----
+ * Two 8 MiB slots of a memfd shared with the server. Host to device: the client fills one slot while the
+ * server takes the other (its reply frees the slot). Device to host: the server fills one slot while the
+ * client empties the other. One thread stages at a time; others use the socket meanwhile. */
+#define STAGE_SLOT (8u << 20)
+#define STAGE_MIN (256u << 10) /* below this one inline frame is cheaper */
+
+static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *stage;
+static uint64_t stage_shm;
+static int stage_state; /* 0 not tried, 1 ready, -1 unavailable */
+
+static int stage_acquire(size_t n) {
+    if (n < STAGE_MIN || !shm_wanted() || pthread_mutex_trylock(&stage_lock) != 0) return 0;
+    if (stage_state == 0) {
+        stage_state = -1;
+        int fd = memfd_create("gpushim-staging", MFD_CLOEXEC);
+        if (fd >= 0 && ftruncate(fd, 2 * STAGE_SLOT) == 0) {
+            void *p = mmap(NULL, 2 * STAGE_SLOT, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED && (stage_shm = share_with_server(p, fd, 2 * STAGE_SLOT))) {
+                stage = p;
+                stage_state = 1;
+            } else if (p != MAP_FAILED) {
+                munmap(p, 2 * STAGE_SLOT);
+            }
+        }
+        if (fd >= 0) close(fd);
+    }
+    if (stage_state == 1) return 1;
+    pthread_mutex_unlock(&stage_lock);
+    return 0;
+}
+
+static void stage_call(gs_call *c, gs_wbuf *args, int op, uintptr_t dev, uint64_t stream, int slot, size_t n) {
+    gs_call_begin(c, op, 5);
+    gs_w_reset(args);
+    c->w = args;
+    gs_w_array(args, 5);
+    gs_w_uint(args, dev);
+    gs_w_uint(args, stream);
+    gs_w_uint(args, stage_shm);
+    gs_w_uint(args, (uint64_t)slot * STAGE_SLOT);
+    gs_w_uint(args, n);
+}
+
+static cudaError_t staged_h2d(uintptr_t dst, const void *src, size_t n, uint64_t stream) {
+    cudaError_t e = gs_check_device_range((const void *)dst, n);
+    gs_call calls[2];
+    gs_wbuf args[2];
+    int inflight[2] = {0, 0};
+    gs_w_init(&args[0]);
+    gs_w_init(&args[1]);
+    for (size_t off = 0, i = 0; !e && off < n; i++) {
+        int k = (int)(i & 1);
+        if (inflight[k]) {
+            e = gs_call_wait(&calls[k]);
+            gs_call_end(&calls[k]);
+            inflight[k] = 0;
+            if (e) break;
+        }
+        size_t chunk = n - off < STAGE_SLOT ? n - off : STAGE_SLOT;
+        memcpy(stage + (size_t)k * STAGE_SLOT, (const char *)src + off, chunk);
+        stage_call(&calls[k], &args[k], GS_OP_MEMCPY_H2D_STAGED, dst + off, stream, k, chunk);
+        e = gs_call_send(&calls[k]);
+        inflight[k] = !e;
+        off += chunk;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!inflight[k]) continue;
+        cudaError_t we = gs_call_wait(&calls[k]);
+        gs_call_end(&calls[k]);
+        if (we && !e) e = we;
+    }
+    gs_w_free(&args[0]);
+    gs_w_free(&args[1]);
+    return e;
+}
+
+static cudaError_t staged_d2h(void *dst, uintptr_t src, size_t n, uint64_t stream) {
+    cudaError_t e = gs_check_device_range((const void *)src, n);
+    if (e) return e;
+    gs_call calls[2];
+    gs_wbuf args[2];
+    gs_w_init(&args[0]);
+    gs_w_init(&args[1]);
+    size_t nchunks = (n + STAGE_SLOT - 1) / STAGE_SLOT, sent = 0, done = 0;
+    while (done < nchunks) {
+        while (!e && sent < nchunks && sent - done < 2) {
+            size_t off = sent * (size_t)STAGE_SLOT;
+            stage_call(&calls[sent & 1], &args[sent & 1], GS_OP_MEMCPY_D2H_SHM, src + off, stream, (int)(sent & 1),
+                       n - off < STAGE_SLOT ? n - off : STAGE_SLOT);
+            e = gs_call_send(&calls[sent & 1]);
+            if (!e) sent++;
+        }
+        if (done == sent) break;
+        int k = (int)(done & 1);
+        size_t off = done * (size_t)STAGE_SLOT;
+        cudaError_t we = gs_call_wait(&calls[k]);
+        gs_call_end(&calls[k]);
+        if (!we) memcpy((char *)dst + off, stage + (size_t)k * STAGE_SLOT, n - off < STAGE_SLOT ? n - off : STAGE_SLOT);
+        if (we && !e) e = we;
+        done++;
+    }
+    gs_w_free(&args[0]);
+    gs_w_free(&args[1]);
+    return e;
+}
+
+/* A forked child starts a session of its own: its parent's staging ring is not registered there. */
+static void stage_after_fork(void) {
+    pthread_mutex_init(&stage_lock, NULL);
+    stage_state = 0;
+    stage = NULL;
+}
+
+__attribute__((constructor)) static void stage_init(void) { pthread_atfork(NULL, NULL, stage_after_fork); }
+
 /* True when [p, p+n) lies in pinned memory shared with the server. */
 static int shared_host(const void *p, size_t n, gs_range *r) {
     return gs_ranges_find((uintptr_t)p, r) && r->kind == cudaMemoryTypeHost && r->shm &&
@@ -293,9 +411,19 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
     case cudaMemcpyHostToHost: memmove(dst, src, n); return cudaSuccess;
     case cudaMemcpyHostToDevice:
         if (shared_host(src, n, &hr)) return gs_ret(shm_copy(GS_OP_MEMCPY_H2D_SHM, (uintptr_t)dst, &hr, src, n, stream, 1));
+        if (stage_acquire(n)) {
+            e = staged_h2d((uintptr_t)dst, src, n, stream);
+            pthread_mutex_unlock(&stage_lock);
+            return gs_ret(e);
+        }
         return gs_ret(h2d((uintptr_t)dst, src, n, stream));
     case cudaMemcpyDeviceToHost:
         if (shared_host(dst, n, &hr)) return gs_ret(shm_copy(GS_OP_MEMCPY_D2H_SHM, (uintptr_t)src, &hr, dst, n, stream, async));
+        if (stage_acquire(n)) {
+            e = staged_d2h(dst, (uintptr_t)src, n, stream);
+            pthread_mutex_unlock(&stage_lock);
+            return gs_ret(e);
+        }
         return gs_ret(d2h(dst, (uintptr_t)src, n, stream));
     default: {
         e = gs_check_device_range(dst, n);

@@ -349,6 +349,10 @@ class Session:
         self.bs.write_shared(self._stream(stream), dst, self._shared(shm, offset, nbytes))
         return []
 
+    def op_memcpy_h2d_staged(self, dst: int, stream: int, shm: int, offset: int, nbytes: int) -> list[Any]:
+        self.bs.write(self._stream(stream), dst, self._shared(shm, offset, nbytes))
+        return []
+
     def op_memcpy_d2h_shm(self, src: int, stream: int, shm: int, offset: int, nbytes: int) -> Wait:
         self.bs.read_into(self._stream(stream), src, self._shared(shm, offset, nbytes))
         return Wait(self._stream_idle(stream))

@@ -122,8 +122,11 @@ class EmulatorSession(BackendSession):
 
     def write(self, stream: Stream | None, dst: int, data: bytes | memoryview) -> None:
         mem = self._check(dst, len(data), "cudaMemcpy to the device")
-        payload = bytes(data)  # the client's buffer is reusable as soon as the call returns
-        self.sched.work(self._stream(stream), lambda: mem.write(dst, payload))
+        s = self._stream(stream)
+        # The client may reuse its buffer as soon as the call returns: copy straight into device memory when
+        # the stream runs the copy now, else keep a snapshot for when it does.
+        payload = data if self.sched.runs_now(s) else bytes(data)
+        self.sched.work(s, lambda: mem.write(dst, payload))
 
     def write_shared(self, stream: Stream | None, dst: int, source: memoryview) -> None:
         mem = self._check(dst, len(source), "cudaMemcpy to the device")
