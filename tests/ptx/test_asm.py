@@ -232,3 +232,47 @@ def test_f32_atomic_add_flushes_subnormals_on_global_only(asm):
     asm.launch("atomicSubnormal", 1, 4, g, out, v)
     assert asm.get(g, np.float32, 1)[0] == 0.0
     assert asm.get(out, np.float32, 1)[0] == np.float32(v) * 4
+
+
+def _lanes(v, n, width, signed):
+    out = []
+    for k in range(n):
+        x = (v >> (width * k)) & ((1 << width) - 1)
+        out.append(x - (1 << width) if signed and x >> (width - 1) else x)
+    return out
+
+
+def _fns(mask, base, offset):
+    pos, cnt = base, 0
+    while 0 <= pos < 32:
+        if mask >> pos & 1:
+            cnt += 1
+            if cnt == offset:
+                return pos
+        pos += 1
+    return 0xFFFFFFFF
+
+
+def test_misc_instructions(asm, rng):
+    n = 64
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    y = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    f = rng.standard_normal(n).astype(np.float32)
+    f[0] = -0.0
+    po = asm.empty(4 * 10 * n)
+    asm.launch("asmMisc", 1, n, asm.array(x), asm.array(y), asm.array(f), po)
+    o = asm.get(po, np.uint32, 10 * n).reshape(n, 10)
+    for i in range(n):
+        a, b, c = int(x[i]), int(y[i]), float(f[i])
+        dp4 = sum(p * q for p, q in zip(_lanes(a, 4, 8, False), _lanes(b, 4, 8, True), strict=True)) + 7
+        la, lb = _lanes(a, 2, 16, True), _lanes(b, 4, 8, False)
+        dp2lo = la[0] * lb[0] + la[1] * lb[1]
+        la_u = _lanes(a, 2, 16, False)
+        dp2hi = la_u[0] * lb[2] + la_u[1] * lb[3] + 1
+        exp = [dp4 & R.M32, dp2lo & R.M32, dp2hi & R.M32, R.M32 if R.s32(a) < R.s32(b) else 0,
+               0x3F800000 if c >= 0 else 0, a if c >= 0 else b, _fns(a, b & 31, 3), 1, 1,
+               ((a & 0xFFFFFF) * (b & 0xFFFFFF) + 5) & R.M32]  # fmt: skip
+        assert o[i].tolist() == exp, (
+            i,
+            [(k, hex(g), hex(e)) for k, (g, e) in enumerate(zip(o[i].tolist(), exp)) if g != e],
+        )

@@ -99,3 +99,20 @@ extern "C" __global__ void atomicSubnormal(float *g, float *out, float v) {
     __syncthreads();
     if (threadIdx.x == 0) out[0] = s;
 }
+extern "C" __global__ void asmMisc(const unsigned *x, const unsigned *y, const float *f, unsigned *out) {
+    __shared__ int sh[4];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned a = x[i], b = y[i], r;
+    float c = f[i];
+    unsigned *o = out + 10 * i;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(7)); o[0] = r;
+    asm("dp2a.lo.s32.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(0)); o[1] = r;
+    asm("dp2a.hi.u32.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(1)); o[2] = r;
+    asm("set.lt.u32.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[3] = r;
+    asm("{.reg .f32 t; set.ge.f32.f32 t, %1, 0f00000000; mov.b32 %0, t;}" : "=r"(r) : "f"(c)); o[4] = r;
+    asm("slct.u32.f32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "f"(c)); o[5] = r;
+    asm("fns.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b & 31), "r"(3)); o[6] = r;
+    asm("{.reg .pred p; isspacep.shared p, %1; selp.u32 %0, 1, 0, p;}" : "=r"(r) : "l"((void *)&sh[1])); o[7] = r;
+    asm("{.reg .pred p; isspacep.global p, %1; selp.u32 %0, 1, 0, p;}" : "=r"(r) : "l"((void *)x)); o[8] = r;
+    asm("mad24.lo.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(5)); o[9] = r;
+}
