@@ -274,5 +274,5 @@ def test_misc_instructions(asm, rng):
                ((a & 0xFFFFFF) * (b & 0xFFFFFF) + 5) & R.M32]  # fmt: skip
         assert o[i].tolist() == exp, (
             i,
-            [(k, hex(g), hex(e)) for k, (g, e) in enumerate(zip(o[i].tolist(), exp)) if g != e],
+            [(k, hex(g), hex(e)) for k, (g, e) in enumerate(zip(o[i].tolist(), exp, strict=True)) if g != e],
         )
