@@ -201,8 +201,6 @@ def imm_value(op: Imm, typ: str):
         return np.bool_(op.value != 0)
     if dt.kind == "f":
         return dt.type(op.value)
-    if typ in ("f16", "bf16") and False:
-        return const(op.value, dt)
     return const(op.value, dt)
 
 

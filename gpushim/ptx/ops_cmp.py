@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpushim.ptx.nodes import Instr, PredPair, Reg
+from gpushim.ptx.nodes import Instr, PredPair
 from gpushim.ptx.operands import Ctx
-from gpushim.ptx.ops_common import itype, mods, nary
+from gpushim.ptx.ops_common import itype
 from gpushim.ptx.ops_float import ftz
 from gpushim.ptx.types import S, U, type_size
 
@@ -44,10 +44,6 @@ def _cmp_func(op: str, typ: str):
             return lambda a, b: g(a.view(ut), b.view(ut))
         return _ORDERED[op]
     raise KeyError(op)
-
-
-def _cmp_type(typ: str) -> str:
-    return typ
 
 
 def compile_setp(ctx: Ctx, ins: Instr):
@@ -156,9 +152,4 @@ def compile_slct(ctx: Ctx, ins: Instr):
     return slct
 
 
-def compile_mov_pred_like(ctx: Ctx, ins: Instr):
-    return nary(ctx, ins, "pred", lambda a: a, 1)
-
-
 HANDLERS = {"setp": compile_setp, "set": compile_set, "selp": compile_selp, "slct": compile_slct}
-_ = (mods, Reg)

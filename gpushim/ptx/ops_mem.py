@@ -7,7 +7,7 @@ import numpy as np
 from gpushim.ptx.memspaces import generic_masks, locate, locate_reg, split_generic
 from gpushim.ptx.nodes import Instr, Reg, Sym, Vec
 from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, Ctx
-from gpushim.ptx.types import TYPES, U, np_type, type_size
+from gpushim.ptx.types import TYPES, U, np_type
 from gpushim.ptx.values import conv, ndarray
 
 SPACE_NAMES = {"global": "global", "shared": "shared", "shared::cta": "shared", "local": "local", "const": "const",
@@ -239,23 +239,6 @@ def compile_isspacep(ctx: Ctx, ins: Instr):
 
 def compile_nop(ctx: Ctx, ins: Instr):
     return None
-
-
-def is_vec_dst(op) -> bool:
-    return isinstance(op, Vec)
-
-
-__all__ = [
-    "compile_ld",
-    "compile_st",
-    "compile_cvta",
-    "compile_isspacep",
-    "compile_nop",
-    "gather",
-    "scatter",
-    "type_size",
-    "Reg",
-]
 
 
 def compile_cp_async(ctx: Ctx, ins: Instr):

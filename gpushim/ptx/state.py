@@ -8,7 +8,6 @@ import numpy as np
 
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.link import align_up
-from gpushim.ptx.types import U
 
 _clock_last = 0
 _CLOCK_HZ = 1.5e9
@@ -188,6 +187,3 @@ class State:
 
     def error_for(self, what: str, msg: str) -> CudaError:
         return CudaError(Err.ILLEGAL_ADDRESS, f"{what}: {msg}")
-
-
-_ = U
