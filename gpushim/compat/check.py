@@ -171,7 +171,7 @@ def client_runtime(scan: ElfScan) -> tuple[int | None, str]:
 # -- targets --------------------------------------------------------------------------------------------------
 
 def _cc_of(text: str) -> tuple[int, int] | None:
-    m = re.fullmatch(r"(?:sm_?)?(\d+)\.(\d+)", text.strip()) or re.fullmatch(r"sm_?(\d)(\d)", text.strip())
+    m = re.fullmatch(r"(?:sm_?)?(\d+)\.(\d+)", text.strip()) or re.fullmatch(r"sm_?(\d+)(\d)", text.strip())
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 

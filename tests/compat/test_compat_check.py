@@ -109,6 +109,15 @@ def test_cli_shared_library() -> None:
     assert d["images"] and d["images"][0]["strategy"] == "translate"
 
 
+def test_gpu_by_compute_capability() -> None:
+    for gpu, cc in (("sm_100", "10.0"), ("9.0", "9.0"), ("sm_89", "8.9"), ("t4", "7.5")):
+        code, out = cli(str(FIXTURES / "13.0" / "kernels"), "--gpu", gpu, "--driver", "13.0", "--json")
+        assert json.loads(out)["devices"][0]["cc"] == cc
+    # sm_100 with the 13.0 kernels (sm_75/sm_90 cubins, compute_75 PTX): the PTX is JIT-compiled
+    code, out = cli(str(FIXTURES / "13.0" / "kernels"), "--gpu", "sm_100", "--driver", "13.0", "--json")
+    assert code == 0 and "compute_75" in json.loads(out)["images"][0]["reason"]
+
+
 def test_cli_errors() -> None:
     code, out = cli(str(FIXTURES / "manifest.json"), "--gpu", "h100")
     assert code == 1 and "not an ELF file" in out
