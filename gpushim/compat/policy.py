@@ -25,7 +25,8 @@ from gpushim.cuda_errors import CudaError, Err
 from gpushim.fatbin import FatbinError, FatbinImage, ptx_info
 from gpushim.fatbin.container import FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC
 
-__all__ = ["STRATEGY_RANK", "ImageChoice", "Policy", "Verdict", "build_policy", "relabel_ptx", "required_isa"]
+__all__ = ["STRATEGY_RANK", "ImageChoice", "Policy", "Verdict", "build_policy", "driver_features", "relabel_ptx",
+           "required_isa"]
 
 STRATEGY_RANK = {"native": 0, "translate": 1, "emulate": 2, "reject": 3}
 SMALL_PARAM_LIMIT = 4096  # kernel parameter bytes every driver accepts; up to 32764 from CUDA 12.1 (r530)
@@ -429,3 +430,11 @@ class Policy:
 def build_policy(client_runtime: int, driver_version: int, device_ccs: list[tuple[int, int]]) -> Policy:
     """The policy for one session: client runtime (e.g. 12040), driver (e.g. 13000), the devices' (major, minor)."""
     return Policy(int(client_runtime), int(driver_version), [(int(a), int(b)) for a, b in device_ccs])
+
+
+def driver_features(driver_version: int) -> dict[str, bool]:
+    """What a driver of this CUDA version has, per feature of the table, whatever the client (for backends that
+    present a driver version, e.g. the emulator: no cuFuncGetParamInfo below 12.4)."""
+    t = load_table()
+    v = int(driver_version) // 10 * 10
+    return {name: f.min_driver is None or v >= f.min_driver for name, f in t.features.items()}

@@ -116,6 +116,14 @@ def test_driver_has(feature: str, below: str, at: str) -> None:
     assert build_policy(12040, parse_version(at), [(8, 0)]).driver_has(feature)
 
 
+def test_driver_features_without_a_client() -> None:
+    from gpushim.compat.policy import driver_features
+
+    f = driver_features(12020)
+    assert not f["cuFuncGetParamInfo"] and f["large_kernel_params"] and not f["zstd_fatbin"] and f["memory_pools"]
+    assert all(driver_features(13000).values())
+
+
 def test_driver_has_unknown_feature() -> None:
     with pytest.raises(KeyError):
         build_policy(12040, 12040, [(9, 0)]).driver_has("warp_drive")
