@@ -316,7 +316,49 @@ def compile_dp(ctx: Ctx, ins: Instr):
     return nary(ctx, ins, "b32", dp, 3)
 
 
+def compile_bmsk(ctx: Ctx, ins: Instr):
+    """bmsk.{clamp,wrap}.b32 d, a, b: b bits set from position a (PTX ISA semantics, sm_70)."""
+    clamp = "clamp" in mods(ins)
+
+    def bmsk(a, b):
+        a = np.asarray(a, np.int64)
+        b = np.asarray(b, np.int64)
+        a1, b1 = a & 31, b & 31
+        full = np.int64(0xFFFFFFFF)
+        mask0 = (full << a1) & full
+        s = a1 + b1
+        mask1 = (full << np.minimum(s, 31)) & full
+        over = s >= 32
+        if clamp:
+            mask0 = np.where(a >= 32, 0, mask0)
+            over = over | (a >= 32) | (b >= 32)
+        mask1 = np.where(over, 0, np.where(b1 == 0, full, mask1))
+        return (mask0 & ~mask1 & full).astype(np.uint32)
+
+    return nary(ctx, ins, "b32", bmsk, 2, ["u32", "u32"])
+
+
+def compile_szext(ctx: Ctx, ins: Instr):
+    """szext.{clamp,wrap}.{s32,u32} d, a, b: extend the b lowest bits of a (PTX ISA, sm_70)."""
+    clamp = "clamp" in mods(ins)
+    signed = itype(ctx, ins) == "s32"
+
+    def szext(a, b):
+        a = np.asarray(a).astype(np.uint32).astype(np.int64)
+        b = np.asarray(b, np.int64)
+        n = np.minimum(b, 32) if clamp else (b & 31)
+        low = a & ((np.int64(1) << n) - 1)
+        if signed:
+            sign = (low >> np.maximum(n - 1, 0)) & 1
+            low = np.where((sign == 1) & (n < 32), low - (np.int64(1) << n), low)
+        r = np.where(n == 0, 0, low)
+        return (r & 0xFFFFFFFF).astype(np.uint32)
+
+    return nary(ctx, ins, "b32", szext, 2, ["b32", "u32"])
+
+
 HANDLERS = {
+    "bmsk": compile_bmsk, "szext": compile_szext,
     "and": compile_logic, "or": compile_logic, "xor": compile_logic, "not": compile_logic, "cnot": compile_logic,
     "shl": compile_shift, "shr": compile_shift, "shf": compile_shf, "lop3": compile_lop3,
     "popc": compile_unary_bits, "clz": compile_unary_bits, "brev": compile_unary_bits, "bfind": compile_unary_bits,

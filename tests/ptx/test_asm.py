@@ -276,3 +276,43 @@ def test_misc_instructions(asm, rng):
             i,
             [(k, hex(g), hex(e)) for k, (g, e) in enumerate(zip(o[i].tolist(), exp, strict=True)) if g != e],
         )
+
+
+def _bmsk(a, b, clamp):
+    a1, b1 = a & 31, b & 31
+    mask0 = (0xFFFFFFFF << a1) & R.M32
+    s = a1 + b1
+    mask1 = (0xFFFFFFFF << s) & R.M32 if s < 32 else 0
+    over = s >= 32
+    if clamp:
+        if a >= 32:
+            mask0 = 0
+            over = True
+        if b >= 32:
+            over = True
+    mask1 = 0 if over else (R.M32 if b1 == 0 else mask1)
+    return mask0 & ~mask1 & R.M32
+
+
+def _szext(a, b, clamp, signed):
+    n = min(b, 32) if clamp else b & 31
+    if n == 0:
+        return 0
+    low = a & ((1 << n) - 1)
+    if signed and n < 32 and low >> (n - 1) & 1:
+        low -= 1 << n
+    return low & R.M32
+
+
+def test_bmsk_szext(asm, rng):
+    n = 64
+    x = rng.integers(0, 40, n).astype(np.uint32)
+    y = rng.integers(0, 40, n).astype(np.uint32)
+    po = asm.empty(16 * n)
+    asm.launch("asmMask", 1, n, asm.array(x), asm.array(y), po)
+    o = asm.get(po, np.uint32, 4 * n).reshape(n, 4)
+    for i in range(n):
+        a, b = int(x[i]), int(y[i])
+        h = (a * 2654435761) & R.M32
+        exp = [_bmsk(a, b, True), _bmsk(a, b, False), _szext(h, b, True, True), _szext(h, b, False, False)]
+        assert o[i].tolist() == exp, (a, b)

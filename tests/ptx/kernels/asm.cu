@@ -116,3 +116,11 @@ extern "C" __global__ void asmMisc(const unsigned *x, const unsigned *y, const f
     asm("{.reg .pred p; isspacep.global p, %1; selp.u32 %0, 1, 0, p;}" : "=r"(r) : "l"((void *)x)); o[8] = r;
     asm("mad24.lo.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(5)); o[9] = r;
 }
+extern "C" __global__ void asmMask(const unsigned *x, const unsigned *y, unsigned *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned a = x[i], b = y[i], r;
+    asm("bmsk.clamp.b32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); out[4 * i] = r;
+    asm("bmsk.wrap.b32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); out[4 * i + 1] = r;
+    asm("szext.clamp.s32 %0, %1, %2;" : "=r"(r) : "r"(a * 2654435761u), "r"(b)); out[4 * i + 2] = r;
+    asm("szext.wrap.u32 %0, %1, %2;" : "=r"(r) : "r"(a * 2654435761u), "r"(b)); out[4 * i + 3] = r;
+}
