@@ -40,7 +40,7 @@ def _late_handlers() -> None:
     })  # fmt: skip
     WARP_HANDLERS.update({
         "shfl": ops_warp.compile_shfl, "vote": ops_warp.compile_vote, "match": ops_warp.compile_match,
-        "redux": ops_warp.compile_redux, "bar.warp": ops_warp.compile_warp_sync,
+        "redux": ops_warp.compile_redux, "bar.warp": ops_warp.compile_warp_sync, "elect": ops_warp.compile_elect,
     })  # fmt: skip
     BAR_HANDLERS.update({"bar": ops_warp.compile_bar, "barrier": ops_warp.compile_bar})
 
@@ -58,7 +58,7 @@ UNSUPPORTED = {
     "suq": "surface query (suq)", "wmma": "warp matrix multiply (wmma)", "mma": "tensor core mma",
     "ldmatrix": "ldmatrix", "stmatrix": "stmatrix", "cp.async.bulk": "bulk asynchronous copy (TMA)",
     "cp.reduce": "cp.reduce.async.bulk", "wgmma": "wgmma", "tcgen05": "tcgen05", "mbarrier": "mbarrier",
-    "getctarank": "clusters (getctarank)", "elect": "elect.sync", "setmaxnreg": "setmaxnreg",
+    "getctarank": "clusters (getctarank)", "setmaxnreg": "setmaxnreg",
     "alloca": "dynamic stack allocation (alloca)", "stacksave": "stacksave", "stackrestore": "stackrestore",
     "griddepcontrol": "griddepcontrol", "multimem": "multimem", "cvt.pack": "cvt.pack",
     "istypep": "istypep (texture/surface handles)", "tensormap": "tensormap", "clusterlaunchcontrol": "clusters",
@@ -133,7 +133,7 @@ def _kind(ins: Instr) -> str:
         return "warp"
     if base in ("bar", "barrier"):
         return "bar"
-    if base in ("shfl", "vote", "match", "redux"):
+    if base in ("shfl", "vote", "match", "redux", "elect"):
         return "warp"
     return "normal"
 

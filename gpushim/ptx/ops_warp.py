@@ -226,3 +226,26 @@ def compile_redux(ctx: Ctx, ins: Instr):
         w(st, idx, np.repeat(r, counts))
 
     return redux
+
+
+def compile_elect(ctx: Ctx, ins: Instr):
+    """elect.sync d|p, membermask: the lowest participating lane of each warp is the leader."""
+    dst = ins.args[0]
+    if isinstance(dst, PredPair):
+        wd = ctx.writer(dst.first) if dst.first is not None else (lambda st, idx, v: None)
+        wp = ctx.writer(dst.second) if dst.second is not None else None
+    else:
+        wd, wp = ctx.writer(dst), None
+
+    def elect(st, idx):
+        n = st.n if idx is None else idx.size
+        if n == 0:
+            return
+        _, starts, counts = _segments(st, idx)
+        lane = st.sp["%laneid"] if idx is None else st.sp["%laneid"][idx]
+        leader = np.repeat(lane[starts], counts)
+        wd(st, idx, leader.astype(np.uint32))
+        if wp is not None:
+            wp(st, idx, lane == leader)
+
+    return elect

@@ -254,3 +254,23 @@ def test_bounded_recursion(rng):
     with pytest.raises(CudaError) as e:
         d.launch("recursive", 1, 64, d.array(deep), po)
     assert e.value.code == Err.HARDWARE_STACK_ERROR
+
+
+def test_elect_sync(dev_for, rng):
+    d = dev_for("elect90", "sm_90")
+    n = 96
+    x = rng.integers(-3, 3, n, dtype=np.int32)
+    po = d.empty(8 * n)
+    d.launch("electLeader", 1, n, d.array(x), po)
+    o = d.get(po, np.uint32, 2 * n).reshape(n, 2)
+    for w in range(n // 32):
+        lanes = np.arange(32 * w, 32 * w + 32)
+        act = lanes[x[lanes] > 0]
+        if act.size == 0:
+            continue
+        lead = act[0] % 32
+        for ln in lanes:
+            if x[ln] > 0:
+                assert o[ln].tolist() == [lead, int(ln % 32 == lead)]
+            else:
+                assert o[ln].tolist() == [0xFFFFFFFF, 0]
