@@ -102,9 +102,10 @@ class PtxModule:
             if v.space in ("global", "const") and not v.extern:
                 init, relocs = _init_bytes(v)
                 self.globals[v.name] = GlobalVar(v.name, v.space, v.size, v.align, init, relocs)
+        self._has_relocs = any(g.relocs for g in self.globals.values())
         self.kernels: dict[str, KernelInfo] = {}
         self._compiled: dict[str, Kernel] = {}
-        self._relocated: set[int] = set()
+        self._relocated: set = set()
         self._geometries: dict = {}  # launch geometry -> thread-index arrays, reused by repeated launches
         # kernel -> why it cannot run (only with strict=False; strict modules raise instead)
         self.unsupported: dict[str, str] = {}
@@ -209,7 +210,10 @@ class PtxModule:
         return LaunchStats(count, time.perf_counter() - t0, nblocks)
 
     def _apply_relocs(self, memory, symbols: dict[str, int]) -> None:
-        key = id(memory)
+        if not self._has_relocs:
+            return
+        # once per memory and placement of the variables (a device reset places them anew)
+        key = (id(memory), tuple(sorted((n, a) for n, a in symbols.items() if n in self.globals)))
         if key in self._relocated:
             return
         for g in self.globals.values():
