@@ -171,7 +171,7 @@ class PtxModule:
         for g in kern.prog.used_globals:
             if g not in symbols:
                 raise CudaError(Err.INVALID_VALUE, f"module global {g} has no device address")
-        self._apply_relocs(memory, symbols)
+        self.apply_relocations(memory, symbols)
         prog = kern.prog
         shared_total = (
             prog.dynamic_offset + shared_bytes if (prog.dynamic_shared or shared_bytes) else prog.static_shared
@@ -209,7 +209,10 @@ class PtxModule:
                     count += st.count
         return LaunchStats(count, time.perf_counter() - t0, nblocks)
 
-    def _apply_relocs(self, memory, symbols: dict[str, int]) -> None:
+    def apply_relocations(self, memory, symbols: dict[str, int]) -> None:
+        """Write the address initialisers (GlobalVar.relocs) of the module's variables placed at `symbols`.
+        launch() does it before the first launch; a backend may call it right after placing the variables so
+        that reading a pointer table (cudaMemcpyFromSymbol) before any launch already sees the addresses."""
         if not self._has_relocs:
             return
         # once per memory and placement of the variables (a device reset places them anew)
