@@ -22,7 +22,11 @@ def clock_now() -> int:
 
 
 def _views(buf: np.ndarray) -> dict:
-    return {1: buf, 2: buf.view(np.uint16), 4: buf.view(np.uint32), 8: buf.view(np.uint64)}
+    """Typed views of a byte buffer (its length cut to whole elements; the arena's capacity may be odd)."""
+    return {
+        k: (buf[: buf.size - buf.size % k].view(dt) if k > 1 else buf)
+        for k, dt in ((1, np.uint8), (2, np.uint16), (4, np.uint32), (8, np.uint64))
+    }
 
 
 class Geometry:
