@@ -42,7 +42,7 @@ setup(
     packages=["gpushim", "gpushim.backends", "gpushim.backends.emulator", "gpushim.backends.cuda", "gpushim.server",
               "gpushim.ptx", "gpushim.fatbin", "gpushim.compat", "gpushim.adapters"],
     package_dir={"gpushim.adapters": "adapters"},
-    package_data={"gpushim": ["lib/libgpushim.so"], "gpushim.adapters": ["cudart/*/*", "cudart/*.json"]},
+    package_data={"gpushim": ["lib/libgpushim.so"], "gpushim.adapters": ["cudart/*/*", "cudart/*.json", "compat.json"]},
     install_requires=["click>=8", "msgpack>=1.0", "numpy>=1.26", "rich>=13", "pyelftools>=0.30", "zstandard>=0.22"],
     extras_require={
         # cuda-bindings 12.x drives any driver >= 525, 13.x needs >= 580: tools/gpu_check.sh picks by driver.

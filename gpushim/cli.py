@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from gpushim import __version__
+from gpushim.compat.check import compat_check_command
 from gpushim.fatbin.report import images_command
 from gpushim.paths import server_url, shim_path
 
@@ -43,8 +44,14 @@ def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driv
                 reason = f"auto: {why}, but this gpushim has no cuda backend yet"
             else:
                 from gpushim.backends.cuda import CudaBackend
+                from gpushim.backends.cuda.backend import CudaUnavailable
 
-                return CudaBackend(reason=why)
+                try:
+                    return CudaBackend(reason=why)
+                except CudaUnavailable as e:
+                    if name == "cuda":
+                        raise
+                    reason = f"auto: a GPU is present but the cuda backend cannot use it: {e.message}"
         else:
             reason = f"auto: {why}"
     else:
@@ -258,3 +265,4 @@ def _stop(server: subprocess.Popen | None) -> None:
 
 
 main.add_command(images_command)
+main.add_command(compat_check_command)

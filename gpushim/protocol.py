@@ -31,7 +31,8 @@ MAX_FRAME = 1 << 30  # a peer that announces a larger frame is malformed
 BULK_CHUNK = 16 << 20  # the shim splits larger copies into frames of at most this many data bytes
 
 HELLO, CALL, REPLY, POST, FATAL, CALLBACK, STATUS = 0, 1, 2, 3, 4, 5, 6
-KINDS = {"HELLO": HELLO, "CALL": CALL, "REPLY": REPLY, "POST": POST, "FATAL": FATAL, "CALLBACK": CALLBACK, "STATUS": STATUS}
+KINDS = {"HELLO": HELLO, "CALL": CALL, "REPLY": REPLY, "POST": POST, "FATAL": FATAL, "CALLBACK": CALLBACK,
+         "STATUS": STATUS}
 
 # Stream handles on the wire: 0 is the legacy default stream. The shim maps cudaStreamLegacy to 0 and
 # cudaStreamPerThread / _ptsz calls to its thread's own stream. Server handles are never below this:
@@ -78,7 +79,8 @@ OPS: tuple[Op, ...] = (
     _op(28, "MEMCPY2D_D2D", "dst dpitch src spitch width height stream", "", "pitched device to device"),
     _op(29, "MEMSET", "dst value nbytes stream", "", "cudaMemset(Async)"),
     _op(30, "MEMSET2D", "dst pitch value width height stream", "", "cudaMemset2D(Async)"),
-    _op(31, "POINTER_INFO", "ptr", "kind dev base size", "what the server knows of a pointer (kind 0: none, 2: device)"),
+    _op(31, "POINTER_INFO", "ptr", "kind dev base size",
+        "what the server knows of a pointer (kind 0: none, 2: device)"),
     _op(32, "HOST_MAP", "shm size", "", "map the client's shared pinned memory; its memfd travels with the frame "
         "(SCM_RIGHTS, Unix sockets only)"),
     _op(33, "HOST_UNMAP", "shm", "", "forget a shared pinned memory mapping"),

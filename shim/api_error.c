@@ -18,5 +18,5 @@ GS_IMPL const char *gs_cudaGetErrorString(cudaError_t e) {
 
 GS_IMPL const char *gs_cudaGetErrorName(cudaError_t e) {
     const char *s = gs_error_name(gs_runtime_version() / 1000, e);
-    return s ? s : "cudaErrorUnknown";
+    return s ? s : "unrecognized error code"; /* what libcudart itself answers for a code it does not know */
 }

@@ -31,12 +31,14 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg) {
     return 0;
 }
 
-/* "libcudart.so.11.8.89" -> 11080; "libcudart.so.12" -> 0 (no minor in the name). */
+/* "libcudart.so.11.8.89" -> 11080. A soname ("libcudart.so.12", "libcudart.so.11.0") says nothing of the
+ * minor version, so only a full major.minor.patch name counts. */
 static int version_from_filename(const char *file) {
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
-    int major = 0, minor = -1;
-    if (sscanf(base, "libcudart.so.%d.%d", &major, &minor) == 2 && major >= 10 && minor >= 0 && minor < 100)
+    int major = 0, minor = -1, patch = -1;
+    if (sscanf(base, "libcudart.so.%d.%d.%d", &major, &minor, &patch) == 3 && major >= 10 && minor >= 0 &&
+        minor < 100)
         return major * 1000 + minor * 10;
     return 0;
 }

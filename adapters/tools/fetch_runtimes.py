@@ -182,7 +182,23 @@ def fetch(spec: RuntimeSpec, cache: Path, force: bool, use_local: bool = True) -
 
 def runtime_dir(version: str, cache: Path = CACHE) -> Path:
     """Return the cache dir of a fetched runtime (fetching it if needed)."""
-    return fetch(SPECS[version], cache, force=False)
+    d = fetch(SPECS[version], cache, force=False)
+    mark_wheel_version(d)
+    return d
+
+
+def mark_wheel_version(d: Path) -> None:
+    """Keeps the wheel's ``<name>-<version>.dist-info`` folder name beside lib/, as an installed wheel has it:
+    that is where a client (libgpushim) reads the exact version of a libcudart.so.11.0, which cannot say
+    it without a driver."""
+    try:
+        meta = json.loads((d / "source.json").read_text())
+    except (OSError, ValueError):
+        return
+    if meta.get("source") != "pypi" or not meta.get("wheels"):
+        return
+    name, ver = meta["wheels"][0]["file"].split("-")[:2]
+    (d / f"{name}-{ver}.dist-info").mkdir(exist_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

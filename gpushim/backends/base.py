@@ -48,6 +48,8 @@ class Event(ABC):
 class BackendSession(ABC):
     """One client's view of the backend, living in that client's worker process."""
 
+    policy: Any = None  # the session's adaptation policy (gpushim.compat.policy.Policy), set by the session
+
     # -- memory ----------------------------------------------------------------------------------------
     @abstractmethod
     def malloc(self, dev: int, size: int) -> int: ...

@@ -17,11 +17,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpushim.backends.base import Backend, Event, Stream
+from gpushim.compat.policy import Policy, build_policy
 from gpushim.cuda_errors import STICKY, CudaError, Err
-from gpushim.server.modules import ModuleStore
 from gpushim.protocol import CALLBACK, HANDLE_BASE, OPS_BY_ID, POST, REPLY, check_args
+from gpushim.server.modules import ModuleStore
 
 # Errors whose reason the shim prints for a person to act on (others are ordinary API results).
+# The runtime API an operation serves, for the policy's per-API verdicts.
+OP_API = {
+    "DEVICE_PROPS": "cudaGetDeviceProperties", "DEVICE_ATTR": "cudaDeviceGetAttribute", "MALLOC": "cudaMalloc",
+    "MALLOC_PITCH": "cudaMallocPitch", "FREE": "cudaFree", "MEMCPY_H2D": "cudaMemcpy", "MEMCPY_D2H": "cudaMemcpy",
+    "MEMCPY_D2D": "cudaMemcpy", "MEMSET": "cudaMemset", "STREAM_CREATE": "cudaStreamCreateWithPriority",
+    "STREAM_WAIT_EVENT": "cudaStreamWaitEvent", "STREAM_HOST_FUNC": "cudaLaunchHostFunc",
+    "EVENT_CREATE": "cudaEventCreateWithFlags", "EVENT_RECORD": "cudaEventRecord",
+    "EVENT_ELAPSED": "cudaEventElapsedTime", "LAUNCH": "cudaLaunchKernel", "FUNC_INFO": "cudaFuncGetAttributes",
+    "FUNC_SET_ATTR": "cudaFuncSetAttribute", "SYMBOL_INFO": "cudaGetSymbolAddress",
+}
+
 NOTED = frozenset({Err.NOT_SUPPORTED, Err.UNKNOWN, Err.INSUFFICIENT_DRIVER, Err.UNSUPPORTED_PTX_VERSION,
                    Err.NO_KERNEL_IMAGE_FOR_DEVICE, Err.INVALID_KERNEL_IMAGE, Err.NOT_PERMITTED} | STICKY)
 
@@ -47,6 +59,7 @@ class SessionInfo:
     priority: int
     devices: list[int]  # client ordinal -> backend ordinal
     memory_quota: int | None = None
+    policy: Policy | None = None  # the adaptation policy for this client and driver (built at the handshake)
 
 
 class Session:
@@ -58,7 +71,13 @@ class Session:
         self.send = send
         self.log = log
         self.out = bytearray()  # kernel printf output, attached to the next reply
+        self.policy = info.policy or build_policy(
+            info.runtime or backend.driver_version(), backend.driver_version(),
+            [(backend.devices()[d].props["major"], backend.devices()[d].props["minor"]) for d in info.devices])
+        for line in self.policy.adaptations:
+            log.info("adaptation: %s", line)
         self.bs = backend.open_session(self.out.extend)
+        self.bs.policy = self.policy
         self.streams: dict[int, Stream] = {}
         self.events: dict[int, Event] = {}
         self.callbacks: dict[int, Callable[[], None]] = {}
@@ -98,6 +117,11 @@ class Session:
                 raise CudaError(Err.NOT_SUPPORTED, f"{op.name} is not implemented by this server")
             if self.sticky and op.name not in ("SESSION_INFO", "DEVICE_RESET", "CALLBACK_DONE"):
                 raise CudaError(*self.sticky)
+            api = OP_API.get(op.name)
+            if api:
+                verdict = self.policy.check_api(api)
+                if not verdict.ok:
+                    raise CudaError(verdict.error, f"{api}: {verdict.reason}")
             result = handler(*args)
             if isinstance(result, Wait):
                 self._collect_async_errors()
@@ -125,6 +149,10 @@ class Session:
             self.deferred = None
         if err:
             self.log.debug("%s -> error %d: %s", op_name, err, msg_text)
+            mapped = self.policy.map_error(err)
+            if mapped != err:  # a code the client's runtime does not know
+                msg_text = f"{msg_text} (error {err} of the driver, reported as {mapped} to this CUDA client)"
+                err = mapped
         note = msg_text if err in NOTED and msg_text else None
         out = bytes(self.out) if self.out else None
         self.out.clear()
@@ -459,6 +487,9 @@ class Session:
 
     def op_launch(self, dev: int, hash: bytes, name: str, grid: list[int], block: list[int], shared: int,
                   stream: int, params: bytes) -> list[Any]:
+        verdict = self.policy.check_kernel_params(len(params))
+        if not verdict.ok:
+            raise CudaError(verdict.error, f"kernel {name}: {verdict.reason}")
         self._ensure_module(hash)
         self.bs.launch(self._dev(dev), hash, name, grid, block, shared, self._stream(stream, dev), params)
         return []

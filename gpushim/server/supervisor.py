@@ -19,6 +19,7 @@ from typing import Any
 
 from gpushim import __version__
 from gpushim.backends.base import Backend
+from gpushim.compat.policy import build_policy
 from gpushim.cuda_errors import Err
 from gpushim.protocol import HELLO, PROTOCOL_VERSION, STATUS
 from gpushim.server.modules import ModuleStore, default_module_cache
@@ -222,6 +223,15 @@ class Supervisor:
         if isinstance(devices, str):
             self._refuse(p, Err.INVALID_DEVICE, devices)
             return
+        runtime = int(hello.get("runtime") or 0)
+        policy = build_policy(runtime or self.backend.driver_version(), self.backend.driver_version(),
+                              [(self.backend.devices()[d].props["major"], self.backend.devices()[d].props["minor"])
+                               for d in devices])
+        verdict = policy.session_verdict()
+        if not verdict.ok:
+            log.warning("refused %s (pid %s): %s", hello.get("program"), hello.get("pid"), verdict.reason)
+            self._refuse(p, verdict.error, verdict.reason)
+            return
         info = SessionInfo(
             session_id=self.next_session,
             pid=int(hello.get("pid") or 0),
@@ -230,6 +240,7 @@ class Supervisor:
             priority=int(hello.get("priority") or 0),
             devices=devices,
             memory_quota=self.memory_quota,
+            policy=policy,
         )
         self.next_session += 1
         p.sock.setblocking(True)

@@ -13,11 +13,11 @@ from typing import Any
 from gpushim.backends.base import Backend
 from gpushim.cuda_errors import Err
 from gpushim.protocol import FATAL, REPLY
-
-BULK_INLINE = 64 << 10  # replies with more data than this are sent without copying it
 from gpushim.server.modules import ModuleStore
 from gpushim.server.session import ProtocolError, Session, SessionInfo
 from gpushim.wire import FrameError, FrameReader, pack, reply_with_bulk, unpack_body
+
+BULK_INLINE = 64 << 10  # replies with more data than this are sent without copying it
 
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,

@@ -3,9 +3,8 @@ and a real `gpushim serve --emulate-driver X.Y`.  compat-check's verdict must ma
 says runs (natively or with adaptations) gives the right results; one it says will not run fails with exactly
 the error of the rejection.
 
-Marked xfail (strict=False, "policy not wired yet"): the cases that need the server to apply the policy
-(gpushim/compat/policy.py) -- rejections of kernels the emulated driver could not load, the session log naming
-the adaptations, and the shim printing a rejection's reason once.
+The server applies the policy (gpushim/compat/policy.py): rejections of kernels the emulated driver could not
+load, the session log naming the adaptations, and the shim printing a rejection's reason once are checked here.
 """
 
 from __future__ import annotations
@@ -22,18 +21,12 @@ from gpushim.compat.table import parse_version
 
 from .conftest import DRIVERS, FIXTURES, H100, VERSIONS, fixture_names, kv, run_fixture
 
-WIRING = pytest.mark.xfail(strict=False, reason="policy not wired yet")
-#: (fixture, driver) whose verdict is a rejection: today's unwired server still runs them
-NEEDS_WIRING = {("12.4/bigparam", "11.8"), ("13.0/bigparam", "11.8"), ("12.4/archspecific", "11.8"),
-                ("13.0/archspecific", "11.8")}
-
 
 def _cases() -> list[Any]:
     out = []
     for name in fixture_names():
         for driver in DRIVERS:
-            marks = [WIRING] if (name, driver) in NEEDS_WIRING else []
-            out.append(pytest.param(name, driver, marks=marks, id=f"{name}@{driver}"))
+            out.append(pytest.param(name, driver, id=f"{name}@{driver}"))
     return out
 
 
@@ -105,10 +98,7 @@ def test_struct_layouts_per_client(version: str, driver: str, servers, runtime_l
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_runtime_version_is_the_clients(version: str, servers, runtime_libs, request) -> None:  # noqa: ANN001
-    if version == "11.8":
-        request.applymarker(pytest.mark.xfail(strict=False, reason="shim: the 11.8 wheel's libcudart.so.11.0 is "
-                                              "reported as 11000, not 11080 (CUDA-FACTS §2)"))
+def test_runtime_version_is_the_clients(version: str, servers, runtime_libs) -> None:  # noqa: ANN001
     out = kv(run_fixture(servers("13.0"), runtime_libs, f"{version}/devprops").stdout)
     assert out["runtime"] == out["cudart_version"]
 
@@ -134,9 +124,8 @@ def test_error_codes_per_client(version: str, driver: str, servers, runtime_libs
         assert out["name.name_402"] == "cudaErrorLossyQuery"
 
 
-# -- what needs the policy wired into the server ------------------------------------------------------------------
+# -- the policy applied by the server ----------------------------------------------------------------------------
 
-@WIRING
 def test_session_log_names_the_adaptations(servers, runtime_libs) -> None:  # noqa: ANN001
     server = servers("12.4", "--log-level", "info")
     r = run_fixture(server, runtime_libs, "13.0/kernels")
@@ -146,7 +135,6 @@ def test_session_log_names_the_adaptations(servers, runtime_libs) -> None:  # no
         assert line in log, f"the session log does not name: {line}"
 
 
-@WIRING
 def test_13_application_on_a_12_driver_runs_and_the_log_says_so(servers, runtime_libs) -> None:  # noqa: ANN001
     server = servers("12.2", "--log-level", "info")
     r = run_fixture(server, runtime_libs, "13.0/kernels")
@@ -154,7 +142,6 @@ def test_13_application_on_a_12_driver_runs_and_the_log_says_so(servers, runtime
     assert "a real libcudart 13 refuses drivers older than 580" in server.log.read_text()
 
 
-@WIRING
 def test_rejection_reason_printed_once(servers, runtime_libs) -> None:  # noqa: ANN001
     r = run_fixture(servers("11.8"), runtime_libs, "13.0/archspecific")
     assert kv(r.stdout).get("fail.code") == "222"

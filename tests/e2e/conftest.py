@@ -18,6 +18,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SHIM = ROOT / "gpushim" / "lib" / "libgpushim.so"
+BACKEND = os.environ.get("GPUSHIM_TEST_BACKEND", "emulator")
+# Assertions about the emulator's own model (names, sizes, fault messages) hold only there.
+emulator_only = pytest.mark.skipif(BACKEND != "emulator", reason="checks the emulator's GPU model")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def usable_backend() -> None:
+    if BACKEND == "cuda":
+        from gpushim.backends.probe import probe_cuda
+
+        usable, why = probe_cuda()
+        if not usable:
+            pytest.skip(f"GPUSHIM_TEST_BACKEND=cuda but no usable GPU: {why}")
 BIN = ROOT / "tests" / "programs" / "bin"
 
 
@@ -35,7 +48,7 @@ class Server:
         self._log = open(self.log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gpushim", "serve", "--listen", self.url,
-             "--backend", os.environ.get("GPUSHIM_TEST_BACKEND", "emulator"),
+             "--backend", BACKEND,
              "--log-level", "debug", "--module-cache", str(tmp / "modules"), *args],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
         )

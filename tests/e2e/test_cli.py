@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from .conftest import BIN, ROOT, SHIM, kv
+from .conftest import BIN, ROOT, SHIM, emulator_only, kv
 
 
 def gpushim(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -22,6 +22,7 @@ def no_server_env(tmp_path) -> dict:
     return env
 
 
+@emulator_only
 def test_run_starts_embedded_server_and_returns_exit_status(built, tmp_path):
     env = no_server_env(tmp_path)
     r = gpushim("run", "--emulate-gpu", "a100", "--", str(BIN / "device_query"), env=env)
@@ -41,6 +42,7 @@ def test_run_uses_a_reachable_server(server):
     assert "session 1" in server.log.read_text()
 
 
+@emulator_only
 def test_status_lists_sessions_and_holdings(server):
     p = server.start("hold", "4", "1", "20")
     p.stdout.readline()
@@ -71,7 +73,7 @@ def test_shim_has_no_python_and_exports_three_abis(built):
     syms = subprocess.run(["objdump", "-T", str(SHIM)], capture_output=True, text=True).stdout
     for node in ("libcudart.so.11.0", "libcudart.so.12", "libcudart.so.13"):
         assert f"{node} cudaMalloc" in syms or f"({node}) cudaMalloc" in syms
-    assert "(libcudart.so.12) cudaGetDeviceProperties_v2" in syms or "libcudart.so.12 cudaGetDeviceProperties_v2" in syms
+    assert any(f"{v} cudaGetDeviceProperties_v2" in syms for v in ("(libcudart.so.12)", "libcudart.so.12"))
     assert " gs_" not in syms  # implementation names stay private
 
 

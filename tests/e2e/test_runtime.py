@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from gpushim.backends.emulator.models import MODELS
 
-from .conftest import kv
+from .conftest import emulator_only, kv
 
 
+@emulator_only
 def test_device_query_matches_emulated_model(server):
     r = server.run("device_query")
     assert r.returncode == 0, r.stderr
@@ -30,6 +31,7 @@ def test_device_query_matches_emulated_model(server):
     assert r.stdout.strip().endswith("OK")
 
 
+@emulator_only
 def test_other_model_and_device_count(make_server):
     s = make_server("--emulate-gpu", "t4", "--emulate-devices", "2", "--emulate-driver", "12.4")
     v = kv(s.run("device_query").stdout)
@@ -40,6 +42,7 @@ def test_other_model_and_device_count(make_server):
     assert v["dev1.pci"] == "0000:11:00.0 back=1"
 
 
+@emulator_only
 def test_requested_devices_are_remapped(make_server):
     s = make_server("--emulate-devices", "3")
     v = kv(s.run("device_query", GPUSHIM_DEVICES="2,0").stdout)

@@ -12,6 +12,7 @@ from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
 from gpushim.backends.emulator.models import DEFAULT_MODEL, find_model, make_device
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
+from gpushim.compat.policy import Policy
 from gpushim.cuda_errors import CudaError, Err
 
 PITCH_ALIGNMENT = 512
@@ -64,6 +65,7 @@ class EmulatorSession(BackendSession):
         self.sched = Scheduler()
         self.pid = os.getpid()
         self.modules: dict[bytes, EmuModule] = {}
+        self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
         self.launches = 0
         self.thread_instructions = 0
 
@@ -254,7 +256,8 @@ class EmulatorSession(BackendSession):
     def load_module(self, key: bytes, fatbin: bytes) -> None:
         if key not in self.modules:
             m = self.backend.model
-            self.modules[key] = EmuModule.from_fatbin(fatbin, m.major * 10 + m.minor)
+            mod = EmuModule.from_fatbin(fatbin, (m.major, m.minor), self.policy)
+            self.modules[key] = mod
 
     def has_module(self, key: bytes) -> bool:
         return key in self.modules

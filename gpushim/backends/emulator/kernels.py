@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpushim.backends.emulator.memory import DeviceMemory
+from gpushim.compat.policy import Policy
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.fatbin import FatbinError, FatbinImage, cubin_info, parse_fatbin
 from gpushim.ptx import PtxError, PtxModule, PtxUnsupported, load_module
@@ -29,18 +30,31 @@ class EmuModule:
     load_error: CudaError | None = None
     registers: dict[str, int] = field(default_factory=dict)  # from a cubin's .nv.info, when there is one
     symbols: dict[int, dict[str, int]] = field(default_factory=dict)  # device -> variable -> address
+    choice: str = ""  # what the adaptation policy chose, for the log
+    ptx_text: str | None = None  # the PTX to run when the policy re-labelled it
 
     @classmethod
-    def from_fatbin(cls, data: bytes, device_arch: int) -> EmuModule:
+    def from_fatbin(cls, data: bytes, cc: tuple[int, int], policy: Policy | None = None) -> EmuModule:
         try:
             images = parse_fatbin(data)
         except FatbinError as e:
             raise CudaError(Err.INVALID_KERNEL_IMAGE, f"the fat binary is malformed: {e}") from None
         ptx = [i for i in images if i.kind == "ptx"]
         # The newest PTX the device could JIT (arch <= the device's), else the oldest: the engine runs any.
+        device_arch = cc[0] * 10 + cc[1]
         fitting = [i for i in ptx if i.arch <= device_arch]
         best = max(fitting, key=lambda i: i.arch) if fitting else (min(ptx, key=lambda i: i.arch) if ptx else None)
         mod = cls(images, best)
+        if policy is not None:
+            # The emulated driver accepts exactly what the real one would: its choice (or refusal) stands,
+            # though the engine itself always runs PTX.
+            try:
+                choice = policy.choose_image(images, cc)
+                mod.choice = choice.reason
+                if choice.ptx_text is not None:
+                    mod.ptx_image, mod.ptx_text = choice.image, choice.ptx_text
+            except CudaError as e:
+                mod.load_error = e
         for img in images:
             if img.kind == "cubin":
                 try:
@@ -62,10 +76,10 @@ class EmuModule:
                 "emulator runs PTX. Rebuild with PTX included, e.g. -gencode arch=compute_75,code=compute_75.",
             )
         if self.load_error:
-            raise self.load_error
+            raise CudaError(self.load_error.code, f"{what}: {self.load_error.message}")
         if self.ptx is None:
             try:
-                self.ptx = load_module(self.ptx_image.ptx_text, f"sm_{self.ptx_image.arch}")
+                self.ptx = load_module(self.ptx_text or self.ptx_image.ptx_text, f"sm_{self.ptx_image.arch}")
             except PtxUnsupported as e:
                 self.load_error = CudaError(Err.NOT_SUPPORTED, f"{what}: the emulator cannot run this PTX: {e}")
                 raise self.load_error from None
