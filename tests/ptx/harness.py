@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import struct
 import subprocess
@@ -20,6 +21,8 @@ NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
 
 def compile_ptx(name: str, arch: str = "sm_75", extra: tuple[str, ...] = ()) -> str:
+    """PTX of tests/ptx/kernels/<name>.cu; $PTX_TEST_NVCC_FLAGS (e.g. "-G") adds flags to every build."""
+    extra = tuple(extra) + tuple(os.environ.get("PTX_TEST_NVCC_FLAGS", "").split())
     src = KERNELS / f"{name}.cu"
     text = src.read_bytes()
     key = hashlib.sha256(text + arch.encode() + " ".join(extra).encode()).hexdigest()[:16]
