@@ -346,6 +346,46 @@ cudaError_t gs_call_post(gs_call *c) {
 
 /* ---- reading ---- */
 
+/* Replies are read through one buffer, owned by whichever thread holds the reader role: a small reply and
+ * its length prefix usually arrive in one read() instead of two. */
+static struct {
+    uint8_t buf[64 << 10];
+    size_t r, w;
+} rbuf;
+
+static int read_frame(int fd, uint8_t **frame, size_t *len) {
+    while (rbuf.w - rbuf.r < 4) {
+        if (rbuf.r) {
+            memmove(rbuf.buf, rbuf.buf + rbuf.r, rbuf.w - rbuf.r);
+            rbuf.w -= rbuf.r;
+            rbuf.r = 0;
+        }
+        ssize_t n = read(fd, rbuf.buf + rbuf.w, sizeof rbuf.buf - rbuf.w);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        rbuf.w += (size_t)n;
+    }
+    uint32_t n;
+    memcpy(&n, rbuf.buf + rbuf.r, 4);
+    if (n > GS_MAX_FRAME) return -1;
+    uint8_t *f = malloc(n ? n : 1);
+    if (!f) return -1;
+    rbuf.r += 4;
+    size_t have = rbuf.w - rbuf.r < n ? rbuf.w - rbuf.r : n;
+    memcpy(f, rbuf.buf + rbuf.r, have);
+    rbuf.r += have;
+    if (rbuf.r == rbuf.w) rbuf.r = rbuf.w = 0;
+    for (size_t got = have; got < n;) { /* the rest of a large frame goes straight into it */
+        ssize_t k = read(fd, f + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) { free(f); return -1; }
+        got += (size_t)k;
+    }
+    *frame = f;
+    *len = n;
+    return 0;
+}
+
 static void enqueue_callback_locked(uint64_t id) {
     for (callback **p = &G.registered; *p; p = &(*p)->next) {
         if ((*p)->id == id) {
@@ -429,7 +469,7 @@ static int wait_reply(uint64_t seq, uint8_t **frame, size_t *len) {
         pthread_mutex_unlock(&G.lock);
         uint8_t *f;
         size_t l;
-        int rc = gs_recv_frame(fd, &f, &l);
+        int rc = read_frame(fd, &f, &l);
         pthread_mutex_lock(&G.lock);
         G.reader_active = 0;
         pthread_cond_broadcast(&G.cond);
@@ -539,7 +579,7 @@ static void *callback_thread(void *arg) {
             pthread_mutex_unlock(&G.lock);
             uint8_t *f;
             size_t l;
-            int rc = gs_recv_frame(fd, &f, &l);
+            int rc = read_frame(fd, &f, &l);
             pthread_mutex_lock(&G.lock);
             G.reader_active = 0;
             if (rc != 0) mark_down_locked(cudaErrorDevicesUnavailable, "lost the connection to the gpushim server");
@@ -591,6 +631,7 @@ static void after_fork_child(void) {
     G.fd = -1;
     G.state = DISCONNECTED;
     G.reader_active = 0;
+    rbuf.r = rbuf.w = 0;
     G.stash = NULL;
     gs_w_init(&G.outq);
     pthread_cond_init(&flusher_cond, NULL);

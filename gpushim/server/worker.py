@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import selectors
 import socket
+import threading
 from typing import Any
 
 from gpushim.backends.base import Backend
@@ -55,6 +57,12 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
     try:
         if not _handle_frames(session, frames, conn, log):
             return 1
+        if tick is None and wakeup_fd is None:
+            # Nothing completes behind the worker's back (the emulator): block on the client's socket alone,
+            # one receive per batch of frames, and answer the supervisor from a thread.
+            sel.unregister(control)
+            threading.Thread(target=_answer_status, args=(control, session, log), daemon=True).start()
+            return _serve_client(session, frames, conn, log)
         while True:
             timeout = None
             if tick is not None:
@@ -90,6 +98,48 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
         session.close()
         sel.close()
     return status
+
+
+def _serve_client(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> int:
+    while True:
+        try:
+            nread, fds = frames.read()
+        except ConnectionResetError:
+            nread, fds = 0, []
+        except FrameError as e:
+            log.warning("malformed frame from the client; ending the session: %s", e)
+            _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
+            return 1
+        session.received_fds.extend(fds)
+        if not nread:
+            log.info("client disconnected after %d calls; freeing its resources", session.calls)
+            return 0
+        if not _handle_frames(session, frames, conn, log):
+            return 1
+
+
+def _answer_status(control: socket.socket, session: Session, log: logging.Logger) -> None:
+    """The supervisor's status requests, from a thread: the summary only reads the session's state."""
+    while True:
+        try:
+            req = control.recv(64)
+        except OSError:
+            return
+        if not req:
+            log.info("supervisor gone; ending session")
+            os._exit(0)
+        for _ in range(3):
+            try:
+                summary = session.summary()
+                break
+            except RuntimeError:  # a table changed size while the main thread ran a call; read again
+                continue
+        else:
+            summary = {"state": "busy"}
+        try:
+            control.sendall(json.dumps(summary).encode() + b"\n")
+        except OSError:
+            return
 
 
 def _send_pieces(conn: socket.socket, pieces: list[bytes | memoryview]) -> None:
