@@ -40,10 +40,10 @@ class EmuModule:
         except FatbinError as e:
             raise CudaError(Err.INVALID_KERNEL_IMAGE, f"the fat binary is malformed: {e}") from None
         ptx = [i for i in images if i.kind == "ptx"]
-        # The newest PTX the device could JIT (arch <= the device's), else the oldest: the engine runs any.
         device_arch = cc[0] * 10 + cc[1]
-        fitting = [i for i in ptx if i.arch <= device_arch]
-        best = max(fitting, key=lambda i: i.arch) if fitting else (min(ptx, key=lambda i: i.arch) if ptx else None)
+        # The oldest PTX the device could JIT: newer-arch PTX uses instructions the engine may not run.
+        fitting = [i for i in ptx if i.arch <= device_arch] or ptx
+        best = min(fitting, key=lambda i: i.arch) if fitting else None
         mod = cls(images, best)
         if policy is not None:
             # The emulated driver accepts exactly what the real one would: its choice (or refusal) stands,
@@ -79,7 +79,10 @@ class EmuModule:
             raise CudaError(self.load_error.code, f"{what}: {self.load_error.message}")
         if self.ptx is None:
             try:
-                self.ptx = load_module(self.ptx_text or self.ptx_image.ptx_text, f"sm_{self.ptx_image.arch}")
+                # strict=False: a kernel the engine cannot run (textures, tensor cores) fails when it is
+                # launched (NOT_SUPPORTED, naming it), not the whole module.
+                self.ptx = load_module(self.ptx_text or self.ptx_image.ptx_text, f"sm_{self.ptx_image.arch}",
+                                       strict=False)
             except PtxUnsupported as e:
                 self.load_error = CudaError(Err.NOT_SUPPORTED, f"{what}: the emulator cannot run this PTX: {e}")
                 raise self.load_error from None
@@ -91,6 +94,9 @@ class EmuModule:
     def kernel(self, name: str) -> Any:
         eng = self.engine(name)
         info = eng.kernels.get(name)
+        unsupported = getattr(eng, "unsupported", {})
+        if info is None and name in unsupported:
+            raise CudaError(Err.NOT_SUPPORTED, f"kernel {name}: the emulator cannot run it: {unsupported[name]}")
         if info is None:
             raise CudaError(INVALID_DEVICE_FUNCTION, f"kernel {name} is not in its module")
         return info
@@ -105,6 +111,7 @@ class EmuModule:
                 addr = memory.alloc(max(g.size, 1), kind="symbol")
                 memory.write(addr, g.init[: g.size])
                 syms[name] = addr
+            eng.apply_relocations(memory, syms)  # pointer initialisers, visible before any launch
             self.symbols[dev] = syms
         return syms
 
