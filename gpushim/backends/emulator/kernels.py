@@ -31,7 +31,6 @@ class EmuModule:
     registers: dict[str, int] = field(default_factory=dict)  # from a cubin's .nv.info, when there is one
     symbols: dict[int, dict[str, int]] = field(default_factory=dict)  # device -> variable -> address
     choice: str = ""  # what the adaptation policy chose, for the log
-    ptx_text: str | None = None  # the PTX to run when the policy re-labelled it
 
     @classmethod
     def from_fatbin(cls, data: bytes, cc: tuple[int, int], policy: Policy | None = None) -> EmuModule:
@@ -48,11 +47,9 @@ class EmuModule:
         if policy is not None:
             # The emulated driver accepts exactly what the real one would: its choice (or refusal) stands,
             # though the engine itself always runs PTX.
+            # (Re-labelling only changes .version, which the engine does not need: it runs the oldest PTX.)
             try:
-                choice = policy.choose_image(images, cc)
-                mod.choice = choice.reason
-                if choice.ptx_text is not None:
-                    mod.ptx_image, mod.ptx_text = choice.image, choice.ptx_text
+                mod.choice = policy.choose_image(images, cc).reason
             except CudaError as e:
                 mod.load_error = e
         for img in images:
@@ -81,7 +78,7 @@ class EmuModule:
             try:
                 # strict=False: a kernel the engine cannot run (textures, tensor cores) fails when it is
                 # launched (NOT_SUPPORTED, naming it), not the whole module.
-                self.ptx = load_module(self.ptx_text or self.ptx_image.ptx_text, f"sm_{self.ptx_image.arch}",
+                self.ptx = load_module(self.ptx_image.ptx_text, f"sm_{self.ptx_image.arch}",
                                        strict=False)
             except PtxUnsupported as e:
                 self.load_error = CudaError(Err.NOT_SUPPORTED, f"{what}: the emulator cannot run this PTX: {e}")
