@@ -10,9 +10,9 @@ from typing import Any
 from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
 from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
-from gpushim.backends.emulator.models import DEFAULT_MODEL, find_model, make_device
+from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, find_model, make_device
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
-from gpushim.compat.policy import Policy
+from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
 
 PITCH_ALIGNMENT = 512
@@ -39,6 +39,13 @@ class EmulatorBackend(Backend):
         # The arena reserves address space only; the model's full size is what applications see.
         self.capacity = memory_limit or self.model.total_mem
         self._devices = [make_device(self.model, i, self.capacity) for i in range(count)]
+        # Present what a driver of that version has (gpushim/compat's table): e.g. no memory pools before 11.2.
+        self.features = driver_features(self._driver)
+        if not self.features.get("memory_pools", True):
+            for d in self._devices:
+                d.props["memoryPoolsSupported"] = 0
+                d.props["memoryPoolSupportedHandleTypes"] = 0
+                d.attributes = device_attributes(d.props)
         self.reason = reason
 
     def devices(self) -> list[DeviceInfo]:
