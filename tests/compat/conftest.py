@@ -21,6 +21,9 @@ DRIVERS = ("11.8", "12.2", "12.4", "13.0")
 H100 = [{"name": "NVIDIA H100 80GB HBM3", "cc": "9.0"}]
 #: programs that run on their own (the shared library and the static build are compat-check-only)
 NOT_PROGRAMS = {"libvadd.so", "static_kernels"}
+# Programs of the end-to-end suite built with the old toolkits (tests/e2e/test_kernels.py runs them); they print
+# their own results, not the compatibility matrix's.
+E2E_PROGRAMS = {"e2e_kernels"}
 
 
 def manifest() -> dict[str, Any]:
@@ -29,7 +32,8 @@ def manifest() -> dict[str, Any]:
 
 def fixture_names(programs_only: bool = True) -> list[str]:
     """'13.0/kernels' ... for every committed fixture."""
-    return [k for k, v in manifest().items() if not programs_only or v["program"] not in NOT_PROGRAMS]
+    return [k for k, v in manifest().items()
+            if not programs_only or v["program"] not in NOT_PROGRAMS | E2E_PROGRAMS]
 
 
 def _load_e2e_server() -> type:

@@ -24,12 +24,14 @@ from .conftest import DRIVERS, FIXTURES, H100, fixture_names, manifest
 #   archspecific on 11.8: 2 -- sm_90a needs a 12.0 driver for the cubin and PTX ISA 8.0 for the PTX (222)
 EXPECTED: dict[str, tuple[int, int, int, int]] = {  # drivers 11.8, 12.2, 12.4, 13.0
     "11.8/devprops": (1, 1, 1, 1),
+    "11.8/e2e_kernels": (1, 1, 1, 1),  # cudaFuncGetAttributes: 56-byte cudaFuncAttributes everywhere after 11.x
     "11.8/errors": (1, 1, 0, 0),
     "11.8/kernels": (1, 1, 0, 0),
     "11.8/libvadd.so": (1, 1, 0, 0),
     "12.4/archspecific": (2, 1, 0, 0),
     "12.4/bigparam": (2, 1, 0, 0),
     "12.4/devprops": (1, 1, 0, 1),
+    "12.4/e2e_kernels": (1, 1, 0, 0),
     "12.4/errors": (1, 1, 0, 0),
     "12.4/kernels": (1, 1, 0, 0),
     "13.0/archspecific": (2, 1, 1, 0),

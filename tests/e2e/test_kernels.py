@@ -61,6 +61,40 @@ def test_kernel_program(server, builds, variant):
     assert lines[-1] == "OK"
 
 
+@pytest.fixture(scope="module")
+def old_runtime_libs() -> dict[str, str]:
+    """The libcudart each old-toolkit fixture needs (fetched once from PyPI into the user's cache)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "adapters" / "tools"))
+    try:
+        import fetch_runtimes
+    finally:
+        sys.path.remove(str(ROOT / "adapters" / "tools"))
+    try:
+        return {v: str(fetch_runtimes.runtime_dir(v) / "lib") for v in ("11.8", "12.4")}
+    except (SystemExit, subprocess.CalledProcessError, OSError) as e:
+        pytest.skip(f"cannot fetch the 11.8/12.4 runtimes: {e}")
+
+
+@pytest.mark.parametrize("version", ["11.8", "12.4"])
+def test_old_toolkit_builds_run(server, old_runtime_libs, version):
+    """The same program built by nvcc 11.8 and 12.4 (tests/fixtures/build_fixtures.py): the cudaLaunchKernel
+    ABI, LZ-compressed PTX of compute_52, the 11.x/12.x struct layouts."""
+    exe = ROOT / "tests" / "fixtures" / "bin" / version / "e2e_kernels"
+    r = subprocess.run([str(exe)], env=server.env(LD_LIBRARY_PATH=old_runtime_libs[version]), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = kv(r.stdout)
+    for check in ("template_float", "template_double", "struct_by_value", "streams_events_dynshared",
+                  "after_printf"):
+        assert v[check] == "ok", check
+    assert v["constant_memory"] == "ok counter=10000"
+    assert v["func_attrs maxThreads"] == "1024 ptx=1"
+    assert sum(ln.startswith("hello from") for ln in r.stdout.splitlines()) == 4
+    assert r.stdout.splitlines()[-1] == "OK"
+
+
 def test_module_is_uploaded_once_per_server(server, builds):
     runs = [subprocess.run([str(builds["default"])], env=server.env(GPUSHIM_LOG="2"), capture_output=True,
                            text=True, timeout=300) for _ in range(2)]
