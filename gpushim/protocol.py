@@ -141,7 +141,7 @@ def check_args(op: Op, args: list) -> str | None:
     if len(args) != len(types):
         return f"{op.name} takes {len(types)} arguments, got {len(args)}"
     for name, value, want in zip(op.args, args, types, strict=True):
-        if type(value) is not want:
+        if type(value) is not want and not (want is bytes and type(value) is memoryview):
             return f"{op.name}: argument {name} must be {want.__name__}, got {type(value).__name__}"
         if want is list and not all(type(v) is int for v in value):
             return f"{op.name}: argument {name} must be a list of integers"

@@ -131,6 +131,49 @@ class FrameReader:
         return out
 
 
+_UINT_SIZES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+_BIN_SIZES = {0xC4: 1, 0xC5: 2, 0xC6: 4}
+
+
+def _uint(b: memoryview, i: int) -> tuple[int, int]:
+    t = b[i]
+    if t < 0x80:
+        return t, i + 1
+    n = _UINT_SIZES.get(t)
+    if n is None:
+        raise ValueError
+    return int.from_bytes(b[i + 1 : i + 1 + n], "big"), i + 1 + n
+
+
+def decode_bulk_call(body: memoryview, op_id: int, nargs: int) -> list[Any] | None:
+    """[kind, seq, op, [ints..., data]] for a CALL/POST of op_id whose last argument is bulk data, with the
+    data as a view into the frame (no copy) -- the hot path of host-to-device copies. None when the frame
+    is anything else (the generic decoder then handles it, and reports what is wrong)."""
+    try:
+        if len(body) < 6 or body[0] != 0x94 or body[1] not in (1, 3):
+            return None
+        seq, i = _uint(body, 2)
+        op, i = _uint(body, i)
+        if op != op_id or body[i] != 0x90 + nargs:
+            return None
+        i += 1
+        args: list[Any] = []
+        for _ in range(nargs - 1):
+            v, i = _uint(body, i)
+            args.append(v)
+        n = _BIN_SIZES.get(body[i])
+        if n is None:
+            return None
+        size = int.from_bytes(body[i + 1 : i + 1 + n], "big")
+        start = i + 1 + n
+        if start + size != len(body):
+            return None
+        args.append(body[start:])
+        return [body[1], seq, op, args]
+    except (ValueError, IndexError):
+        return None
+
+
 def reply_with_bulk(seq: int, results_head: list[Any], bulk: memoryview | bytes, out: bytes | None,
                     note: str | None) -> list[bytes | memoryview]:
     """A REPLY frame whose last result is bulk data, as pieces for sendmsg: the data is not copied."""

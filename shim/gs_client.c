@@ -61,6 +61,8 @@ static struct {
     .next_callback = 1,
 };
 
+static void frame_free(uint8_t *f);
+
 /* ---- logging ---- */
 
 int gs_log_level(void) {
@@ -301,7 +303,7 @@ void gs_call_begin(gs_call *c, int op, uint32_t nargs) {
 }
 
 void gs_call_end(gs_call *c) {
-    free(c->frame);
+    frame_free(c->frame);
     c->frame = NULL;
 }
 
@@ -346,6 +348,40 @@ cudaError_t gs_call_post(gs_call *c) {
 
 /* ---- reading ---- */
 
+/* Reply frames. A large one (a device-to-host chunk) is kept for the next instead of freed: touching fresh
+ * pages of a new 16 MiB buffer for every chunk costs more than the copy. A header before each frame holds
+ * its capacity. */
+#define BIG_FRAME (1u << 20)
+static _Atomic(uint8_t *) big_cache;
+
+static uint8_t *frame_alloc(size_t n) {
+    if (n >= BIG_FRAME) {
+        uint8_t *b = atomic_exchange(&big_cache, NULL);
+        if (b) {
+            size_t cap;
+            memcpy(&cap, b, sizeof cap);
+            if (cap >= n) return b + 16;
+            free(b);
+        }
+    }
+    uint8_t *b = malloc(n + 16);
+    if (!b) return NULL;
+    memcpy(b, &n, sizeof n);
+    return b + 16;
+}
+
+static void frame_free(uint8_t *f) {
+    if (!f) return;
+    uint8_t *b = f - 16;
+    size_t cap;
+    memcpy(&cap, b, sizeof cap);
+    if (cap >= BIG_FRAME) {
+        uint8_t *expected = NULL;
+        if (atomic_compare_exchange_strong(&big_cache, &expected, b)) return;
+    }
+    free(b);
+}
+
 /* Replies are read through one buffer, owned by whichever thread holds the reader role: a small reply and
  * its length prefix usually arrive in one read() instead of two. */
 static struct {
@@ -368,7 +404,7 @@ static int read_frame(int fd, uint8_t **frame, size_t *len) {
     uint32_t n;
     memcpy(&n, rbuf.buf + rbuf.r, 4);
     if (n > GS_MAX_FRAME) return -1;
-    uint8_t *f = malloc(n ? n : 1);
+    uint8_t *f = frame_alloc(n);
     if (!f) return -1;
     rbuf.r += 4;
     size_t have = rbuf.w - rbuf.r < n ? rbuf.w - rbuf.r : n;
@@ -378,7 +414,7 @@ static int read_frame(int fd, uint8_t **frame, size_t *len) {
     for (size_t got = have; got < n;) { /* the rest of a large frame goes straight into it */
         ssize_t k = read(fd, f + got, n - got);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) { free(f); return -1; }
+        if (k <= 0) { frame_free(f); return -1; }
         got += (size_t)k;
     }
     *frame = f;
@@ -414,12 +450,12 @@ static int file_frame_locked(uint8_t *frame, size_t len, uint64_t want) {
         gs_r_uint(&r, &stream);
         gs_r_uint(&r, &id);
         if (!r.err) enqueue_callback_locked(id);
-        free(frame);
+        frame_free(frame);
         return 0;
     }
     gs_r_uint(&r, &seq);
     if (r.err || (kind != GS_MSG_REPLY && kind != GS_MSG_FATAL)) {
-        free(frame);
+        frame_free(frame);
         mark_down_locked(cudaErrorDevicesUnavailable, "the server sent a malformed frame; disconnected");
         return 0;
     }
@@ -431,13 +467,13 @@ static int file_frame_locked(uint8_t *frame, size_t len, uint64_t want) {
         gs_r_str(&r, &m, &ml);
         char line[700];
         snprintf(line, sizeof line, "the server ended this session: %.*s", (int)ml, m);
-        free(frame);
+        frame_free(frame);
         mark_down_locked(cudaErrorDevicesUnavailable, line);
         return 0;
     }
     if (seq == want) return 1;
     frame_node *fn = malloc(sizeof *fn);
-    if (!fn) { free(frame); mark_down_locked(cudaErrorMemoryAllocation, "out of host memory"); return 0; }
+    if (!fn) { frame_free(frame); mark_down_locked(cudaErrorMemoryAllocation, "out of host memory"); return 0; }
     *fn = (frame_node){G.stash, seq, frame, len};
     G.stash = fn;
     return 0;

@@ -14,12 +14,13 @@ from typing import Any
 
 from gpushim.backends.base import Backend
 from gpushim.cuda_errors import Err
-from gpushim.protocol import FATAL, REPLY
+from gpushim.protocol import FATAL, OPS_BY_NAME, REPLY
 from gpushim.server.modules import ModuleStore
 from gpushim.server.session import ProtocolError, Session, SessionInfo
-from gpushim.wire import FrameError, FrameReader, pack, reply_with_bulk, unpack_body
+from gpushim.wire import FrameError, FrameReader, decode_bulk_call, pack, reply_with_bulk, unpack_body
 
 BULK_INLINE = 64 << 10  # replies with more data than this are sent without copying it
+H2D_OP = OPS_BY_NAME["MEMCPY_H2D"].id
 
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
@@ -156,7 +157,7 @@ def _send_pieces(conn: socket.socket, pieces: list[bytes | memoryview]) -> None:
 def _handle_frames(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> bool:
     try:
         for body in frames.frames():
-            session.dispatch(unpack_body(body))
+            session.dispatch(decode_bulk_call(body, H2D_OP, 3) or unpack_body(body))
     except (FrameError, ProtocolError) as e:
         log.warning("malformed frame from the client; ending the session: %s", e)
         _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
