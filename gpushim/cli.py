@@ -87,12 +87,15 @@ def main() -> None:
 @click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Clients must present the token in this file (required off loopback).")
 @click.option("--memory-quota", type=int, default=None, help="Device memory each session may hold, in bytes.")
+@click.option("--max-priority", type=click.IntRange(-19, 30), default=0, show_default=True,
+              help="Highest GPUSHIM_PRIORITY a client may claim; each session's worker runs at nice 10 - priority.")
 @click.option("--module-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where uploaded fat binaries are kept by hash (default: ~/.cache/gpushim/modules).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,
-          token_file: str | None, memory_quota: int | None, module_cache: Path | None, log_level: str) -> None:
+          token_file: str | None, memory_quota: int | None, max_priority: int, module_cache: Path | None,
+          log_level: str) -> None:
     """Run a gpushim server."""
     from gpushim.server.supervisor import ServeError, Supervisor
 
@@ -101,7 +104,8 @@ def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: i
     be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver)
     token = Path(token_file).read_text().splitlines()[0].strip() if token_file else None
     try:
-        sup = Supervisor(be, listen or server_url(), token=token, memory_quota=memory_quota, module_cache=module_cache)
+        sup = Supervisor(be, listen or server_url(), token=token, memory_quota=memory_quota, module_cache=module_cache,
+                         max_priority=max_priority)
     except ServeError as e:
         raise click.ClickException(str(e)) from None
     sup.serve_forever()

@@ -513,6 +513,7 @@ class Session:
             "program": self.info.program,
             "runtime": self.info.runtime,
             "priority": self.info.priority,
+            "nice": os.getpriority(os.PRIO_PROCESS, 0),
             "devices": self.info.devices,
             "allocations": len(allocs),
             "allocated_bytes": sum(size for _, _, size in allocs),

@@ -71,8 +71,10 @@ def is_loopback(host: str) -> bool:
 
 class Supervisor:
     def __init__(self, backend: Backend, listen: str, token: str | None = None,
-                 memory_quota: int | None = None, max_sessions: int = 64, module_cache: Path | None = None) -> None:
+                 memory_quota: int | None = None, max_sessions: int = 64, module_cache: Path | None = None,
+                 max_priority: int = 0) -> None:
         self.backend = backend
+        self.max_priority = max_priority
         self.store = ModuleStore(module_cache or default_module_cache())
         self.listen_url = listen
         self.kind, self.addr = parse_listen(listen)
@@ -237,7 +239,7 @@ class Supervisor:
             pid=int(hello.get("pid") or 0),
             program=str(hello.get("program") or "?")[:200],
             runtime=int(hello.get("runtime") or 0),
-            priority=int(hello.get("priority") or 0),
+            priority=max(-19, min(int(hello.get("priority") or 0), self.max_priority)),
             devices=devices,
             memory_quota=self.memory_quota,
             policy=policy,

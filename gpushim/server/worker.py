@@ -28,6 +28,7 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
     """Serves one session until it ends; returns the process exit status."""
     log = logging.getLogger(f"gpushim.session.{info.session_id}")
     conn.setblocking(True)
+    _apply_priority(info.priority, log)
 
     def send(msg: list[Any]) -> None:
         results = msg[3] if msg[0] == REPLY else None
@@ -99,6 +100,17 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
         session.close()
         sel.close()
     return status
+
+
+def _apply_priority(priority: int, log: logging.Logger) -> None:
+    """A session's priority orders its work against other sessions' through the OS scheduler: each session
+    is its own process, so its nice value is 10 - priority (priority 0 -> nice 10, -9 -> 19, 10 -> 0).
+    The supervisor has clamped the priority to what the server allows (--max-priority)."""
+    nice = max(-20, min(19, 10 - priority))
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except OSError as e:
+        log.warning("cannot set this session's scheduling priority to nice %d: %s", nice, e)
 
 
 def _serve_client(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> int:
