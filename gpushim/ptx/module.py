@@ -18,7 +18,7 @@ from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
 from gpushim.ptx.operands import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from gpushim.ptx.parser import parse
 from gpushim.ptx.scheduler import run_batch
-from gpushim.ptx.state import Geometry, State
+from gpushim.ptx.state import Batch, Geometry, State
 from gpushim.ptx.types import type_size
 
 BATCH_THREADS = 1 << 15  # threads per batch of whole blocks
@@ -27,6 +27,7 @@ MAX_BLOCK_THREADS = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_SHARED_BYTES = 232448  # 227 KiB, the opt-in maximum per block of sm_80/sm_90
+MAX_PLANS = 256  # cached launch configurations per module
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,21 @@ class GlobalVar:
     init: bytes
     # (byte offset in the variable, target symbol, addend): address initialisers, patched at the first launch
     relocs: tuple = field(default=())
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What every launch of one kernel with one configuration (grid, block, dynamic shared memory, parameter
+    buffer size) shares; the configuration passed every check of PtxModule._plan."""
+
+    kern: Kernel
+    geo: Geometry
+    k: int  # blocks per batch
+    nblocks: int
+    shared_total: int
+    batch: Batch | None  # the constants of the only batch, for single-batch launches
+    param_pad: bytes  # zeros after the parameters, up to the parameter buffer's size
+    used_globals: tuple[str, ...]
 
 
 @dataclass
@@ -107,6 +123,7 @@ class PtxModule:
         self._compiled: dict[str, Kernel] = {}
         self._relocated: set = set()
         self._geometries: dict = {}  # launch geometry -> thread-index arrays, reused by repeated launches
+        self._plans: dict[tuple, _Plan] = {}  # (kernel, grid, block, shared bytes, parameter bytes) -> _Plan
         # kernel -> why it cannot run (only with strict=False; strict modules raise instead)
         self.unsupported: dict[str, str] = {}
         for fn in mod.functions.values():
@@ -148,12 +165,55 @@ class PtxModule:
         output: Callable[[bytes], None],
     ) -> LaunchStats:
         t0 = time.perf_counter()
+        try:
+            plan = self._plans.get((kernel, grid, block, shared_bytes, len(params)))
+        except TypeError:  # unhashable grid or block (lists): no cached plan
+            plan = None
+        if plan is None:
+            plan = self._plan(kernel, grid, block, shared_bytes, params)
+        kern = plan.kern
+        lo, hi = memory.base, memory.base + memory.capacity
+        if lo < PARAM_WINDOW + WINDOW_SIZE and hi > SHARED_WINDOW:
+            raise CudaError(Err.INVALID_VALUE, "device memory overlaps the emulator's shared/local windows")
+        for g in plan.used_globals:
+            if g not in symbols:
+                raise CudaError(Err.INVALID_VALUE, f"module global {g} has no device address")
+        if self._has_relocs:
+            self.apply_relocations(memory, symbols)
+        pbuf = bytearray(params)
+        pbuf.extend(plan.param_pad)
+        pbuf = np.frombuffer(pbuf, np.uint8)
+        psize = len(params)
+        deadline = time.monotonic() + self.watchdog_s
+        count = 0
+        nblocks, k = plan.nblocks, plan.k
+        with np.errstate(all="ignore"):
+            for b0 in range(0, nblocks, k):
+                batch = plan.batch or Batch(plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes)
+                st = State(kern, batch, memory, symbols, pbuf, psize, output)
+                try:
+                    run_batch(kern, st, deadline)
+                except CudaError:
+                    raise
+                except Exception as e:  # an engine bug must not take the server down: fail the launch
+                    raise CudaError(
+                        Err.LAUNCH_FAILURE,
+                        f"internal error of the PTX engine in kernel {kernel}: {type(e).__name__}: {e}",
+                    ) from e
+                finally:
+                    count += st.count
+        return LaunchStats(count, time.perf_counter() - t0, nblocks)
+
+    def _plan(self, kernel: str, grid, block, shared_bytes: int, params: bytes) -> _Plan:
+        """Check a launch configuration and work out what every launch with it shares (cached: repeated
+        launches of a kernel with the same configuration skip the checks and the setup)."""
         kern = self._compiled.get(kernel)
         if kern is None:
             if kernel in self.unsupported:
                 raise CudaError(Err.NOT_SUPPORTED, self.unsupported[kernel])
             raise CudaError(Err.INVALID_VALUE, f"no kernel {kernel!r} in module {self.name!r}")
         info = self.kernels[kernel]
+        key = (kernel, grid, block, shared_bytes, len(params))
         grid = tuple(int(x) for x in grid)
         block = tuple(int(x) for x in block)
         _check_config(grid, block, shared_bytes, info)
@@ -165,13 +225,7 @@ class PtxModule:
             raise CudaError(
                 Err.INVALID_VALUE, f"kernel {kernel} takes {info.param_bytes} bytes of parameters, got {len(params)}"
             )
-        lo, hi = memory.base, memory.base + memory.capacity
-        if lo < PARAM_WINDOW + WINDOW_SIZE and hi > SHARED_WINDOW:
-            raise CudaError(Err.INVALID_VALUE, "device memory overlaps the emulator's shared/local windows")
-        for g in kern.prog.used_globals:
-            if g not in symbols:
-                raise CudaError(Err.INVALID_VALUE, f"module global {g} has no device address")
-        self.apply_relocations(memory, symbols)
+        shared_bytes = int(shared_bytes)
         prog = kern.prog
         shared_total = (
             prog.dynamic_offset + shared_bytes if (prog.dynamic_shared or shared_bytes) else prog.static_shared
@@ -188,26 +242,25 @@ class PtxModule:
             if len(self._geometries) > 32:
                 self._geometries.clear()
             geo = self._geometries[gkey] = Geometry(grid, block, k, shared_total, prog.frame_bytes)
-        pbuf = np.zeros(align_up(len(params), 16) + 16, np.uint8)
-        pbuf[: len(params)] = np.frombuffer(bytes(params), np.uint8)
-        deadline = time.monotonic() + self.watchdog_s
-        count = 0
-        with np.errstate(all="ignore"):
-            for b0 in range(0, nblocks, k):
-                nb = min(k, nblocks - b0)
-                st = State(kern, geo, b0, nb, memory, symbols, pbuf, len(params), shared_total, shared_bytes, output)
-                try:
-                    run_batch(kern, st, deadline)
-                except CudaError:
-                    raise
-                except Exception as e:  # an engine bug must not take the server down: fail the launch
-                    raise CudaError(
-                        Err.LAUNCH_FAILURE,
-                        f"internal error of the PTX engine in kernel {kernel}: {type(e).__name__}: {e}",
-                    ) from e
-                finally:
-                    count += st.count
-        return LaunchStats(count, time.perf_counter() - t0, nblocks)
+        # a launch of one batch reuses its batch's constants (special registers) from launch to launch
+        batch = Batch(geo, 0, nblocks, shared_total, shared_bytes) if nblocks <= k else None
+        plan = _Plan(
+            kern,
+            geo,
+            k,
+            nblocks,
+            shared_total,
+            batch,
+            bytes(align_up(len(params), 16) + 16 - len(params)),
+            tuple(sorted(prog.used_globals)),
+        )
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.clear()
+        try:
+            self._plans[key] = plan
+        except TypeError:  # unhashable grid or block
+            pass
+        return plan
 
     def apply_relocations(self, memory, symbols: dict[str, int]) -> None:
         """Write the address initialisers (GlobalVar.relocs) of the module's variables placed at `symbols`.

@@ -40,12 +40,15 @@ def warp_complete(st, idx) -> bool:
 def _exit(st, idx, blocks, groups) -> None:
     idx = live(st, idx)
     if idx is None:
-        st.alive[:] = False
-        st.warp_alive[:] = 0
-        st.alive_per_block[:] = 0
+        # alive, warp_alive and alive_per_block are made again from alive_idx if something still needs them
+        d = st.__dict__
+        d.pop("alive", None)
+        d.pop("warp_alive", None)
+        d.pop("alive_per_block", None)
         st.alive_idx = np.zeros(0, np.int64)
         st.n_alive = 0
     else:
+        # each of these is made (from the alive_idx before this exit) on first use, then updated
         st.alive[idx] = False
         st.warp_alive -= np.bincount(st.warp[idx], minlength=st.nwarps)
         st.alive_per_block -= np.bincount(st.blk[idx], minlength=st.alive_per_block.size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -21,12 +22,56 @@ def clock_now() -> int:
     return _clock_last
 
 
+_VIEW_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def _views(buf: np.ndarray) -> dict:
     """Typed views of a byte buffer (its length cut to whole elements; the arena's capacity may be odd)."""
-    return {
-        k: (buf[: buf.size - buf.size % k].view(dt) if k > 1 else buf)
-        for k, dt in ((1, np.uint8), (2, np.uint16), (4, np.uint32), (8, np.uint64))
-    }
+    return {k: (buf[: buf.size - buf.size % k].view(dt) if k > 1 else buf) for k, dt in _VIEW_DTYPES.items()}
+
+
+class LazyViews(dict):
+    """_views(buf), each view made when first used (most launches touch one or two element sizes)."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self, buf: np.ndarray) -> None:
+        super().__init__()
+        self.buf = buf
+
+    def __missing__(self, k: int) -> np.ndarray:
+        buf = self.buf
+        v = buf[: buf.size - buf.size % k].view(_VIEW_DTYPES[k]) if k > 1 else buf
+        self[k] = v
+        return v
+
+
+_ARENA_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def arena_views(memory) -> dict:
+    """Typed views of a device memory's arena, made once per memory (dropped with it)."""
+    try:
+        v = _ARENA_VIEWS.get(memory)
+    except TypeError:  # a memory object without weak references
+        return _views(memory.arena)
+    if v is None or v[1] is not memory.arena:
+        v = _ARENA_VIEWS[memory] = _views(memory.arena)
+    return v
+
+
+class Symbols(dict):
+    """Device addresses of module globals as np.uint64, converted when a kernel first names one."""
+
+    __slots__ = ("src",)
+
+    def __init__(self, src: dict) -> None:
+        super().__init__()
+        self.src = src
+
+    def __missing__(self, name: str) -> np.uint64:
+        v = self[name] = np.uint64(self.src[name])
+        return v
 
 
 class Geometry:
@@ -73,35 +118,31 @@ class Geometry:
         }
         c["%lanemask_gt"] = ~c["%lanemask_le"]
         c["%lanemask_ge"] = ~c["%lanemask_lt"]
+        for v in c.values():
+            if v.__class__ is np.ndarray:
+                v.flags.writeable = False  # shared by every launch of this geometry
         self._cache[k] = c
         return c
 
 
-class State:
-    def __init__(
-        self,
-        kern,
-        geo: Geometry,
-        first_block: int,
-        nblk: int,
-        memory,
-        symbols: dict,
-        params: np.ndarray,
-        param_size: int,
-        shared_total: int,
-        dyn_shared: int,
-        output,
-    ) -> None:
+class Batch:
+    """The constant part of the state of one batch of blocks: special registers and thread-index arrays.
+    Made once per batch of a launch, or once per launch configuration for single-batch launches (which then
+    reuse it); nothing in it is ever written by a launch (its arrays are read-only)."""
+
+    def __init__(self, geo: Geometry, first_block: int, nblk: int, shared_total: int, dyn_shared: int) -> None:
         ta = geo.thread_arrays(nblk)
         self.geo = geo
-        self.kern = kern
         self.first_block = first_block
-        self.n = n = nblk * geo.tpb
-        self.regs = list(kern.reg_init)
+        self.nblk = nblk
+        self.n = nblk * geo.tpb
         self.thread = ta["thread"]
         self.warp = ta["warp"]
         self.nwarps = ta["nwarps"]
         self.blk = ta["blk"]
+        self.sh_base = ta["sh_base"]
+        self.lo_base = ta["lo_base"]
+        self.shared_total = shared_total
         gx, gy, gz = geo.grid
         bids = np.arange(first_block, first_block + nblk, dtype=np.int64)
         tpb = geo.tpb
@@ -134,33 +175,98 @@ class State:
             ("%warpsize", 32),
         ):
             sp[name] = np.uint32(v)
+        for v in sp.values():
+            if v.__class__ is np.ndarray:
+                v.flags.writeable = False
         self.sp = sp
+        self.warp_alive = np.bincount(self.warp, minlength=self.nwarps)
+        self.alive_per_block = np.full(nblk, tpb, np.int64)
+        self.alive = np.ones(self.n, bool)
+
+
+def _lazy_alive(st: State) -> np.ndarray:
+    if st.alive_idx is None:
+        return st.batch.alive.copy()
+    a = np.zeros(st.n, bool)
+    a[st.alive_idx] = True
+    return a
+
+
+def _lazy_warp_alive(st: State) -> np.ndarray:
+    if st.alive_idx is None:
+        return st.batch.warp_alive.copy()
+    return np.bincount(st.warp[st.alive_idx], minlength=st.nwarps)
+
+
+def _lazy_alive_per_block(st: State) -> np.ndarray:
+    b = st.batch
+    if st.alive_idx is None:
+        return b.alive_per_block.copy()
+    return np.bincount(st.blk[st.alive_idx], minlength=b.nblk)
+
+
+# State attributes made on first use: most small kernels touch no shared or local memory and no barrier.
+# alive, warp_alive and alive_per_block follow from alive_idx, so they can be made at any time; once made they
+# are kept up to date by scheduler._exit.
+_LAZY = {
+    "shm": lambda st: np.zeros(st.batch.nblk * st.geo.sh_stride, np.uint8),
+    "shv": lambda st: LazyViews(st.shm),
+    "loc": lambda st: np.zeros(st.n * st.geo.lo_stride if st.lo_size else 16, np.uint8),
+    "lov": lambda st: LazyViews(st.loc),
+    "parv": lambda st: LazyViews(st.par),
+    "bar_arrived": lambda st: np.zeros((st.batch.nblk, 16), np.int64),
+    "alive": _lazy_alive,
+    "warp_alive": _lazy_warp_alive,
+    "alive_per_block": _lazy_alive_per_block,
+}
+
+
+class State:
+    def __init__(
+        self,
+        kern,
+        batch: Batch,
+        memory,
+        symbols: dict,
+        params: np.ndarray,
+        param_size: int,
+        output,
+    ) -> None:
+        self.batch = batch
+        self.geo = batch.geo
+        self.kern = kern
+        self.first_block = batch.first_block
+        self.n = batch.n
+        self.regs = kern.reg_init.copy()
+        self.thread = batch.thread
+        self.warp = batch.warp
+        self.nwarps = batch.nwarps
+        self.blk = batch.blk
+        self.sp = batch.sp
         self.mem = memory
         self.mem_base = memory.base
-        self.av = _views(memory.arena)
-        self.sym = {k: np.uint64(v) for k, v in symbols.items()}
-        self.shm = np.zeros(nblk * geo.sh_stride, np.uint8)
-        self.shv = _views(self.shm)
-        self.sh_base = ta["sh_base"]
-        self.sh_size = shared_total
-        frame = kern.prog.frame_bytes
-        self.loc = np.zeros(n * geo.lo_stride if frame else 16, np.uint8)
-        self.lov = _views(self.loc)
-        self.lo_base = ta["lo_base"]
-        self.lo_size = frame
+        self.av = arena_views(memory)
+        self.sym = Symbols(symbols)
+        self.sh_base = batch.sh_base
+        self.sh_size = batch.shared_total
+        self.lo_base = batch.lo_base
+        self.lo_size = kern.prog.frame_bytes
         self.par = params
-        self.parv = _views(params)
         self.par_size = param_size
         self.out = output
         self.count = 0
         self.acache: dict = {}
-        self.alive = np.ones(n, bool)
         self.alive_idx = None  # indices of the live threads, None while every thread lives
-        self.n_alive = n
-        self.warp_alive = np.bincount(self.warp, minlength=self.nwarps)
-        self.alive_per_block = np.full(nblk, geo.tpb, np.int64)
-        self.bar_arrived = np.zeros((nblk, 16), np.int64)
+        self.n_alive = batch.n
         self.bar_wait: dict = {}
+
+    def __getattr__(self, name: str):
+        make = _LAZY.get(name)
+        if make is None:
+            raise AttributeError(name)
+        v = make(self)
+        self.__dict__[name] = v
+        return v
 
     def timer(self, name: str):
         c = clock_now()
