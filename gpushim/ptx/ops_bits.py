@@ -33,8 +33,11 @@ def compile_shift(ctx: Ctx, ins: Instr):
     dt = np_type(typ)
     if base == "shr" and typ[0] == "s":
         lim = np.uint32(bits - 1)
+        samts = [dt.type(i) for i in range(bits)]  # shift amounts in the operand's dtype
 
         def f(a, n):
+            if n.__class__ is not np.ndarray:  # one shift amount for every thread
+                return a >> samts[n if n < lim else lim]
             return a >> np.minimum(n, lim).astype(dt)
 
     else:
@@ -42,13 +45,18 @@ def compile_shift(ctx: Ctx, ins: Instr):
         ut = U[type_size(typ)]
         lim = np.uint32(bits)
         zero = ut.type(0)
+        uamts = [ut.type(i) for i in range(bits)]
 
         def f(a, n):
-            big = n >= lim
-            r = op(a.view(ut), np.minimum(n, lim - 1).astype(ut))
-            if np.any(big):
-                r = np.where(big, zero, r).astype(ut)
-            return r.view(a.dtype)
+            au = a if a.dtype is ut else a.view(ut)
+            if n.__class__ is not np.ndarray:  # one shift amount for every thread
+                r = op(au, uamts[n]) if n < lim else au & zero
+            else:
+                big = n >= lim
+                r = op(au, np.minimum(n, lim - 1).astype(ut))
+                if big.any():
+                    r = np.where(big, zero, r).astype(ut)
+            return r if r.dtype is a.dtype else r.view(a.dtype)
 
     return nary(ctx, ins, typ, f, 2, [typ, "u32"])
 

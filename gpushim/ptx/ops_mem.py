@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpushim.ptx.memspaces import generic_masks, locate, locate_reg, split_generic
+from gpushim.ptx.memspaces import _SHIFT, generic_masks, locate, locate_reg, split_generic
 from gpushim.ptx.nodes import Instr, Reg, Sym, Vec
 from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE, Ctx
 from gpushim.ptx.types import TYPES, U, np_type
@@ -148,6 +148,19 @@ def compile_ld(ctx: Ctx, ins: Instr):
     size = dt.itemsize
     if len(ws) == 1:
         w0 = ws[0]
+        if space == "kparam" and isinstance(addr_op.base, Sym) and ctx.symbol_space(addr_op.base.name) == "kparam":
+            ca = int(ra(None, None))  # a kernel parameter by name: a constant offset in the parameter buffer
+            if not ca & (size - 1):
+                ce = ca >> _SHIFT[size]
+
+                def ldp(st, idx):
+                    if ca + size > st.par_size:  # past the parameters passed: the checked path raises
+                        w0(st, idx, gather(st, idx, space, ra(st, idx), dt, 1, what)[0])
+                        return
+                    r = st.parv[size][ce]
+                    w0(st, idx, r if r.dtype is dt else r.view(dt))
+
+                return ldp
         if fast is not None:
             k, off = fast
 
