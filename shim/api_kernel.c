@@ -385,30 +385,34 @@ GS_IMPL cudaError_t gs_cudaGetSymbolSize(size_t *size, const void *symbol) {
     return gs_ret(e);
 }
 
+/* The device address of [offset, offset+count) inside a module variable, for a copy of the given kind;
+ * `wrong_kind` is the kind that names the wrong direction (device-to-host for a copy to a symbol). */
+static cudaError_t symbol_range(const void *symbol, size_t count, size_t offset, int kind, int wrong_kind,
+                                uintptr_t *out) {
+    if (kind == wrong_kind || kind == cudaMemcpyHostToHost || kind < 0 || kind > cudaMemcpyDefault)
+        return cudaErrorInvalidMemcpyDirection;
+    size_t size;
+    cudaError_t e = symbol_address(symbol, out, &size);
+    if (e) return e;
+    if (offset > size || count > size - offset) return cudaErrorInvalidValue;
+    *out += offset;
+    return cudaSuccess;
+}
+
 static cudaError_t to_symbol(const void *symbol, const void *src, size_t count, size_t offset, int kind,
                              cudaStream_t s, int ptds) {
     GS_ENTER();
-    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
-        return gs_ret(cudaErrorInvalidMemcpyDirection);
     uintptr_t p;
-    size_t size;
-    cudaError_t e = symbol_address(symbol, &p, &size);
-    if (e) return gs_ret(e);
-    if (offset > size || count > size - offset) return gs_ret(cudaErrorInvalidValue);
-    return gs_memcpy((void *)(p + offset), src, count, kind, s, ptds, s != NULL || ptds);
+    cudaError_t e = symbol_range(symbol, count, offset, kind, cudaMemcpyDeviceToHost, &p);
+    return e ? gs_ret(e) : gs_memcpy((void *)p, src, count, kind, s, ptds, s != NULL || ptds);
 }
 
 static cudaError_t from_symbol(void *dst, const void *symbol, size_t count, size_t offset, int kind,
                                cudaStream_t s, int ptds) {
     GS_ENTER();
-    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
-        return gs_ret(cudaErrorInvalidMemcpyDirection);
     uintptr_t p;
-    size_t size;
-    cudaError_t e = symbol_address(symbol, &p, &size);
-    if (e) return gs_ret(e);
-    if (offset > size || count > size - offset) return gs_ret(cudaErrorInvalidValue);
-    return gs_memcpy(dst, (const void *)(p + offset), count, kind, s, ptds, s != NULL || ptds);
+    cudaError_t e = symbol_range(symbol, count, offset, kind, cudaMemcpyHostToDevice, &p);
+    return e ? gs_ret(e) : gs_memcpy(dst, (const void *)p, count, kind, s, ptds, s != NULL || ptds);
 }
 
 GS_IMPL cudaError_t gs_cudaMemcpyToSymbol(const void *sym, const void *src, size_t n, size_t off, int kind) {

@@ -1,5 +1,7 @@
 /* Streams and events: handles are the server's; host functions run in the client when the server
  * reports that their stream reached them. */
+#include <string.h>
+
 #include "gs_api.h"
 
 static cudaError_t stream_create(cudaStream_t *s, unsigned flags, int priority) {
@@ -73,7 +75,9 @@ GS_IMPL cudaError_t gs_cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, 
     return stream_wait_event(s, ev, f, 1);
 }
 
-static cudaError_t stream_get(int op, cudaStream_t s, int ptds, int64_t *out) {
+/* A stream query answering one 32-bit value (an int priority or unsigned flags) into *out. */
+static cudaError_t stream_get(int op, cudaStream_t s, int ptds, void *out) {
+    if (!out) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptds, &h);
@@ -82,38 +86,21 @@ static cudaError_t stream_get(int op, cudaStream_t s, int ptds, int64_t *out) {
     gs_call_begin(&c, op, 1);
     gs_w_uint(c.w, h);
     e = gs_call_run(&c);
-    if (!e) *out = gs_i64(&c);
+    if (!e) {
+        int32_t v = (int32_t)gs_i64(&c);
+        memcpy(out, &v, sizeof v);
+    }
     gs_call_end(&c);
     return gs_ret(e);
 }
 
-GS_IMPL cudaError_t gs_cudaStreamGetPriority(cudaStream_t s, int *p) {
-    int64_t v = 0;
-    if (!p) return gs_ret(cudaErrorInvalidValue);
-    cudaError_t e = stream_get(GS_OP_STREAM_GET_PRIORITY, s, 0, &v);
-    if (!e) *p = (int)v;
-    return e;
-}
+GS_IMPL cudaError_t gs_cudaStreamGetPriority(cudaStream_t s, int *p) { return stream_get(GS_OP_STREAM_GET_PRIORITY, s, 0, p); }
 GS_IMPL cudaError_t gs_cudaStreamGetPriority_ptsz(cudaStream_t s, int *p) {
-    int64_t v = 0;
-    if (!p) return gs_ret(cudaErrorInvalidValue);
-    cudaError_t e = stream_get(GS_OP_STREAM_GET_PRIORITY, s, 1, &v);
-    if (!e) *p = (int)v;
-    return e;
+    return stream_get(GS_OP_STREAM_GET_PRIORITY, s, 1, p);
 }
-GS_IMPL cudaError_t gs_cudaStreamGetFlags(cudaStream_t s, unsigned *f) {
-    int64_t v = 0;
-    if (!f) return gs_ret(cudaErrorInvalidValue);
-    cudaError_t e = stream_get(GS_OP_STREAM_GET_FLAGS, s, 0, &v);
-    if (!e) *f = (unsigned)v;
-    return e;
-}
+GS_IMPL cudaError_t gs_cudaStreamGetFlags(cudaStream_t s, unsigned *f) { return stream_get(GS_OP_STREAM_GET_FLAGS, s, 0, f); }
 GS_IMPL cudaError_t gs_cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned *f) {
-    int64_t v = 0;
-    if (!f) return gs_ret(cudaErrorInvalidValue);
-    cudaError_t e = stream_get(GS_OP_STREAM_GET_FLAGS, s, 1, &v);
-    if (!e) *f = (unsigned)v;
-    return e;
+    return stream_get(GS_OP_STREAM_GET_FLAGS, s, 1, f);
 }
 
 static cudaError_t host_func(cudaStream_t s, void *fn, void *data, int is_stream_callback, int ptds) {

@@ -493,6 +493,22 @@ static int take_stashed_locked(uint64_t seq, uint8_t **frame, size_t *len) {
     return 0;
 }
 
+/* Takes the reader role (G.lock held, nobody reading), reads one frame without the lock, gives the role
+ * back and wakes the waiters. Returns 0, or -1 when the connection is lost (marked down). */
+static int read_as_reader_locked(uint8_t **f, size_t *l) {
+    G.reader_active = 1;
+    int fd = G.fd;
+    pthread_mutex_unlock(&G.lock);
+    int rc = read_frame(fd, f, l);
+    pthread_mutex_lock(&G.lock);
+    G.reader_active = 0;
+    pthread_cond_broadcast(&G.cond);
+    if (rc != 0)
+        mark_down_locked(cudaErrorDevicesUnavailable,
+                         "lost the connection to the gpushim server; every CUDA call now fails");
+    return rc;
+}
+
 /* Waits until the reply for seq arrives; takes the reader role whenever nobody holds it. */
 static int wait_reply(uint64_t seq, uint8_t **frame, size_t *len) {
     pthread_mutex_lock(&G.lock);
@@ -500,21 +516,9 @@ static int wait_reply(uint64_t seq, uint8_t **frame, size_t *len) {
         if (take_stashed_locked(seq, frame, len)) break;
         if (G.state != CONNECTED) { pthread_mutex_unlock(&G.lock); return -1; }
         if (G.reader_active) { pthread_cond_wait(&G.cond, &G.lock); continue; }
-        G.reader_active = 1;
-        int fd = G.fd;
-        pthread_mutex_unlock(&G.lock);
         uint8_t *f;
         size_t l;
-        int rc = read_frame(fd, &f, &l);
-        pthread_mutex_lock(&G.lock);
-        G.reader_active = 0;
-        pthread_cond_broadcast(&G.cond);
-        if (rc != 0) {
-            mark_down_locked(cudaErrorDevicesUnavailable,
-                             "lost the connection to the gpushim server; every CUDA call now fails");
-            continue;
-        }
-        if (file_frame_locked(f, l, seq)) { *frame = f; *len = l; break; }
+        if (read_as_reader_locked(&f, &l) == 0 && file_frame_locked(f, l, seq)) { *frame = f; *len = l; break; }
     }
     pthread_mutex_unlock(&G.lock);
     return 0;
@@ -610,17 +614,9 @@ static void *callback_thread(void *arg) {
             continue;
         }
         if (G.outstanding > 0 && !G.reader_active && G.state == CONNECTED) {
-            G.reader_active = 1;
-            int fd = G.fd;
-            pthread_mutex_unlock(&G.lock);
             uint8_t *f;
             size_t l;
-            int rc = read_frame(fd, &f, &l);
-            pthread_mutex_lock(&G.lock);
-            G.reader_active = 0;
-            if (rc != 0) mark_down_locked(cudaErrorDevicesUnavailable, "lost the connection to the gpushim server");
-            else file_frame_locked(f, l, 0);
-            pthread_cond_broadcast(&G.cond);
+            if (read_as_reader_locked(&f, &l) == 0) file_frame_locked(f, l, 0);
             continue;
         }
         pthread_cond_wait(&G.cond, &G.lock);

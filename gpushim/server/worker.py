@@ -80,20 +80,9 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
                         return 0
                     control.sendall(json.dumps(session.summary()).encode() + b"\n")
                     continue
-                try:
-                    nread, fds = frames.read()
-                except ConnectionResetError:
-                    nread, fds = 0, []
-                except FrameError as e:
-                    log.warning("malformed frame from the client; ending the session: %s", e)
-                    _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
-                    return 1
-                session.received_fds.extend(fds)
-                if not nread:
-                    log.info("client disconnected after %d calls; freeing its resources", session.calls)
-                    return 0
-                if not _handle_frames(session, frames, conn, log):
-                    return 1
+                ended = _receive(session, frames, conn, log)
+                if ended is not None:
+                    return ended
     except (BrokenPipeError, ConnectionResetError):
         log.info("client connection lost; freeing its resources")
     finally:
@@ -115,20 +104,27 @@ def _apply_priority(priority: int, log: logging.Logger) -> None:
 
 def _serve_client(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> int:
     while True:
-        try:
-            nread, fds = frames.read()
-        except ConnectionResetError:
-            nread, fds = 0, []
-        except FrameError as e:
-            log.warning("malformed frame from the client; ending the session: %s", e)
-            _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
-            return 1
-        session.received_fds.extend(fds)
-        if not nread:
-            log.info("client disconnected after %d calls; freeing its resources", session.calls)
-            return 0
-        if not _handle_frames(session, frames, conn, log):
-            return 1
+        ended = _receive(session, frames, conn, log)
+        if ended is not None:
+            return ended
+
+
+def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> int | None:
+    """One receive from the client and the frames it completed; the worker's exit status when the session
+    is over (the client left, or broke the protocol), else None."""
+    try:
+        nread, fds = frames.read()
+    except ConnectionResetError:
+        nread, fds = 0, []
+    except FrameError as e:
+        log.warning("malformed frame from the client; ending the session: %s", e)
+        _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
+        return 1
+    session.received_fds.extend(fds)
+    if not nread:
+        log.info("client disconnected after %d calls; freeing its resources", session.calls)
+        return 0
+    return None if _handle_frames(session, frames, conn, log) else 1
 
 
 def _answer_status(control: socket.socket, session: Session, log: logging.Logger) -> None:

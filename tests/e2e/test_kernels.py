@@ -27,6 +27,19 @@ def nvcc(out, *args: str) -> None:
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
 
 
+def check_kernel_program(r: subprocess.CompletedProcess) -> None:
+    """tests/programs/kernels/main.cu reported every check right."""
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = kv(r.stdout)
+    for check in ("template_float", "template_double", "struct_by_value", "streams_events_dynshared",
+                  "after_printf"):
+        assert v[check] == "ok", check
+    assert v["constant_memory"] == "ok counter=10000"
+    assert v["symbol_address"] == "ok size=1024"
+    assert v["func_attrs maxThreads"] == "1024 ptx=1"
+    assert v["occupancy_positive"] == "1"
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     d = tmp_path_factory.mktemp("kernels")
@@ -44,15 +57,7 @@ def builds(tmp_path_factory):
 @pytest.mark.parametrize("variant", list(NVCC_FLAGS))
 def test_kernel_program(server, builds, variant):
     r = subprocess.run([str(builds[variant])], env=server.env(), capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr + r.stdout
-    v = kv(r.stdout)
-    for check in ("template_float", "template_double", "struct_by_value", "streams_events_dynshared",
-                  "after_printf"):
-        assert v[check] == "ok", check
-    assert v["constant_memory"] == "ok counter=10000"
-    assert v["symbol_address"] == "ok size=1024"
-    assert v["func_attrs maxThreads"] == "1024 ptx=1"
-    assert v["occupancy_positive"] == "1"
+    check_kernel_program(r)
     lines = r.stdout.splitlines()
     hello = [ln for ln in lines if ln.startswith("hello from")]
     assert sorted(hello) == sorted(f"hello from block {b} thread {t} tag 7" for b in (0, 1) for t in (0, 1))
@@ -84,13 +89,7 @@ def test_old_toolkit_builds_run(server, old_runtime_libs, version):
     exe = ROOT / "tests" / "fixtures" / "bin" / version / "e2e_kernels"
     r = subprocess.run([str(exe)], env=server.env(LD_LIBRARY_PATH=old_runtime_libs[version]), capture_output=True,
                        text=True, timeout=300)
-    assert r.returncode == 0, r.stderr + r.stdout
-    v = kv(r.stdout)
-    for check in ("template_float", "template_double", "struct_by_value", "streams_events_dynshared",
-                  "after_printf"):
-        assert v[check] == "ok", check
-    assert v["constant_memory"] == "ok counter=10000"
-    assert v["func_attrs maxThreads"] == "1024 ptx=1"
+    check_kernel_program(r)
     assert sum(ln.startswith("hello from") for ln in r.stdout.splitlines()) == 4
     assert r.stdout.splitlines()[-1] == "OK"
 
