@@ -28,6 +28,7 @@ MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_SHARED_BYTES = 232448  # 227 KiB, the opt-in maximum per block of sm_80/sm_90
 MAX_PLANS = 256  # cached launch configurations per module
+_BLOCK_SPECIALS = frozenset({"%ctaid.x", "%ctaid.y", "%ctaid.z", "%smid"})
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class _Plan:
     batch: Batch | None  # the constants of the only batch, for single-batch launches
     param_pad: bytes  # zeros after the parameters, up to the parameter buffer's size
     used_globals: tuple[str, ...]
+    specials: tuple[str, ...]  # per-block special registers the kernel reads (made with each batch)
 
 
 @dataclass
@@ -189,7 +191,9 @@ class PtxModule:
         nblocks, k = plan.nblocks, plan.k
         with np.errstate(all="ignore"):
             for b0 in range(0, nblocks, k):
-                batch = plan.batch or Batch(plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes)
+                batch = plan.batch or Batch(
+                    plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes, plan.specials
+                )
                 st = State(kern, batch, memory, symbols, pbuf, psize, output)
                 try:
                     run_batch(kern, st, deadline)
@@ -243,7 +247,8 @@ class PtxModule:
                 self._geometries.clear()
             geo = self._geometries[gkey] = Geometry(grid, block, k, shared_total, prog.frame_bytes)
         # a launch of one batch reuses its batch's constants (special registers) from launch to launch
-        batch = Batch(geo, 0, nblocks, shared_total, shared_bytes) if nblocks <= k else None
+        eager = tuple(sorted(kern.ctx.specials_used & _BLOCK_SPECIALS))
+        batch = Batch(geo, 0, nblocks, shared_total, shared_bytes, eager) if nblocks <= k else None
         plan = _Plan(
             kern,
             geo,
@@ -253,6 +258,7 @@ class PtxModule:
             batch,
             bytes(align_up(len(params), 16) + 16 - len(params)),
             tuple(sorted(prog.used_globals)),
+            eager,
         )
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()

@@ -42,6 +42,7 @@ class Ctx:
         for name, t in prog.regs.items():
             self.add_reg(name, storage_type(t))
         self.ins: Instr | None = None
+        self.specials_used: set[str] = set()  # special registers the kernel reads
 
     def add_reg(self, name: str, dt: np.dtype) -> int:
         k = len(self.reg_dtype)
@@ -66,7 +67,7 @@ class Ctx:
         if isinstance(op, Reg):
             k = self.reg_index.get(op.name)
             if k is not None:
-                return _reg_reader(k, dt)
+                return _reg_reader(k, dt, self.reg_dtype[k])
             return self.special_reader(op.name, dt)
         if isinstance(op, Imm):
             c = imm_value(op, typ)
@@ -86,6 +87,7 @@ class Ctx:
 
     def special_reader(self, name: str, dt: np.dtype):
         if name in SPECIALS:
+            self.specials_used.add(name)
 
             def rd(st, idx, name=name):
                 v = st.sp[name]
@@ -172,7 +174,7 @@ class Ctx:
         if dt.itemsize not in (4, 8):
             raise self.error(f"address register {base.name} is not 32 or 64 bits wide")
         udt = U[dt.itemsize]
-        rd = _reg_reader(k, udt)
+        rd = _reg_reader(k, udt, dt)
         if off == 0:
             return None, rd
         o = const(off, udt)
@@ -204,7 +206,18 @@ def imm_value(op: Imm, typ: str):
     return const(op.value, dt)
 
 
-def _reg_reader(k: int, dt: np.dtype):
+def _reg_reader(k: int, dt: np.dtype, sdt: np.dtype | None = None):
+    if sdt is not None and sdt is not dt and sdt.itemsize == dt.itemsize and "b" not in (sdt.kind, dt.kind):
+        # the register always holds its storage dtype sdt (the writers convert): a same-width view
+
+        def rdv(st, idx):
+            v = st.regs[k]
+            if idx is not None and v.__class__ is ndarray:
+                v = v.take(idx, mode="clip")
+            return v.view(dt) if v.dtype is sdt else conv(v, dt)
+
+        return rdv
+
     def rd(st, idx):
         v = st.regs[k]
         if idx is not None and v.__class__ is ndarray:

@@ -20,6 +20,19 @@ def mods(ins: Instr) -> set[str]:
     return set(ins.op.split(".")[1:])
 
 
+def bits_type(ctx: Ctx, ins: Instr, typ: str) -> str:
+    """The unsigned type of typ's width, for instructions whose result bits do not depend on signedness (add, sub,
+    mul.lo, mad.lo on two's complement integers): reading and writing registers in their unsigned storage type
+    saves a view per operand. Sources read the same bits either way (a register narrower than the type widens
+    by its own, unsigned, kind); typ itself when the destination register is not of typ's width (the writer
+    would widen differently) or typ is not a 16/32/64-bit integer type."""
+    if typ[0] not in "su" or typ[1:] not in ("16", "32", "64"):
+        return typ
+    if ctx.reg_bits(ins.args[0]) != int(typ[1:]):
+        return typ
+    return "u" + typ[1:]
+
+
 def nary(ctx: Ctx, ins: Instr, typ: str, f: Callable, n: int, src_types: list[str] | None = None):
     """d = f(a, b, ...) with the n sources read as typ (or src_types)."""
     w = ctx.writer(ins.args[0])

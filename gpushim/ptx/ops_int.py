@@ -13,7 +13,7 @@ import numpy as np
 
 from gpushim.ptx.nodes import Instr, Reg
 from gpushim.ptx.operands import Ctx
-from gpushim.ptx.ops_common import itype, mods, nary
+from gpushim.ptx.ops_common import bits_type, itype, mods, nary
 from gpushim.ptx.types import S, U, np_type, type_size
 
 _M32 = np.uint64(0xFFFFFFFF)
@@ -77,7 +77,7 @@ def compile_add_sub(ctx: Ctx, ins: Instr):
     uses_cc = base in ("addc", "subc")
     sets_cc = "cc" in m
     if not uses_cc and not sets_cc:
-        return nary(ctx, ins, typ, (np.subtract if sub else np.add), 2)
+        return nary(ctx, ins, bits_type(ctx, ins, typ), (np.subtract if sub else np.add), 2)
     # carry chain (32/64-bit unsigned arithmetic on bits)
     ut = U[type_size(typ)]
     kcc = ctx.hidden_reg("%cc", np.dtype(np.uint32))
@@ -120,6 +120,8 @@ def compile_mul(ctx: Ctx, ins: Instr):
 
         return compile_fbin(ctx, ins)
     mode = "hi" if "hi" in m else "wide" if "wide" in m else "lo"
+    if mode == "lo":
+        typ = bits_type(ctx, ins, typ)
     return nary(ctx, ins, typ, _mul_parts(typ, mode), 2)
 
 
@@ -181,6 +183,9 @@ def compile_mad(ctx: Ctx, ins: Instr):
         return f
     if "sat" in m and typ == "s32" and mode == "hi":
         return nary(ctx, ins, typ, lambda a, b, c: _sat32(mul(a, b).astype(np.int64) + c), 3)
+    if mode == "lo":
+        typ = ctype = bits_type(ctx, ins, typ)
+        mul = _mul_parts(typ, mode)
     return nary(ctx, ins, typ, lambda a, b, c: mul(a, b) + c, 3, [typ, typ, ctype])
 
 

@@ -116,6 +116,7 @@ class Geometry:
             "sh_base": blk * self.sh_stride,
             "lo_base": t * self.lo_stride,
         }
+        c["warp_alive"] = np.bincount(c["warp"], minlength=c["nwarps"])  # threads per warp, all alive
         c["%lanemask_gt"] = ~c["%lanemask_le"]
         c["%lanemask_ge"] = ~c["%lanemask_lt"]
         for v in c.values():
@@ -125,13 +126,33 @@ class Geometry:
         return c
 
 
+class Specials(dict):
+    """Special registers of one batch, each computed when a kernel first reads it (Batch.special)."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: Batch, consts: dict) -> None:
+        super().__init__(consts)
+        self.batch = batch
+
+    def __missing__(self, name: str):
+        v = self[name] = self.batch.special(name)
+        return v
+
+
 class Batch:
     """The constant part of the state of one batch of blocks: special registers and thread-index arrays.
     Made once per batch of a launch, or once per launch configuration for single-batch launches (which then
     reuse it); nothing in it is ever written by a launch (its arrays are read-only)."""
 
-    def __init__(self, geo: Geometry, first_block: int, nblk: int, shared_total: int, dyn_shared: int) -> None:
+    def __init__(
+        self, geo: Geometry, first_block: int, nblk: int, shared_total: int, dyn_shared: int, eager: tuple = ()
+    ) -> None:
+        """eager: special registers to compute now (those the kernel reads), the others are made on first use.
+        Computing them before the batch runs keeps the large per-batch arrays out of the middle of the
+        instruction stream's temporaries (allocating them there measurably slows wide launches)."""
         ta = geo.thread_arrays(nblk)
+        self.ta = ta
         self.geo = geo
         self.first_block = first_block
         self.nblk = nblk
@@ -144,49 +165,59 @@ class Batch:
         self.lo_base = ta["lo_base"]
         self.shared_total = shared_total
         gx, gy, gz = geo.grid
-        bids = np.arange(first_block, first_block + nblk, dtype=np.int64)
-        tpb = geo.tpb
-        sp = {k: v for k, v in ta.items() if k.startswith("%")}
-        cx = (bids % gx).astype(np.uint32)
-        cy = ((bids // gx) % gy).astype(np.uint32)
-        cz = (bids // (gx * gy)).astype(np.uint32)
-        if nblk == 1:
-            sp["%ctaid.x"], sp["%ctaid.y"], sp["%ctaid.z"] = cx[0], cy[0], cz[0]
-            sp["%smid"] = np.uint32(first_block % 132)
-        else:
-            sp["%ctaid.x"] = np.repeat(cx, tpb)
-            sp["%ctaid.y"] = np.repeat(cy, tpb)
-            sp["%ctaid.z"] = np.repeat(cz, tpb)
-            sp["%smid"] = np.repeat((bids % 132).astype(np.uint32), tpb)
         bx, by, bz = geo.block
-        for name, v in (
-            ("%ntid.x", bx),
-            ("%ntid.y", by),
-            ("%ntid.z", bz),
-            ("%nctaid.x", gx),
-            ("%nctaid.y", gy),
-            ("%nctaid.z", gz),
-            ("%nwarpid", 64),
-            ("%nsmid", 132),
-            ("%gridid", 1),
-            ("%dynamic_smem_size", dyn_shared),
-            ("%total_smem_size", shared_total),
-            ("%aggr_smem_size", shared_total),
-            ("%warpsize", 32),
-        ):
-            sp[name] = np.uint32(v)
-        for v in sp.values():
-            if v.__class__ is np.ndarray:
-                v.flags.writeable = False
-        self.sp = sp
-        self.warp_alive = np.bincount(self.warp, minlength=self.nwarps)
-        self.alive_per_block = np.full(nblk, tpb, np.int64)
-        self.alive = np.ones(self.n, bool)
+        u = np.uint32
+        self.sp = Specials(
+            self,
+            {
+                "%ntid.x": u(bx),
+                "%ntid.y": u(by),
+                "%ntid.z": u(bz),
+                "%nctaid.x": u(gx),
+                "%nctaid.y": u(gy),
+                "%nctaid.z": u(gz),
+                "%nwarpid": u(64),
+                "%nsmid": u(132),
+                "%gridid": u(1),
+                "%dynamic_smem_size": u(dyn_shared),
+                "%total_smem_size": u(shared_total),
+                "%aggr_smem_size": u(shared_total),
+                "%warpsize": u(32),
+            },
+        )
+        for name in eager:
+            self.sp[name]
+
+    def special(self, name: str):
+        """The value of a special register over the batch: a numpy scalar where it is the same for every thread
+        of the batch, else an array over its threads (read-only)."""
+        v = self.ta.get(name)
+        if v is not None and name[0] == "%":
+            return v
+        first, nblk = self.first_block, self.nblk
+        bids = np.arange(first, first + nblk, dtype=np.int64)
+        gx, gy, _ = self.geo.grid
+        if name == "%ctaid.x":
+            c = bids % gx
+        elif name == "%ctaid.y":
+            c = (bids // gx) % gy
+        elif name == "%ctaid.z":
+            c = bids // (gx * gy)
+        elif name == "%smid":
+            c = bids % 132
+        else:
+            raise KeyError(name)
+        c = c.astype(np.uint32)
+        if nblk == 1 or (c == c[0]).all():  # the same in every block of the batch
+            return c[0]
+        r = np.repeat(c, self.geo.tpb)
+        r.flags.writeable = False
+        return r
 
 
 def _lazy_alive(st: State) -> np.ndarray:
     if st.alive_idx is None:
-        return st.batch.alive.copy()
+        return np.ones(st.n, bool)
     a = np.zeros(st.n, bool)
     a[st.alive_idx] = True
     return a
@@ -194,14 +225,14 @@ def _lazy_alive(st: State) -> np.ndarray:
 
 def _lazy_warp_alive(st: State) -> np.ndarray:
     if st.alive_idx is None:
-        return st.batch.warp_alive.copy()
+        return st.batch.ta["warp_alive"].copy()
     return np.bincount(st.warp[st.alive_idx], minlength=st.nwarps)
 
 
 def _lazy_alive_per_block(st: State) -> np.ndarray:
     b = st.batch
     if st.alive_idx is None:
-        return b.alive_per_block.copy()
+        return np.full(b.nblk, st.geo.tpb, np.int64)
     return np.bincount(st.blk[st.alive_idx], minlength=b.nblk)
 
 
