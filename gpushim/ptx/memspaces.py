@@ -17,6 +17,9 @@ from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WIND
 from gpushim.ptx.values import ndarray
 
 _SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}
+_amin = np.minimum.reduce
+_amax = np.maximum.reduce
+_bor = np.bitwise_or.reduce
 _WINDOWS = (("shared", SHARED_WINDOW), ("local", LOCAL_WINDOW), ("kparam", PARAM_WINDOW))
 _LOW = SHARED_WINDOW
 _HIGH = PARAM_WINDOW + WINDOW_SIZE
@@ -223,9 +226,14 @@ def locate_reg(st, idx, space: str, k: int, off: int, size: int, align: int, wha
             a64 = a.view(np.uint32).astype(np.int64)
         else:
             a64 = a.view(np.int64)
-        lo = int(a64.min())
-        hi = int(a64.max())
-        low = int(np.bitwise_or.reduce(a64)) & 15
+        if a64.size <= 64:  # a few threads: Python's min and max beat two numpy reductions
+            lst = a64.tolist()
+            lo = min(lst)
+            hi = max(lst)
+        else:
+            lo = int(_amin(a64))
+            hi = int(_amax(a64))
+        low = int(_bor(a64)) & 15
         if low & (size - 1):
             return None
         shift = _SHIFT[size]
