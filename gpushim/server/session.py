@@ -19,7 +19,7 @@ from typing import Any
 from gpushim.backends.base import Backend, Event, Stream
 from gpushim.compat.policy import Policy, build_policy
 from gpushim.cuda_errors import STICKY, CudaError, Err
-from gpushim.protocol import CALLBACK, HANDLE_BASE, OPS_BY_ID, POST, REPLY, check_args
+from gpushim.protocol import CALLBACK, HANDLE_BASE, OPS_BY_ID, POST, REPLY, Op, check_args
 from gpushim.server.modules import ModuleStore
 
 # Errors whose reason the shim prints for a person to act on (others are ordinary API results).
@@ -90,38 +90,40 @@ class Session:
         self.host_maps: dict[int, mmap.mmap] = {}
         self.calls = 0
         self.started = time.time()
-        self.handlers: dict[int, Callable[..., Any]] = {}
+        # op id -> (op, handler, the error every call of it gets): built once, the policy does not change
+        self.routes: dict[int, tuple[Op, Callable[..., Any], CudaError | None]] = {}
         for op in OPS_BY_ID.values():
-            fn = getattr(self, f"op_{op.name.lower()}", None)
-            if fn is not None:
-                self.handlers[op.id] = fn
+            handler = getattr(self, f"op_{op.name.lower()}", None)
+            refusal = None
+            if handler is None:
+                refusal = CudaError(Err.NOT_SUPPORTED, f"{op.name} is not implemented by this server")
+            elif op.name in OP_API:
+                verdict = self.policy.check_api(OP_API[op.name])
+                if not verdict.ok:
+                    refusal = CudaError(verdict.error, f"{OP_API[op.name]}: {verdict.reason}")
+            self.routes[op.id] = (op, handler or (lambda *a: []), refusal)
 
     # -- dispatch ----------------------------------------------------------------------------------------
     def dispatch(self, msg: Any) -> None:
-        if not isinstance(msg, list) or len(msg) != 4 or msg[0] not in (1, POST):
+        if type(msg) is not list or len(msg) != 4 or msg[0] not in (1, POST):
             raise ProtocolError(f"expected [CALL|POST, seq, op, args], got {_describe(msg)}")
         kind, seq, op_id, args = msg
-        if not isinstance(seq, int) or not isinstance(op_id, int) or not isinstance(args, list):
+        if type(seq) is not int or type(args) is not list:
             raise ProtocolError("CALL fields have the wrong types")
-        op = OPS_BY_ID.get(op_id)
-        if op is None:
+        route = self.routes.get(op_id) if type(op_id) is int else None
+        if route is None:
             raise ProtocolError(f"unknown operation {op_id}")
+        op, handler, refusal = route
         problem = check_args(op, args)
         if problem:
             raise ProtocolError(problem)
         self.calls += 1
-        handler = self.handlers.get(op_id)
         err, msg_text, results = 0, "", []
         try:
-            if handler is None:
-                raise CudaError(Err.NOT_SUPPORTED, f"{op.name} is not implemented by this server")
+            if refusal is not None:
+                raise refusal
             if self.sticky and op.name not in ("SESSION_INFO", "DEVICE_RESET", "CALLBACK_DONE"):
                 raise CudaError(*self.sticky)
-            api = OP_API.get(op.name)
-            if api:
-                verdict = self.policy.check_api(api)
-                if not verdict.ok:
-                    raise CudaError(verdict.error, f"{api}: {verdict.reason}")
             result = handler(*args)
             if isinstance(result, Wait):
                 self._collect_async_errors()
