@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpushim.ptx.nodes import Instr, Reg
-from gpushim.ptx.operands import Ctx
+from gpushim.ptx.nodes import Imm, Instr, Reg
+from gpushim.ptx.operands import Ctx, imm_value
 from gpushim.ptx.ops_common import bits_type, itype, mods, nary
 from gpushim.ptx.types import S, U, np_type, type_size
 
@@ -122,6 +122,13 @@ def compile_mul(ctx: Ctx, ins: Instr):
     mode = "hi" if "hi" in m else "wide" if "wide" in m else "lo"
     if mode == "lo":
         typ = bits_type(ctx, ins, typ)
+    if mode == "wide" and isinstance(ins.args[2], Imm):
+        # mul.wide by a constant (nvcc's index * element size): widen the constant once, here
+        wt = np_type(_wide(typ))
+        c = imm_value(ins.args[2], typ).astype(wt)
+        w = ctx.writer(ins.args[0])
+        ra = ctx.reader(ins.args[1], typ)
+        return lambda st, idx: w(st, idx, ra(st, idx).astype(wt) * c)
     return nary(ctx, ins, typ, _mul_parts(typ, mode), 2)
 
 

@@ -170,7 +170,12 @@ def compile_ld(ctx: Ctx, ins: Instr):
                     w0(st, idx, gather(st, idx, space, ra(st, idx), dt, 1, what)[0])
                 else:
                     e = loc[1]
-                    r = loc[0][size].take(e, mode="clip") if e.__class__ is np.ndarray else loc[0][size][e]
+                    # in bounds (checked): plain indexing for a few threads, take (faster on many)
+                    r = (
+                        loc[0][size].take(e, mode="clip")
+                        if e.__class__ is np.ndarray and e.size > 256
+                        else loc[0][size][e]
+                    )
                     w0(st, idx, r if r.dtype is dt else r.view(dt))
 
             return ld1f
@@ -204,6 +209,25 @@ def compile_st(ctx: Ctx, ins: Instr):
     rs = [ctx.reader(s, typ) for s in items]
     fast = _fast_reg(ctx, addr_op, space)
     size = dt.itemsize
+    if vec == 1 and fast is not None:
+        (r0,) = rs
+        k, off = fast
+        ut = U[size]
+
+        def st1f(st, idx):
+            loc = locate_reg(st, idx, space, k, off, size, size, what)
+            if loc is None:
+                scatter(st, idx, space, ra(st, idx), dt, [r0(st, idx)], what)
+                return
+            val = r0(st, idx)
+            if val.dtype is not ut:
+                val = conv(val, ut)
+            e = loc[1]
+            if e.__class__ is not ndarray and val.__class__ is ndarray:
+                val = val[-1]  # every thread stores to one address: the last one wins
+            loc[0][size][e] = val
+
+        return st1f
 
     def st_(st, idx):
         loc = locate_reg(st, idx, space, fast[0], fast[1], size, size * vec, what) if fast is not None else None
