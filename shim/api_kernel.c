@@ -354,7 +354,7 @@ static cudaError_t symbol_address(const void *symbol, uintptr_t *ptr, size_t *si
         if (!e) {
             uintptr_t p = (uintptr_t)gs_u64(&c);
             size_t s = (size_t)gs_u64(&c);
-            gs_ranges_add((gs_range){p, s, dev, cudaMemoryTypeDevice, 0, 0, 0});
+            gs_ranges_add((gs_range){p, s, dev, cudaMemoryTypeDevice, 0, 0, 0, 0});
             v->sym_dev = dev;
             v->sym_size = s;
             v->sym_ptr = p;

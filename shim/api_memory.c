@@ -25,7 +25,7 @@ GS_IMPL cudaError_t gs_cudaMalloc(void **ptr, size_t size) {
     cudaError_t e = gs_call_run(&c);
     if (!e) {
         *ptr = (void *)(uintptr_t)gs_u64(&c);
-        gs_ranges_add((gs_range){(uintptr_t)*ptr, size, dev, cudaMemoryTypeDevice, 0, 0, 0});
+        gs_ranges_add((gs_range){(uintptr_t)*ptr, size, dev, cudaMemoryTypeDevice, 0, 0, 0, 0});
     }
     gs_call_end(&c);
     return gs_ret(e);
@@ -44,7 +44,7 @@ GS_IMPL cudaError_t gs_cudaMallocPitch(void **ptr, size_t *pitch, size_t width, 
     if (!e) {
         *ptr = (void *)(uintptr_t)gs_u64(&c);
         *pitch = gs_u64(&c);
-        if (*ptr) gs_ranges_add((gs_range){(uintptr_t)*ptr, *pitch * height, dev, cudaMemoryTypeDevice, 0, 0, 0});
+        if (*ptr) gs_ranges_add((gs_range){(uintptr_t)*ptr, *pitch * height, dev, cudaMemoryTypeDevice, 0, 0, 0, 0});
     }
     gs_call_end(&c);
     return gs_ret(e);
@@ -104,7 +104,7 @@ static cudaError_t host_alloc(void **ptr, size_t size, unsigned flags) {
     }
     if (p == MAP_FAILED) p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) { *ptr = NULL; return gs_ret(cudaErrorMemoryAllocation); }
-    gs_ranges_add((gs_range){(uintptr_t)p, size, gs_thread()->device, cudaMemoryTypeHost, flags, 1, shm});
+    gs_ranges_add((gs_range){(uintptr_t)p, size, gs_thread()->device, cudaMemoryTypeHost, flags, 1, shm, 0});
     *ptr = p;
     return cudaSuccess;
 }
@@ -144,7 +144,7 @@ GS_IMPL cudaError_t gs_cudaHostRegister(void *ptr, size_t size, unsigned flags) 
     if (gs_ranges_find((uintptr_t)ptr, &r) || gs_ranges_find((uintptr_t)ptr + size - 1, &r)) {
         return gs_ret(r.kind == cudaMemoryTypeHost ? cudaErrorHostMemoryAlreadyRegistered : cudaErrorInvalidValue);
     }
-    gs_ranges_add((gs_range){(uintptr_t)ptr, size, gs_thread()->device, cudaMemoryTypeHost, flags, 0, 0});
+    gs_ranges_add((gs_range){(uintptr_t)ptr, size, gs_thread()->device, cudaMemoryTypeHost, flags, 0, 0, 0});
     return cudaSuccess;
 }
 

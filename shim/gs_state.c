@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "gen/ops.h"
 
@@ -159,6 +161,61 @@ static size_t lower_bound(uintptr_t p) {
     return lo;
 }
 
+/* ---- reserving device ranges in the application's address space (DESIGN decision 9) ----
+ * Device pointers are the server's numbers. So that no host allocation of this process ever gets an
+ * address inside a device allocation (which would make cudaMemcpyDefault and cudaPointerGetAttributes
+ * misjudge it), the pages of every device range are reserved with an inaccessible mapping, at no memory
+ * cost. Neighbouring ranges may share a page: each range owns the pages no other device range touches. */
+
+static int reserve_wanted(void) {
+    static int wanted = -1;
+    if (wanted < 0) {
+        const char *e = getenv("GPUSHIM_RESERVE");
+        wanted = !(e && strcmp(e, "0") == 0);
+    }
+    return wanted;
+}
+
+static void own_pages_locked(size_t i, uintptr_t *lo, uintptr_t *hi) {
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const gs_range *r = &ranges[i];
+    *lo = r->base & ~(pg - 1);
+    *hi = (r->base + (r->size ? r->size : 1) + pg - 1) & ~(pg - 1);
+    for (size_t j = i; j-- > 0;)
+        if (ranges[j].kind == cudaMemoryTypeDevice) {
+            if (ranges[j].base + ranges[j].size > *lo) *lo += pg;
+            break;
+        }
+    for (size_t j = i + 1; j < nranges; j++)
+        if (ranges[j].kind == cudaMemoryTypeDevice) {
+            if (ranges[j].base < *hi) *hi -= pg;
+            break;
+        }
+}
+
+static void reserve_locked(size_t i) {
+    gs_range *r = &ranges[i];
+    if (r->kind != cudaMemoryTypeDevice || !reserve_wanted()) return;
+    uintptr_t lo, hi;
+    own_pages_locked(i, &lo, &hi);
+    r->reserved = 1;
+    if (hi <= lo) return;
+    void *p = mmap((void *)lo, hi - lo, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+                   -1, 0);
+    if (p == (void *)lo) return;
+    if (p != MAP_FAILED) munmap(p, hi - lo); /* a kernel without MAP_FIXED_NOREPLACE put it elsewhere */
+    r->reserved = 0;
+    gs_warn_once("alias", "device memory at %p-%p overlaps host memory of this process: cudaMemcpyDefault and "
+                 "cudaPointerGetAttributes cannot tell them apart there", (void *)r->base, (void *)(r->base + r->size));
+}
+
+static void unreserve_locked(size_t i) {
+    if (!ranges[i].reserved) return;
+    uintptr_t lo, hi;
+    own_pages_locked(i, &lo, &hi);
+    if (hi > lo) munmap((void *)lo, hi - lo);
+}
+
 void gs_ranges_add(gs_range r) {
     pthread_rwlock_wrlock(&ranges_lock);
     if (nranges == cap) {
@@ -172,6 +229,7 @@ void gs_ranges_add(gs_range r) {
     memmove(ranges + i + 1, ranges + i, (nranges - i) * sizeof *ranges);
     ranges[i] = r;
     nranges++;
+    reserve_locked(i);
     pthread_rwlock_unlock(&ranges_lock);
 }
 
@@ -181,6 +239,7 @@ int gs_ranges_remove(uintptr_t base, int kind, gs_range *removed) {
     int found = i < nranges && ranges[i].base == base && ranges[i].kind == kind;
     if (found) {
         if (removed) *removed = ranges[i];
+        unreserve_locked(i);
         memmove(ranges + i, ranges + i + 1, (nranges - i - 1) * sizeof *ranges);
         nranges--;
     }
@@ -210,10 +269,13 @@ size_t gs_ranges_count(int kind) {
 
 void gs_ranges_drop_device(int dev) {
     pthread_rwlock_wrlock(&ranges_lock);
-    size_t j = 0;
-    for (size_t i = 0; i < nranges; i++)
-        if (!(ranges[i].kind == cudaMemoryTypeDevice && ranges[i].device == dev)) ranges[j++] = ranges[i];
-    nranges = j;
+    for (size_t i = nranges; i-- > 0;) {
+        if (ranges[i].kind == cudaMemoryTypeDevice && ranges[i].device == dev) {
+            unreserve_locked(i);
+            memmove(ranges + i, ranges + i + 1, (nranges - i - 1) * sizeof *ranges);
+            nranges--;
+        }
+    }
     pthread_rwlock_unlock(&ranges_lock);
 }
 
@@ -223,7 +285,9 @@ static void ranges_after_fork(void) {
     pthread_rwlock_init(&ranges_lock, NULL);
     size_t j = 0;
     for (size_t i = 0; i < nranges; i++)
-        if (ranges[i].kind != cudaMemoryTypeDevice) {
+        if (ranges[i].kind == cudaMemoryTypeDevice) {
+            unreserve_locked(i); /* the child's session hands out its own addresses */
+        } else {
             ranges[i].shm = 0; /* the parent's server mapping is not the child's session's */
             ranges[j++] = ranges[i];
         }

@@ -60,6 +60,7 @@ typedef struct {
     unsigned flags; /* cudaHostAlloc / cudaHostRegister flags */
     int owned;      /* host memory the shim allocated (MallocHost) vs registered */
     uint64_t shm;   /* pinned memory shared with the server (memfd), or 0 */
+    int reserved;   /* device range: its pages are reserved (PROT_NONE) in this process's address space */
 } gs_range;
 
 void gs_ranges_add(gs_range r);

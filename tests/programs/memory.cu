@@ -2,6 +2,9 @@
 // registered host memory, and pointer attributes. Prints OK when every byte survived.
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 #include "common.h"
 
@@ -11,6 +14,20 @@ static void fill(unsigned char *p, size_t n) {
 }
 static void expect_same(const void *a, const void *b, size_t n, const char *what, size_t size) {
     if (std::memcmp(a, b, n) != 0) { std::fprintf(stderr, "%s: data differs at size %zu\n", what, size); std::exit(1); }
+}
+
+// Whether [p, p+n) lies inside an inaccessible mapping of this process (the shim reserves device ranges).
+static int reserved(const void *p, size_t n) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    uintptr_t a = (uintptr_t)p;
+    while (std::getline(maps, line)) {
+        uintptr_t lo = 0, hi = 0;
+        char perms[8] = {0};
+        if (std::sscanf(line.c_str(), "%lx-%lx %7s", &lo, &hi, perms) == 3 && lo <= a && a + n <= hi)
+            return std::strncmp(perms, "---p", 4) == 0;
+    }
+    return 0;
 }
 
 int main() {
@@ -32,6 +49,16 @@ int main() {
         CHECK(cudaFree(b));
     }
     std::printf("copies 1 B .. 64 MiB ok\n");
+    {
+        char *r1, *r2;
+        CHECK(cudaMalloc(&r1, 100));
+        CHECK(cudaMalloc(&r2, 100000));
+        int both = reserved(r1, 100) && reserved(r2, 100000);
+        CHECK(cudaFree(r1));
+        int after_free = reserved(r2, 100000);
+        CHECK(cudaFree(r2));
+        std::printf("reserved=%d,%d\n", both, after_free);
+    }
 
     // memset, and a partial memset at an offset
     unsigned char *m;
