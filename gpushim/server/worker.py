@@ -21,6 +21,7 @@ from gpushim.wire import FrameError, FrameReader, decode_bulk_call, pack, reply_
 
 BULK_INLINE = 64 << 10  # replies with more data than this are sent without copying it
 H2D_OP = OPS_BY_NAME["MEMCPY_H2D"].id
+BULK_DECODE_MIN = 4096  # smaller frames are not worth the in-place decoding
 
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
@@ -165,7 +166,8 @@ def _send_pieces(conn: socket.socket, pieces: list[bytes | memoryview]) -> None:
 def _handle_frames(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> bool:
     try:
         for body in frames.frames():
-            session.dispatch(decode_bulk_call(body, H2D_OP, 3) or unpack_body(body))
+            bulk = decode_bulk_call(body, H2D_OP, 3) if len(body) > BULK_DECODE_MIN else None
+            session.dispatch(bulk or unpack_body(body))
     except (FrameError, ProtocolError) as e:
         log.warning("malformed frame from the client; ending the session: %s", e)
         _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
