@@ -27,6 +27,8 @@ from gpushim.ptx.groups import full, live, union
 from gpushim.ptx.groups import split as _split
 
 YIELD_AFTER = 256
+_NO_THREADS = np.zeros(0, np.int64)  # alive_idx once every thread exited (shared: index arrays are never written)
+_NO_THREADS.flags.writeable = False
 
 
 def warp_complete(st, idx) -> bool:
@@ -45,7 +47,7 @@ def _exit(st, idx, blocks, groups) -> None:
         d.pop("alive", None)
         d.pop("warp_alive", None)
         d.pop("alive_per_block", None)
-        st.alive_idx = np.zeros(0, np.int64)
+        st.alive_idx = _NO_THREADS
         st.n_alive = 0
     else:
         # each of these is made (from the alive_idx before this exit) on first use, then updated

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import weakref
 
 import numpy as np
 
@@ -25,13 +24,9 @@ def clock_now() -> int:
 _VIEW_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def _views(buf: np.ndarray) -> dict:
-    """Typed views of a byte buffer (its length cut to whole elements; the arena's capacity may be odd)."""
-    return {k: (buf[: buf.size - buf.size % k].view(dt) if k > 1 else buf) for k, dt in _VIEW_DTYPES.items()}
-
-
 class LazyViews(dict):
-    """_views(buf), each view made when first used (most launches touch one or two element sizes)."""
+    """Typed views of a byte buffer by element size (its length cut to whole elements; the arena's capacity may
+    be odd), each made when first used (most launches touch one or two element sizes)."""
 
     __slots__ = ("buf",)
 
@@ -44,20 +39,6 @@ class LazyViews(dict):
         v = buf[: buf.size - buf.size % k].view(_VIEW_DTYPES[k]) if k > 1 else buf
         self[k] = v
         return v
-
-
-_ARENA_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def arena_views(memory) -> dict:
-    """Typed views of a device memory's arena, made once per memory (dropped with it)."""
-    try:
-        v = _ARENA_VIEWS.get(memory)
-    except TypeError:  # a memory object without weak references
-        return _views(memory.arena)
-    if v is None or v[1] is not memory.arena:
-        v = _ARENA_VIEWS[memory] = _views(memory.arena)
-    return v
 
 
 class Symbols(dict):
@@ -276,7 +257,8 @@ class State:
         self.sp = batch.sp
         self.mem = memory
         self.mem_base = memory.base
-        self.av = arena_views(memory)
+        # made per launch and dropped with it: views kept beyond a launch would stop DeviceMemory.close()
+        self.av = LazyViews(memory.arena)
         self.sym = Symbols(symbols)
         self.sh_base = batch.sh_base
         self.sh_size = batch.shared_total

@@ -115,3 +115,15 @@ def test_globals_are_device_memory_not_launch_state(lc):
     with pytest.raises(CudaError) as e:  # a missing symbol is checked at every launch
         lc.mod.launch("bump", (2, 1, 1), (64, 1, 1), 0, lc.pack("bump", out), lc.mem, {}, lc.out.append)
     assert e.value.code == Err.INVALID_VALUE
+
+
+def test_memory_closes_after_launches(lc):
+    """Nothing of a launch (views of the arena) outlives it: DeviceMemory.close() unmaps the arena."""
+    from gpushim.backends.emulator.memory import DeviceMemory
+
+    mem = DeviceMemory(1 << 20)
+    out = mem.alloc(4 * 64)
+    for grid in ((2, 1, 1), (1, 1, 1)):
+        lc.mod.launch("ids", grid, (32, 1, 1), 0, lc.pack("ids", out, 3), mem, lc.symbols, lc.out.append)
+    assert np.array_equal(np.frombuffer(bytes(mem.read(out, 4 * 32)), np.int32), _ids_ref((1, 1, 1), (32, 1, 1), 3))
+    mem.close()
