@@ -173,7 +173,6 @@ class PtxModule:
             plan = None
         if plan is None:
             plan = self._plan(kernel, grid, block, shared_bytes, params)
-        kern = plan.kern
         lo, hi = memory.base, memory.base + memory.capacity
         if lo < PARAM_WINDOW + WINDOW_SIZE and hi > SHARED_WINDOW:
             raise CudaError(Err.INVALID_VALUE, "device memory overlaps the emulator's shared/local windows")
@@ -187,26 +186,8 @@ class PtxModule:
         pbuf = np.frombuffer(pbuf, np.uint8)
         psize = len(params)
         deadline = time.monotonic() + self.watchdog_s
-        count = 0
-        nblocks, k = plan.nblocks, plan.k
-        with np.errstate(all="ignore"):
-            for b0 in range(0, nblocks, k):
-                batch = plan.batch or Batch(
-                    plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes, plan.specials
-                )
-                st = State(kern, batch, memory, symbols, pbuf, psize, output)
-                try:
-                    run_batch(kern, st, deadline)
-                except CudaError:
-                    raise
-                except Exception as e:  # an engine bug must not take the server down: fail the launch
-                    raise CudaError(
-                        Err.LAUNCH_FAILURE,
-                        f"internal error of the PTX engine in kernel {kernel}: {type(e).__name__}: {e}",
-                    ) from e
-                finally:
-                    count += st.count
-        return LaunchStats(count, time.perf_counter() - t0, nblocks)
+        count = _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline)
+        return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
 
     def _plan(self, kernel: str, grid, block, shared_bytes: int, params: bytes) -> _Plan:
         """Check a launch configuration and work out what every launch with it shares (cached: repeated
@@ -290,6 +271,38 @@ class PtxModule:
                     raise CudaError(Err.INVALID_VALUE, f"initialiser of {g.name} refers to unknown symbol {target}")
                 memory.write(symbols[g.name] + off, int(symbols[target] + addend).to_bytes(8, "little"))
         self._relocated.add(key)
+
+
+def _run(plan: _Plan, kernel: str, shared_bytes: int, memory, symbols, pbuf, psize: int, output, deadline) -> int:
+    """Run every batch of a launch; the thread-instructions executed."""
+    kern = plan.kern
+    count = 0
+    nblocks, k = plan.nblocks, plan.k
+    for b0 in range(0, nblocks, k):
+        batch = plan.batch or Batch(plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes, plan.specials)
+        st = State(kern, batch, memory, symbols, pbuf, psize, output)
+        try:
+            run_batch(kern, st, deadline)
+        except CudaError:
+            raise
+        except Exception as e:  # an engine bug must not take the server down: fail the launch
+            raise CudaError(
+                Err.LAUNCH_FAILURE,
+                f"internal error of the PTX engine in kernel {kernel}: {type(e).__name__}: {e}",
+            ) from e
+        count += st.count
+    return count
+
+
+if int(np.__version__.split(".")[0]) >= 2:
+    # numpy 2's errstate decorator keeps its context token per call (reentrant, thread-safe), at half the cost
+    # of entering a new errstate per launch
+    _run_ignoring_fp = np.errstate(all="ignore")(_run)
+else:
+
+    def _run_ignoring_fp(*args):
+        with np.errstate(all="ignore"):
+            return _run(*args)
 
 
 def _check_config(grid, block, shared_bytes: int, info: KernelInfo) -> None:
