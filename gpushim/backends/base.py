@@ -58,6 +58,9 @@ class BackendSession(ABC):
     @abstractmethod
     def free(self, ptr: int) -> None: ...
     @abstractmethod
+    def free_async(self, stream: Stream | None, ptr: int) -> None:
+        """Frees ptr when the stream reaches this point (stream-ordered allocation)."""
+    @abstractmethod
     def mem_info(self, dev: int) -> tuple[int, int]: ...
     @abstractmethod
     def pointer_info(self, ptr: int) -> tuple[int, int, int, int]:
@@ -135,6 +138,9 @@ class BackendSession(ABC):
     @abstractmethod
     def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
         """(device address, size) of a module variable."""
+
+    def set_limit(self, dev: int, limit: int, value: int) -> None:
+        """Applies a cudaLimit the backend acts on (the session keeps the values)."""
 
     # -- faults in asynchronous work ---------------------------------------------------------------------
     @abstractmethod

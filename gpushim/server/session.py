@@ -26,7 +26,7 @@ from gpushim.server.modules import ModuleStore
 # The runtime API an operation serves, for the policy's per-API verdicts.
 OP_API = {
     "DEVICE_PROPS": "cudaGetDeviceProperties", "DEVICE_ATTR": "cudaDeviceGetAttribute", "MALLOC": "cudaMalloc",
-    "MALLOC_PITCH": "cudaMallocPitch", "FREE": "cudaFree", "MEMCPY_H2D": "cudaMemcpy", "MEMCPY_D2H": "cudaMemcpy",
+    "MALLOC_PITCH": "cudaMallocPitch", "FREE": "cudaFree", "FREE_ASYNC": "cudaFreeAsync", "MEMCPY_H2D": "cudaMemcpy", "MEMCPY_D2H": "cudaMemcpy",
     "MEMCPY_D2D": "cudaMemcpy", "MEMSET": "cudaMemset", "STREAM_CREATE": "cudaStreamCreateWithPriority",
     "STREAM_WAIT_EVENT": "cudaStreamWaitEvent", "STREAM_HOST_FUNC": "cudaLaunchHostFunc",
     "EVENT_CREATE": "cudaEventCreateWithFlags", "EVENT_RECORD": "cudaEventRecord",
@@ -36,6 +36,12 @@ OP_API = {
 
 NOTED = frozenset({Err.NOT_SUPPORTED, Err.UNKNOWN, Err.INSUFFICIENT_DRIVER, Err.UNSUPPORTED_PTX_VERSION,
                    Err.NO_KERNEL_IMAGE_FOR_DEVICE, Err.INVALID_KERNEL_IMAGE, Err.NOT_PERMITTED} | STICKY)
+
+
+UNSUPPORTED_LIMIT = 215
+# cudaLimit defaults of current GPUs: stack, printf FIFO, malloc heap, runtime sync depth, pending launches,
+# L2 fetch granularity, persisting L2 cache size
+LIMIT_DEFAULTS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
 
 
 class ProtocolError(Exception):
@@ -86,6 +92,7 @@ class Session:
         self.sticky: tuple[int, str] | None = None
         self.deferred: tuple[int, str] | None = None
         self.device_flags: dict[int, int] = {}
+        self.limits: dict[int, dict[int, int]] = {}  # device -> cudaLimit -> value
         self.received_fds: list[int] = []  # descriptors that came with frames (SCM_RIGHTS), in order
         self.host_maps: dict[int, mmap.mmap] = {}
         self.calls = 0
@@ -255,7 +262,20 @@ class Session:
         self.sticky = None
         self.deferred = None
         self.device_flags.pop(d, None)
+        self.limits.pop(d, None)
         return []
+
+    def op_device_limit(self, dev: int, limit: int, value: int, set: int) -> list[Any]:
+        d = self._dev(dev)
+        limits = self.limits.setdefault(d, dict(LIMIT_DEFAULTS))
+        if limit not in limits:
+            raise CudaError(UNSUPPORTED_LIMIT, f"cudaLimit {limit} is not supported")
+        if set:
+            if limit == 6 and value > self.backend.devices()[d].props.get("persistingL2CacheMaxSize", 0):
+                raise CudaError(Err.INVALID_VALUE, "persisting L2 cache size above the device's maximum")
+            self.bs.set_limit(d, limit, value)
+            limits[limit] = value
+        return [limits[limit]]
 
     def op_driver_version(self) -> list[Any]:
         return [self.backend.driver_version()]
@@ -301,6 +321,11 @@ class Session:
         if quota is not None and sum(s for _, _, s in self.bs.allocations()) + size > quota:
             raise CudaError(Err.MEMORY_ALLOCATION, f"session memory quota of {quota} bytes exceeded")
         return [self.bs.malloc(d, size)]
+
+    def op_free_async(self, ptr: int, stream: int) -> list[Any]:
+        s = self._stream(stream)
+        self.bs.free_async(s, ptr)
+        return []
 
     def op_malloc_pitch(self, dev: int, width: int, height: int) -> list[Any]:
         ptr, pitch = self.bs.malloc_pitch(self._dev(dev), width, height)

@@ -95,3 +95,18 @@ def test_threads_and_fork(server):
     assert v["child"] == "23"
     assert v["parent"] == "66 child_status=0"
     assert r.stdout.strip().endswith("OK")
+
+
+def test_limits_stream_ordered_allocation_peers(make_server):
+    s = make_server("--emulate-devices", "2")
+    r = s.run("misc")
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = kv(r.stdout)
+    assert v["heap_default"] == str(8 << 20) and v["stack_default"] == "1024"
+    assert v["heap_set"] == "4096 malloc_1MiB=1,0"  # the kernel's malloc honours the heap limit
+    assert v["cache_config"] == "2"
+    assert v["capturing"] == "0"
+    assert v["malloc_async"] == "1"
+    assert v["peer_copy"] == "1" and v["peer_access"] == "1"
+    assert v["func_name"] == "_Z4fillPiii"
+    assert r.stdout.strip().endswith("OK")

@@ -374,6 +374,16 @@ class CudaSession(BackendSession):
         check(self.cu.cuMemFree(self.cu.CUdeviceptr(ptr)), "cuMemFree")
         self._remove(ptr)
 
+    def free_async(self, stream: Stream | None, ptr: int) -> None:
+        # cuMemFreeAsync frees cuMemAlloc'd memory in stream order too (driver >= 11.2, as the policy requires
+        # for stream-ordered allocation).
+        a = self.allocs.get(ptr)
+        if a is None or a.kind == "symbol":
+            raise CudaError(Err.INVALID_VALUE, f"cudaFreeAsync({ptr:#x}): not the start of a live allocation")
+        s = self._stream(stream, a.device)
+        check(self.cu.cuMemFreeAsync(self.cu.CUdeviceptr(ptr), s.handle), "cuMemFreeAsync")
+        self._remove(ptr)
+
     def mem_info(self, dev: int) -> tuple[int, int]:
         self._use(dev)
         free, total = check(self.cu.cuMemGetInfo(), "cuMemGetInfo")

@@ -14,8 +14,10 @@ from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, f
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
 from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx.heap import set_heap_limit
 
 PITCH_ALIGNMENT = 512
+LIMIT_MALLOC_HEAP_SIZE = 2  # cudaLimitMallocHeapSize: the device heap of kernels' malloc()
 
 
 def parse_driver_version(text: str) -> int:
@@ -104,6 +106,17 @@ class EmulatorSession(BackendSession):
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
         # cudaFree waits for the device: work queued behind a host function still uses the memory.
         mem.free(ptr)
+
+    def free_async(self, stream: Stream | None, ptr: int) -> None:
+        mem = self.memory_of(ptr)
+        a = mem.find(ptr)
+        if a is None or a.addr != ptr or a.kind == "symbol":
+            raise CudaError(Err.INVALID_VALUE, f"cudaFreeAsync({ptr:#x}): not the start of a live allocation")
+        self.sched.work(self._stream(stream, self.memories.index(mem)), lambda: mem.free(ptr))
+
+    def set_limit(self, dev: int, limit: int, value: int) -> None:
+        if limit == LIMIT_MALLOC_HEAP_SIZE:
+            set_heap_limit(self._mem(dev), value)
 
     def mem_info(self, dev: int) -> tuple[int, int]:
         m = self._mem(dev)
