@@ -139,8 +139,8 @@ class BackendSession(ABC):
     def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
         """(device address, size) of a module variable."""
 
-    def set_limit(self, dev: int, limit: int, value: int) -> None:
-        """Applies a cudaLimit the backend acts on (the session keeps the values)."""
+    def set_limit(self, dev: int, limit: int, value: int) -> None:  # noqa: B027 - most limits need no action
+        """Applies a cudaLimit the backend acts on (the session keeps the values); by default none."""
 
     # -- faults in asynchronous work ---------------------------------------------------------------------
     @abstractmethod

@@ -26,7 +26,8 @@ from gpushim.server.modules import ModuleStore
 # The runtime API an operation serves, for the policy's per-API verdicts.
 OP_API = {
     "DEVICE_PROPS": "cudaGetDeviceProperties", "DEVICE_ATTR": "cudaDeviceGetAttribute", "MALLOC": "cudaMalloc",
-    "MALLOC_PITCH": "cudaMallocPitch", "FREE": "cudaFree", "FREE_ASYNC": "cudaFreeAsync", "MEMCPY_H2D": "cudaMemcpy", "MEMCPY_D2H": "cudaMemcpy",
+    "MALLOC_PITCH": "cudaMallocPitch", "FREE": "cudaFree", "FREE_ASYNC": "cudaFreeAsync", "MEMCPY_H2D": "cudaMemcpy",
+    "MEMCPY_D2H": "cudaMemcpy",
     "MEMCPY_D2D": "cudaMemcpy", "MEMSET": "cudaMemset", "STREAM_CREATE": "cudaStreamCreateWithPriority",
     "STREAM_WAIT_EVENT": "cudaStreamWaitEvent", "STREAM_HOST_FUNC": "cudaLaunchHostFunc",
     "EVENT_CREATE": "cudaEventCreateWithFlags", "EVENT_RECORD": "cudaEventRecord",
