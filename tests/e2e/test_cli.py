@@ -30,6 +30,9 @@ def test_run_starts_embedded_server_and_returns_exit_status(built, tmp_path):
     assert kv(r.stdout)["dev0.name"] == "NVIDIA A100-SXM4-40GB"
     r = gpushim("run", "--", "sh", "-c", "exit 7", env=env)
     assert r.returncode == 7
+    static = ROOT / "tests" / "fixtures" / "bin" / "13.0" / "static_kernels"
+    r = gpushim("run", "--", str(static), env=env)
+    assert "links the CUDA runtime statically" in r.stderr and "-cudart shared" in r.stderr
     r = gpushim("run", "--", str(tmp_path / "missing-program"), env=env)
     assert r.returncode != 0 and "cannot run" in r.stderr
     assert not list(tmp_path.glob("*.sock"))
