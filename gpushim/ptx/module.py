@@ -27,7 +27,8 @@ MAX_BLOCK_THREADS = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_SHARED_BYTES = 232448  # 227 KiB, the opt-in maximum per block of sm_80/sm_90
-MAX_PLANS = 256  # cached launch configurations per module
+MAX_PLANS = 64  # cached launch configurations per module
+CACHED_BATCH_THREADS = 4096  # launches of at most this many threads keep their batch constants in the plan
 _BLOCK_SPECIALS = frozenset({"%ctaid.x", "%ctaid.y", "%ctaid.z", "%smid"})
 
 
@@ -226,10 +227,12 @@ class PtxModule:
         if geo is None:
             if len(self._geometries) > 32:
                 self._geometries.clear()
+                self._plans.clear()  # plans hold geometries: drop them too, which bounds what stays cached
             geo = self._geometries[gkey] = Geometry(grid, block, k, shared_total, prog.frame_bytes)
-        # a launch of one batch reuses its batch's constants (special registers) from launch to launch
+        # a small launch of one batch reuses its batch's constants (special registers) from launch to launch
         eager = tuple(sorted(kern.ctx.specials_used & _BLOCK_SPECIALS))
-        batch = Batch(geo, 0, nblocks, shared_total, shared_bytes, eager) if nblocks <= k else None
+        small = nblocks <= k and nblocks * tpb <= CACHED_BATCH_THREADS
+        batch = Batch(geo, 0, nblocks, shared_total, shared_bytes, eager) if small else None
         plan = _Plan(
             kern,
             geo,

@@ -127,3 +127,15 @@ def test_memory_closes_after_launches(lc):
         lc.mod.launch("ids", grid, (32, 1, 1), 0, lc.pack("ids", out, 3), mem, lc.symbols, lc.out.append)
     assert np.array_equal(np.frombuffer(bytes(mem.read(out, 4 * 32)), np.int32), _ids_ref((1, 1, 1), (32, 1, 1), 3))
     mem.close()
+
+
+def test_many_configurations_evict_and_stay_correct(lc):
+    """More configurations than the caches hold: evicted ones are worked out again, results stay right."""
+    out = lc.empty(4 * 80 * 64)
+    for rnd in range(2):
+        for g in range(1, 81, 2):
+            block = (32 + (g % 3) * 16, 1, 1)
+            lc.mod.launch("ids", (g, 1, 1), block, 0, lc.pack("ids", out, g + rnd), lc.mem, lc.symbols, lc.out.append)
+            n = g * block[0]
+            assert np.array_equal(lc.get(out, np.int32, n), _ids_ref((g, 1, 1), block, g + rnd)), (g, block)
+    assert len(lc.mod._plans) <= 64 and len(lc.mod._geometries) <= 33
