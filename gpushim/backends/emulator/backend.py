@@ -211,8 +211,15 @@ class EmulatorSession(BackendSession):
         self.sched.work(self._stream(stream), run)
 
     def memset(self, stream: Stream | None, dst: int, value: int, n: int) -> None:
-        mem = self._check(dst, n, "cudaMemset")
-        self.sched.work(self._stream(stream), lambda: mem.fill(dst, value, n))
+        mem = self.memory_of(dst)
+        off = mem.check_range(dst, n, "cudaMemset")
+        s = self._stream(stream)
+        if self.sched.runs_now(s):  # just checked: fill the arena directly (the hot path of small memsets)
+            s.submitted += 1
+            mem.arena[off : off + n] = value & 0xFF
+            s.completed += 1
+        else:  # checked again when it runs: the allocation may be freed by then
+            self.sched.work(s, lambda: mem.fill(dst, value, n))
 
     def memset_2d(self, stream: Stream | None, dst: int, pitch: int, value: int, width: int, height: int) -> None:
         mem = self._rows(dst, pitch, width, height, "cudaMemset2D")
