@@ -88,7 +88,7 @@ def main() -> None:
               help="Clients must present the token in this file (required off loopback).")
 @click.option("--memory-quota", type=int, default=None, help="Device memory each session may hold, in bytes.")
 @click.option("--max-priority", type=click.IntRange(-19, 30), default=0, show_default=True,
-              help="Highest GPUSHIM_PRIORITY a client may claim; each session's worker runs at nice 10 - priority.")
+              help="Highest GPUSHIM_PRIORITY a client may claim; each session's worker runs at nice -priority.")
 @click.option("--module-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where uploaded fat binaries are kept by hash (default: ~/.cache/gpushim/modules).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",

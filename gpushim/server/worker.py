@@ -94,9 +94,11 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
 
 def _apply_priority(priority: int, log: logging.Logger) -> None:
     """A session's priority orders its work against other sessions' through the OS scheduler: each session
-    is its own process, so its nice value is 10 - priority (priority 0 -> nice 10, -9 -> 19, 10 -> 0).
-    The supervisor has clamped the priority to what the server allows (--max-priority)."""
-    nice = max(-20, min(19, 10 - priority))
+    is its own process, running at nice -priority (priority 0 -> nice 0, -5 -> 5; a positive priority, which
+    the server must allow with --max-priority, needs the privilege to lower nice values)."""
+    nice = max(-20, min(19, -priority))
+    if nice == os.getpriority(os.PRIO_PROCESS, 0):
+        return
     try:
         os.setpriority(os.PRIO_PROCESS, 0, nice)
     except OSError as e:
