@@ -642,3 +642,70 @@ static cudaError_t pointer_attributes(void *attr, const void *ptr, int major) {
 GS_IMPL cudaError_t gs_cudaPointerGetAttributes__11(void *a, const void *p) { return pointer_attributes(a, p, 11); }
 GS_IMPL cudaError_t gs_cudaPointerGetAttributes__12(void *a, const void *p) { return pointer_attributes(a, p, 12); }
 GS_IMPL cudaError_t gs_cudaPointerGetAttributes__13(void *a, const void *p) { return pointer_attributes(a, p, 13); }
+
+/* ---- 3D: pitched memory only (CUDA arrays are not supported); one 2D copy or memset per slice ---- */
+
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } pitched_ptr;
+typedef struct { size_t width, height, depth; } extent3d;
+typedef struct { size_t x, y, z; } pos3d;
+typedef struct { /* cudaMemcpy3DParms: 160 bytes in every version */
+    void *src_array;
+    pos3d src_pos;
+    pitched_ptr src;
+    void *dst_array;
+    pos3d dst_pos;
+    pitched_ptr dst;
+    extent3d extent;
+    int kind;
+} memcpy3d_parms;
+
+GS_IMPL cudaError_t gs_cudaMalloc3D(pitched_ptr *p, extent3d e) {
+    if (!p) return gs_ret(cudaErrorInvalidValue);
+    size_t pitch = 0;
+    void *ptr = NULL;
+    cudaError_t e2 = gs_cudaMallocPitch(&ptr, &pitch, e.width, e.height * e.depth);
+    if (!e2) *p = (pitched_ptr){ptr, pitch, e.width, e.height};
+    return e2;
+}
+
+static char *slice_addr(const pitched_ptr *p, pos3d pos, size_t z) {
+    return (char *)p->ptr + (pos.z + z) * p->pitch * p->ysize + pos.y * p->pitch + pos.x;
+}
+
+static cudaError_t memcpy3d(const memcpy3d_parms *m, cudaStream_t s, int ptds) {
+    if (!m) return gs_ret(cudaErrorInvalidValue);
+    if (m->src_array || m->dst_array) {
+        gs_warn_once("cudaArray", "cudaMemcpy3D with CUDA arrays is not supported by gpushim yet");
+        return gs_ret(cudaErrorNotSupported);
+    }
+    for (size_t z = 0; z < m->extent.depth; z++) {
+        cudaError_t e = memcpy2d_any(slice_addr(&m->dst, m->dst_pos, z), m->dst.pitch,
+                                     slice_addr(&m->src, m->src_pos, z), m->src.pitch, m->extent.width,
+                                     m->extent.height, m->kind, s, ptds);
+        if (e) return e;
+    }
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaMemcpy3D(const memcpy3d_parms *m) { return memcpy3d(m, NULL, 0); }
+GS_IMPL cudaError_t gs_cudaMemcpy3D_ptds(const memcpy3d_parms *m) { return memcpy3d(m, NULL, 1); }
+GS_IMPL cudaError_t gs_cudaMemcpy3DAsync(const memcpy3d_parms *m, cudaStream_t s) { return memcpy3d(m, s, 0); }
+GS_IMPL cudaError_t gs_cudaMemcpy3DAsync_ptsz(const memcpy3d_parms *m, cudaStream_t s) { return memcpy3d(m, s, 1); }
+
+static cudaError_t memset3d(pitched_ptr p, int value, extent3d e, cudaStream_t s, int ptds) {
+    for (size_t z = 0; z < e.depth; z++) {
+        cudaError_t err = memset2d_any(slice_addr(&p, (pos3d){0, 0, 0}, z), p.pitch, value, e.width, e.height, s,
+                                       ptds);
+        if (err) return err;
+    }
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaMemset3D(pitched_ptr p, int v, extent3d e) { return memset3d(p, v, e, NULL, 0); }
+GS_IMPL cudaError_t gs_cudaMemset3D_ptds(pitched_ptr p, int v, extent3d e) { return memset3d(p, v, e, NULL, 1); }
+GS_IMPL cudaError_t gs_cudaMemset3DAsync(pitched_ptr p, int v, extent3d e, cudaStream_t s) {
+    return memset3d(p, v, e, s, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemset3DAsync_ptsz(pitched_ptr p, int v, extent3d e, cudaStream_t s) {
+    return memset3d(p, v, e, s, 1);
+}

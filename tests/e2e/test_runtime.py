@@ -60,7 +60,8 @@ def test_memory_copies_memset_2d_pinned_attributes(server):
     assert v["attr.device type"] == "2 device=0 ptr_ok=1"
     assert v["attr.pinned type"] == "1 host_ok=1"
     assert v["attr.plain type"] == "0"
-    assert v["reserved"] == "1,1"  # device ranges are inaccessible mappings in the application
+    assert v["reserved"] == "1,1"
+    assert v["3d"] == "ok pitch=512"  # device ranges are inaccessible mappings in the application
     assert v["hostalloc flags"] == "1"
     assert r.stdout.strip().endswith("OK")
 

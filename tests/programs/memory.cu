@@ -99,6 +99,42 @@ int main() {
     CHECK(cudaFree(d3));
     std::printf("2D ok pitch=%zu\n", pitch);
 
+    // 3D: a pitched volume, a sub-box copied in and out, a slab memset
+    {
+        const size_t W = 40, H = 9, D = 5;
+        cudaExtent ext = make_cudaExtent(W, H, D);
+        cudaPitchedPtr vol;
+        CHECK(cudaMalloc3D(&vol, ext));
+        CHECK(cudaMemset3D(vol, 0, ext));
+        std::vector<unsigned char> box(W * H * D), out(W * H * D, 0xFF);
+        fill(box.data(), box.size());
+        cudaMemcpy3DParms in = {};
+        in.srcPtr = make_cudaPitchedPtr(box.data(), W, W, H);
+        in.dstPtr = vol;
+        in.extent = make_cudaExtent(W - 8, H - 2, D - 1);
+        in.dstPos = make_cudaPos(8, 2, 1);
+        in.kind = cudaMemcpyHostToDevice;
+        CHECK(cudaMemcpy3D(&in));
+        CHECK(cudaMemset3D(make_cudaPitchedPtr(vol.ptr, vol.pitch, W, H), 0x33, make_cudaExtent(3, H, 1)));
+        cudaMemcpy3DParms back = {};
+        back.srcPtr = vol;
+        back.dstPtr = make_cudaPitchedPtr(out.data(), W, W, H);
+        back.extent = ext;
+        back.kind = cudaMemcpyDeviceToHost;
+        CHECK(cudaMemcpy3D(&back));
+        int bad = 0;
+        for (size_t z = 0; z < D; z++)
+            for (size_t y = 0; y < H; y++)
+                for (size_t x = 0; x < W; x++) {
+                    unsigned char want = 0;
+                    if (z >= 1 && y >= 2 && x >= 8) want = box[(z - 1) * W * H + (y - 2) * W + (x - 8)];
+                    if (z == 0 && x < 3) want = 0x33;
+                    bad += out[z * W * H + y * W + x] != want;
+                }
+        std::printf("3d=%s pitch=%zu\n", bad ? "wrong" : "ok", vol.pitch);
+        CHECK(cudaFree(vol.ptr));
+    }
+
     // pinned memory: cudaMallocHost, cudaHostAlloc, cudaHostRegister, async copies on a stream
     const size_t pn = 3 << 20;
     unsigned char *pinned, *pinned2, *dev;
