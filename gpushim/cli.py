@@ -117,11 +117,26 @@ def query_status(url: str, timeout: float = 5.0) -> dict:
 
     sock = connect(url, timeout)
     try:
-        send_frame(sock, [STATUS, {}])
+        send_frame(sock, [STATUS, {"token": client_token()}])
         reply = recv_frame(sock)
     finally:
         sock.close()
+    if reply[1].get("error"):
+        raise click.ClickException(f"the server at {url} refused the status request: {reply[1].get('message')}")
     return reply[1]
+
+
+def client_token() -> str:
+    """The token the shim would present: GPUSHIM_TOKEN, or the first line of GPUSHIM_TOKEN_FILE."""
+    if os.environ.get("GPUSHIM_TOKEN"):
+        return os.environ["GPUSHIM_TOKEN"]
+    path = os.environ.get("GPUSHIM_TOKEN_FILE")
+    if path:
+        try:
+            return Path(path).read_text().splitlines()[0].strip()
+        except (OSError, IndexError):
+            return ""
+    return ""
 
 
 def connect(url: str, timeout: float) -> socket.socket:

@@ -14,8 +14,10 @@ Frames: a 4-byte little-endian length, then one msgpack array:
     CALLBACK  [5, stream, callback_id]                                         server -> client: a stream reached a
                                                                                host function; the client runs it and
                                                                                POSTs CALLBACK_DONE
-    STATUS    [6, {}]                                                          anyone -> supervisor, first frame: the
-                                                                               answer is [6, {sessions...}]
+    STATUS    [6, {token}]                                                     anyone -> supervisor, first frame: the
+                                                                               answer is [6, {sessions...}] (or
+                                                                               [6, {error, message}] without the
+                                                                               server's token)
 
 Bulk data (a bin) is always the last argument, so the shim can send it straight from the caller's buffer.
 `note` in a REPLY is a reason a person can act on; the shim prints it once per operation.

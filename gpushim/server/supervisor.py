@@ -207,7 +207,12 @@ class Supervisor:
         if isinstance(msg, list) and len(msg) == 2 and msg[0] == STATUS:
             p.sock.setblocking(True)
             try:
-                p.sock.sendall(pack([STATUS, self.status()]))
+                given = msg[1].get("token") if isinstance(msg[1], dict) else None
+                if not self._token_ok(given):
+                    p.sock.sendall(pack([STATUS, {"error": int(Err.NOT_PERMITTED),
+                                                  "message": "wrong or missing token"}]))
+                else:
+                    p.sock.sendall(pack([STATUS, self.status()]))
             finally:
                 p.sock.close()
             return
@@ -261,13 +266,17 @@ class Supervisor:
             return (Err.INSUFFICIENT_DRIVER,
                     f"protocol version {hello.get('proto')} is not this server's {PROTOCOL_VERSION}; "
                     "use the same gpushim version on both sides")
-        if self.token is not None:
-            given = str(hello.get("token") or "").encode()
-            if not hmac.compare_digest(given, self.token.encode()):
-                return Err.NOT_PERMITTED, "wrong or missing token (set GPUSHIM_TOKEN or GPUSHIM_TOKEN_FILE)"
+        if not self._token_ok(hello.get("token")):
+            return Err.NOT_PERMITTED, "wrong or missing token (set GPUSHIM_TOKEN or GPUSHIM_TOKEN_FILE)"
         if len(self.workers) >= self.max_sessions:
             return Err.DEVICES_UNAVAILABLE, f"the server is full ({self.max_sessions} sessions)"
         return None
+
+    def _token_ok(self, given: object) -> bool:
+        """Constant-time comparison with the server's token; always true when the server has none."""
+        if self.token is None:
+            return True
+        return hmac.compare_digest(str(given or "").encode(), self.token.encode())
 
     def _devices_for(self, spec: str) -> list[int] | str:
         n = len(self.backend.devices())

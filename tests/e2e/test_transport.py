@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .conftest import kv
+import subprocess
+import sys
+
+from .conftest import ROOT, kv
 
 
 def test_tcp_loopback_runs_programs(make_server):
@@ -29,6 +32,13 @@ def test_tcp_token_is_required_and_checked(make_server, tmp_path):
     r = s.run("device_query", GPUSHIM_TOKEN_FILE=str(token))
     assert r.returncode == 0, r.stderr
     assert kv(r.stdout)["count"] == "1"
+    # the status of a server with a token is only for those who hold it
+    status = [sys.executable, "-m", "gpushim", "status", "--server", s.url, "--json"]
+    r = subprocess.run(status, cwd=ROOT, capture_output=True, text=True, env={**s.env(), "GPUSHIM_TOKEN": "no"})
+    assert r.returncode != 0 and "refused the status request" in r.stderr
+    r = subprocess.run(status, cwd=ROOT, capture_output=True, text=True,
+                       env={**s.env(), "GPUSHIM_TOKEN_FILE": str(token)})
+    assert r.returncode == 0 and '"sessions"' in r.stdout
 
 
 def test_pinned_memory_with_and_without_shared_memory(server):
