@@ -17,6 +17,7 @@ from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WIND
 from gpushim.ptx.values import ndarray
 
 _SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}
+_SHIFT64 = {k: np.int64(v) for k, v in _SHIFT.items()}
 _amin = np.minimum.reduce
 _amax = np.maximum.reduce
 _bor = np.bitwise_or.reduce
@@ -226,32 +227,29 @@ def locate_reg(st, idx, space: str, k: int, off: int, size: int, align: int, wha
             a64 = a.view(np.uint32).astype(np.int64)
         else:
             a64 = a.view(np.int64)
-        if a64.size <= 64:  # a few threads: Python's min and max beat two numpy reductions
-            lst = a64.tolist()
-            lo = min(lst)
-            hi = max(lst)
-        else:
-            lo = int(_amin(a64))
-            hi = int(_amax(a64))
+        lo = int(_amin(a64))
+        hi = int(_amax(a64))
         low = int(_bor(a64)) & 15
         if low & (size - 1):
             return None
-        shift = _SHIFT[size]
+        # numpy scalars, not Python ints, as operands: numpy 2 converts a Python int at every operation (slow)
+        shift = _SHIFT64[size]
         if space == "global":
-            base = st.mem_base
             al = st.mem.find(lo)
             if al is None:
                 return None
             start, end = al.addr, al.addr + al.size
             if lo < 0:  # a 64-bit address above 2**63: never in the arena
                 return None
-            e0 = (a64 - base) >> shift
+            e0 = a64 - np.int64(st.mem_base)
         else:
             start, end = 0, (st.sh_size if space == "shared" else st.lo_size)
             if lo < 0:
                 return None
             bases = st.sh_base if space == "shared" else st.lo_base
-            e0 = ((bases if idx is None else bases[idx]) + a64) >> shift
+            e0 = (bases if idx is None else bases[idx]) + a64
+        if shift:
+            e0 >>= shift
         ent = (v, idx, e0, lo, hi, low, start, end)
         st.acache[key] = ent
     _, _, e0, lo, hi, low, start, end = ent
@@ -260,4 +258,4 @@ def locate_reg(st, idx, space: str, k: int, off: int, size: int, align: int, wha
     views = st.av if space == "global" else (st.shv if space == "shared" else st.lov)
     if off == 0:
         return views, e0
-    return views, e0 + (off >> _SHIFT[size])
+    return views, e0 + np.int64(off >> _SHIFT[size])
