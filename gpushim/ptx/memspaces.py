@@ -119,7 +119,10 @@ def _window(st, idx, a, size, align, what, bases, limit, name):
         if ai & (align - 1):
             raise fault(st, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {name} access", _first_bad(st, idx, True), ai)
         b = bases if idx is None else bases[idx]
-        return (b + ai) >> shift
+        e = b + np.int64(ai)
+        if shift:
+            e >>= _SHIFT64[size]
+        return e
     if a.size == 0:
         return a.astype(np.int64)
     a64 = a.astype(np.int64) if a.dtype.itemsize < 8 else a.view(np.int64)
@@ -145,7 +148,7 @@ def _window(st, idx, a, size, align, what, bases, limit, name):
     b = bases if idx is None else bases[idx]
     e = b + a64
     if shift:
-        e >>= shift
+        e >>= _SHIFT64[size]
     return e
 
 

@@ -13,6 +13,7 @@ from gpushim.ptx.values import conv, ndarray
 SPACE_NAMES = {"global": "global", "shared": "shared", "shared::cta": "shared", "local": "local", "const": "const",
                "param": "param", "param::entry": "param", "param::func": "param"}  # fmt: skip
 _WINDOW_OF = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW, "kparam": PARAM_WINDOW}
+_J = [np.int64(j) for j in range(16)]  # element offsets of vector accesses as numpy scalars (faster operands)
 UNSUPPORTED_SPACES = {"shared::cluster": "distributed shared memory (.shared::cluster)"}
 
 
@@ -68,7 +69,7 @@ def gather(st, idx, space, a, dt: np.dtype, vec: int, what: str, loc=None) -> li
         return [r if r.dtype is dt else r.view(dt)]
     out = []
     for j in range(vec):
-        r = v.take(e + j, mode="clip") if arr else v[e + j]
+        r = v.take(e + _J[j], mode="clip") if arr else v[e + j]
         out.append(r if r.dtype is dt else r.view(dt))
     return out
 
@@ -110,7 +111,7 @@ def _store(v, e, values, size):
     for j, val in enumerate(values):
         if val.dtype is not ut:
             val = conv(val, ut)
-        ej = e if j == 0 else e + j
+        ej = e if j == 0 else e + _J[j]
         if ej.__class__ is not ndarray and val.__class__ is ndarray:
             val = val[-1]  # every thread stores to one address: the last one wins
         v[ej] = val
