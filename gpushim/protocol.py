@@ -88,6 +88,9 @@ OPS: tuple[Op, ...] = (
     _op(33, "HOST_UNMAP", "shm", "", "forget a shared pinned memory mapping"),
     _op(34, "MEMCPY_H2D_SHM", "dst stream shm offset nbytes", "", "host to device from shared pinned memory, "
         "read when the stream reaches the copy (no data on the wire)"),
+    _op(38, "MALLOC_MANAGED", "dev size", "ptr pid fd base", "cudaMallocManaged on one host: the allocation "
+        "lies in device memory the client maps at the same address, from the server's file /proc/pid/fd/fd "
+        "(offset ptr - base)"),
     _op(37, "FREE_ASYNC", "ptr stream", "", "cudaFreeAsync: the allocation is freed when the stream reaches it"),
     _op(14, "DEVICE_LIMIT", "dev limit value set", "value", "cudaDeviceGetLimit (set 0) / cudaDeviceSetLimit (set 1)"),
     _op(36, "MEMCPY_H2D_STAGED", "dst stream shm offset nbytes", "", "host to device from the client's staging "

@@ -58,7 +58,9 @@ GS_IMPL cudaError_t gs_cudaFree(void *ptr) {
     gs_w_uint(c.w, (uintptr_t)ptr);
     cudaError_t e = gs_call_run(&c);
     gs_call_end(&c);
-    if (!e) gs_ranges_remove((uintptr_t)ptr, cudaMemoryTypeDevice, NULL);
+    gs_range r;
+    if (!e && gs_ranges_remove((uintptr_t)ptr, cudaMemoryTypeManaged, &r)) gs_unmap_managed(&r);
+    else if (!e) gs_ranges_remove((uintptr_t)ptr, cudaMemoryTypeDevice, NULL);
     return gs_ret(e);
 }
 
@@ -181,7 +183,7 @@ GS_IMPL cudaError_t gs_cudaHostGetFlags(unsigned *flags, void *hptr) {
 
 static int is_device(const void *p) {
     gs_range r;
-    return gs_ranges_find((uintptr_t)p, &r) && r.kind == cudaMemoryTypeDevice;
+    return gs_ranges_find((uintptr_t)p, &r) && (r.kind == cudaMemoryTypeDevice || r.kind == cudaMemoryTypeManaged);
 }
 
 /* Resolves cudaMemcpyDefault by looking the pointers up (unified addressing). */
@@ -615,7 +617,7 @@ static cudaError_t pointer_attributes(void *attr, const void *ptr, int major) {
         gs_set_field(attr, l, "type", (uint64_t)r.kind);
         gs_set_field(attr, l, "device", (uint64_t)(int64_t)r.device);
         gs_set_field(attr, l, "devicePointer", (uintptr_t)ptr);
-        gs_set_field(attr, l, "hostPointer", r.kind == cudaMemoryTypeHost ? (uintptr_t)ptr : 0);
+        gs_set_field(attr, l, "hostPointer", r.kind != cudaMemoryTypeDevice ? (uintptr_t)ptr : 0);
         return cudaSuccess;
     }
     /* Not the client's: the server may still know it (e.g. a module variable's address). */

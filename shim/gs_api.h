@@ -55,6 +55,9 @@ void gs_set_field(void *dst, const gs_layout *l, const char *name, uint64_t valu
  * a copy into pinned memory need not be complete on return). */
 cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds, int async);
 
+/* Returns a managed range's pages to an inaccessible reservation (cudaFree of managed memory). */
+void gs_unmap_managed(const gs_range *r);
+
 /* Device helpers shared by files. */
 cudaError_t gs_check_device(int dev);
 

@@ -99,7 +99,8 @@ int gs_handle_known(int kind, uint64_t h) {
 
 cudaError_t gs_check_device_range(const void *p, size_t n) {
     gs_range r;
-    if (!gs_ranges_find((uintptr_t)p, &r) || r.kind != cudaMemoryTypeDevice) return cudaErrorInvalidValue;
+    if (!gs_ranges_find((uintptr_t)p, &r) || (r.kind != cudaMemoryTypeDevice && r.kind != cudaMemoryTypeManaged))
+        return cudaErrorInvalidValue;
     return (uintptr_t)p + n <= r.base + r.size ? cudaSuccess : cudaErrorInvalidValue;
 }
 
@@ -287,6 +288,8 @@ static void ranges_after_fork(void) {
     for (size_t i = 0; i < nranges; i++)
         if (ranges[i].kind == cudaMemoryTypeDevice) {
             unreserve_locked(i); /* the child's session hands out its own addresses */
+        } else if (ranges[i].kind == cudaMemoryTypeManaged) {
+            /* the parent's managed pages stay mapped here, but the child's session does not know them */
         } else {
             ranges[i].shm = 0; /* the parent's server mapping is not the child's session's */
             ranges[j++] = ranges[i];

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpushim.cuda_errors import CudaError, Err
+
 
 @dataclass
 class DeviceInfo:
@@ -55,6 +57,10 @@ class BackendSession(ABC):
     def malloc(self, dev: int, size: int) -> int: ...
     @abstractmethod
     def malloc_pitch(self, dev: int, width: int, height: int) -> tuple[int, int]: ...
+    def malloc_managed(self, dev: int, size: int) -> tuple[int, int, int, int]:
+        """(ptr, pid, fd, base): managed memory the client maps from /proc/pid/fd/fd at offset ptr - base."""
+        raise CudaError(Err.NOT_SUPPORTED, "managed memory needs the emulator backend on the client's host")
+
     @abstractmethod
     def free(self, ptr: int) -> None: ...
     @abstractmethod

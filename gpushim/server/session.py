@@ -26,7 +26,8 @@ from gpushim.server.modules import ModuleStore
 # The runtime API an operation serves, for the policy's per-API verdicts.
 OP_API = {
     "DEVICE_PROPS": "cudaGetDeviceProperties", "DEVICE_ATTR": "cudaDeviceGetAttribute", "MALLOC": "cudaMalloc",
-    "MALLOC_PITCH": "cudaMallocPitch", "FREE": "cudaFree", "FREE_ASYNC": "cudaFreeAsync", "MEMCPY_H2D": "cudaMemcpy",
+    "MALLOC_PITCH": "cudaMallocPitch", "MALLOC_MANAGED": "cudaMallocManaged", "FREE": "cudaFree",
+    "FREE_ASYNC": "cudaFreeAsync", "MEMCPY_H2D": "cudaMemcpy",
     "MEMCPY_D2H": "cudaMemcpy",
     "MEMCPY_D2D": "cudaMemcpy", "MEMSET": "cudaMemset", "STREAM_CREATE": "cudaStreamCreateWithPriority",
     "STREAM_WAIT_EVENT": "cudaStreamWaitEvent", "STREAM_HOST_FUNC": "cudaLaunchHostFunc",
@@ -67,6 +68,7 @@ class SessionInfo:
     devices: list[int]  # client ordinal -> backend ordinal
     memory_quota: int | None = None
     policy: Policy | None = None  # the adaptation policy for this client and driver (built at the handshake)
+    transport: str = "unix"  # unix | tcp: what the client's connection is
 
 
 class Session:
@@ -322,6 +324,12 @@ class Session:
         if quota is not None and sum(s for _, _, s in self.bs.allocations()) + size > quota:
             raise CudaError(Err.MEMORY_ALLOCATION, f"session memory quota of {quota} bytes exceeded")
         return [self.bs.malloc(d, size)]
+
+    def op_malloc_managed(self, dev: int, size: int) -> list[Any]:
+        if self.info.transport != "unix":
+            raise CudaError(Err.NOT_SUPPORTED, "managed memory needs the client on the server's host (a Unix socket)")
+        ptr, pid, fd, base = self.bs.malloc_managed(self._dev(dev), size)
+        return [ptr, pid, fd, base]
 
     def op_free_async(self, ptr: int, stream: int) -> list[Any]:
         s = self._stream(stream)

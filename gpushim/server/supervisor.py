@@ -248,6 +248,7 @@ class Supervisor:
             devices=devices,
             memory_quota=self.memory_quota,
             policy=policy,
+            transport=self.kind,
         )
         self.next_session += 1
         p.sock.setblocking(True)

@@ -111,3 +111,13 @@ def test_limits_stream_ordered_allocation_peers(make_server):
     assert v["peer_copy"] == "1" and v["peer_access"] == "1"
     assert v["func_name"] == "_Z4fillPiii"
     assert r.stdout.strip().endswith("OK")
+
+
+def test_managed_memory_on_one_host(server):
+    r = server.run("managed")
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = kv(r.stdout)
+    assert v["managed_kernel"] == "ok"  # host writes, a kernel updates in place, the host reads
+    assert v["managed_list"] == "55"  # host-built pointers followed by a kernel
+    assert v["managed_attr"] == "3"  # cudaMemoryTypeManaged
+    assert v["managed_copy"] == "1"

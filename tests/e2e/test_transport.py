@@ -19,6 +19,14 @@ def test_tcp_loopback_runs_programs(make_server):
     assert kv(r.stdout)["order"] == "1,2,3,"
 
 
+def test_managed_memory_needs_the_same_host(make_server):
+    s = make_server(listen="tcp://127.0.0.1:0")
+    r = s.run("managed")
+    assert r.returncode == 1
+    assert "cudaErrorNotSupported" in r.stderr
+    assert "managed memory needs the client on the server's host" in r.stderr
+
+
 def test_tcp_token_is_required_and_checked(make_server, tmp_path):
     token = tmp_path / "token"
     token.write_text("s3cret-token\n")

@@ -3,6 +3,7 @@ kernels run by the PTX engine (gpushim.ptx). No GPU or driver is needed."""
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Callable
 from typing import Any
@@ -92,6 +93,14 @@ class EmulatorSession(BackendSession):
 
     def malloc(self, dev: int, size: int) -> int:
         return self._mem(dev).alloc(size)
+
+    def malloc_managed(self, dev: int, size: int) -> tuple[int, int, int, int]:
+        mem = self._mem(dev)
+        if mem.fd is None:
+            return super().malloc_managed(dev, size)
+        # whole pages, so the client's mapping of them covers nothing else
+        ptr = mem.alloc(size, kind="managed", align=mmap.PAGESIZE)
+        return ptr, os.getpid(), mem.fd, mem.base
 
     def malloc_pitch(self, dev: int, width: int, height: int) -> tuple[int, int]:
         pitch = max(PITCH_ALIGNMENT, -(-width // PITCH_ALIGNMENT) * PITCH_ALIGNMENT)

@@ -10,7 +10,9 @@ allocation is an error, never a silent overrun.
 from __future__ import annotations
 
 import bisect
+import ctypes
 import mmap
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +23,24 @@ MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux value; Python's 
 ALLOC_ALIGNMENT = 512  # cudaMalloc returns 512-byte aligned pointers on current GPUs
 ARENA_BASE = 0x3000_0000_0000  # 48 TiB; each device gets its own 1 TiB window above it
 DEVICE_WINDOW = 0x0100_0000_0000
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+
+
+def _memfd(capacity: int) -> int | None:
+    try:
+        fd = os.memfd_create("gpushim-device-memory", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return None
+    os.ftruncate(fd, capacity)
+    return fd
+
+
+def _punch_hole(fd: int, offset: int, length: int) -> None:
+    """Gives freed pages back (for a shared mapping, madvise would only drop this process's view of them)."""
+    _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, ctypes.c_long(offset), ctypes.c_long(length))
 
 
 @dataclass
@@ -37,7 +57,13 @@ class DeviceMemory:
     def __init__(self, capacity: int, base: int = ARENA_BASE) -> None:
         self.base = base
         self.capacity = capacity
-        self._map = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
+        # A memfd, so that managed allocations can be mapped into the client at the same address (one host);
+        # its pages exist only once touched, and freeing punches them out of the file.
+        self.fd = _memfd(capacity)
+        if self.fd is not None:
+            self._map = mmap.mmap(self.fd, capacity, flags=mmap.MAP_SHARED | MAP_NORESERVE)
+        else:
+            self._map = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
         self.arena = np.frombuffer(self._map, dtype=np.uint8)
         self._starts: list[int] = []  # sorted allocation addresses
         self._allocs: dict[int, Allocation] = {}
@@ -45,17 +71,21 @@ class DeviceMemory:
         self.used = 0
 
     # -- allocation -------------------------------------------------------------------------------------
-    def alloc(self, size: int, kind: str = "device") -> int:
+    def alloc(self, size: int, kind: str = "device", align: int = ALLOC_ALIGNMENT) -> int:
+        """First fit; `align` (a multiple of ALLOC_ALIGNMENT) also rounds the reserved size, so a page-aligned
+        allocation owns whole pages."""
         if size < 0:
             raise CudaError(Err.INVALID_VALUE, f"negative allocation size {size}")
-        reserved = max(ALLOC_ALIGNMENT, -(-size // ALLOC_ALIGNMENT) * ALLOC_ALIGNMENT)
+        reserved = max(align, -(-size // align) * align)
         for i, (off, hole) in enumerate(self._free):
-            if hole >= reserved:
-                if hole == reserved:
-                    del self._free[i]
-                else:
-                    self._free[i] = (off + reserved, hole - reserved)
-                addr = self.base + off
+            start = -(-off // align) * align
+            if start + reserved <= off + hole:
+                del self._free[i]
+                if off + hole > start + reserved:
+                    self._free.insert(i, (start + reserved, off + hole - start - reserved))
+                if start > off:
+                    self._free.insert(i, (off, start - off))
+                addr = self.base + start
                 bisect.insort(self._starts, addr)
                 self._allocs[addr] = Allocation(addr, size, reserved, kind)
                 self.used += reserved
@@ -74,7 +104,10 @@ class DeviceMemory:
         page = mmap.PAGESIZE
         lo, hi = -(-off // page) * page, (off + a.reserved) // page * page
         if hi > lo:
-            self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            if self.fd is not None:
+                _punch_hole(self.fd, lo, hi - lo)
+            else:
+                self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         self._release(off, a.reserved)
         self.used -= a.reserved
         return a
@@ -168,3 +201,6 @@ class DeviceMemory:
     def close(self) -> None:
         self.arena = np.empty(0, np.uint8)
         self._map.close()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
