@@ -1,0 +1,47 @@
+"""Modules and kernels: uploads by hash, parameter layouts, launches, module variables. A mixin of
+gpushim.server.session.Session: the methods use the session's backend session (`self.bs`), handle tables and
+helpers (`_dev`, `_stream`, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpushim.cuda_errors import CudaError
+
+
+class ModuleOps:
+    def _ensure_module(self, key: bytes) -> None:
+        if not self.bs.has_module(key):
+            self.bs.load_module(key, self.store.get(key))
+
+    def op_module_query(self, hash: bytes) -> list[Any]:
+        return [int(self.bs.has_module(hash) or self.store.has(hash))]
+
+    def op_module_load(self, hash: bytes, fatbin: bytes) -> list[Any]:
+        self.store.put(hash, fatbin)
+        self.bs.load_module(hash, fatbin)
+        return []
+
+    def op_func_info(self, dev: int, hash: bytes, name: str) -> list[Any]:
+        self._ensure_module(hash)
+        params, nbytes, attrs = self.bs.function_info(self._dev(dev), hash, name)
+        return [params, nbytes, attrs]
+
+    def op_launch(self, dev: int, hash: bytes, name: str, grid: list[int], block: list[int], shared: int,
+                  stream: int, params: bytes) -> list[Any]:
+        verdict = self.policy.check_kernel_params(len(params))
+        if not verdict.ok:
+            raise CudaError(verdict.error, f"kernel {name}: {verdict.reason}")
+        self._ensure_module(hash)
+        self.bs.launch(self._dev(dev), hash, name, grid, block, shared, self._stream(stream, dev), params)
+        return []
+
+    def op_symbol_info(self, dev: int, hash: bytes, name: str) -> list[Any]:
+        self._ensure_module(hash)
+        ptr, size = self.bs.symbol_info(self._dev(dev), hash, name)
+        return [ptr, size]
+
+    def op_func_set_attr(self, dev: int, hash: bytes, name: str, attr: int, value: int) -> list[Any]:
+        self._ensure_module(hash)
+        self.bs.function_info(self._dev(dev), hash, name)  # the kernel must exist
+        return []
