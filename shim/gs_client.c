@@ -199,10 +199,17 @@ cudaError_t gs_ensure_connected(void) {
         gs_transport_address(addr, sizeof addr);
         cudaError_t refusal = cudaErrorNoDevice;
         int fd = gs_transport_connect(why, sizeof why);
+        /* A peer that accepts but never answers (not a gpushim server, or a stuck one) must not hang the
+         * application: the handshake has a deadline, then calls wait as long as CUDA's own would. */
+        if (fd >= 0) gs_transport_set_timeout(fd, gs_transport_connect_timeout());
         if (fd >= 0 && handshake(fd, why, sizeof why, &refusal) != 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                snprintf(why, sizeof why, "no answer to the handshake within %.0f s (is it a gpushim server?)",
+                         gs_transport_connect_timeout());
             close(fd);
             fd = -1;
         }
+        if (fd >= 0) gs_transport_set_timeout(fd, 0);
         if (fd < 0) {
             char line[1400];
             snprintf(line, sizeof line,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -39,6 +40,18 @@ const char *gs_transport_token(void) {
         }
     }
     return token;
+}
+
+double gs_transport_connect_timeout(void) {
+    const char *e = getenv("GPUSHIM_CONNECT_TIMEOUT");
+    double t = e ? atof(e) : 10.0;
+    return t > 0 ? t : 10.0;
+}
+
+void gs_transport_set_timeout(int fd, double seconds) {
+    struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 static int connect_unix(const char *path, char *why, size_t whylen) {
@@ -72,6 +85,7 @@ static int connect_tcp(const char *hostport, char *why, size_t whylen) {
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) continue;
+        gs_transport_set_timeout(fd, gs_transport_connect_timeout()); /* Linux bounds connect() by SO_SNDTIMEO */
         if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
         snprintf(why, whylen, "%s", strerror(errno));
         close(fd);

@@ -8,6 +8,10 @@
 
 /* The server address in use, as a URL (unix:///path or tcp://host:port). */
 void gs_transport_address(char *out, size_t n);
+/* Seconds to connect and handshake (GPUSHIM_CONNECT_TIMEOUT, default 10). */
+double gs_transport_connect_timeout(void);
+/* Receive timeout of a socket in seconds (0: none). */
+void gs_transport_set_timeout(int fd, double seconds);
 /* Connects; returns the fd, or -1 with a reason in why. */
 int gs_transport_connect(char *why, size_t whylen);
 /* The token sent in the handshake (GPUSHIM_TOKEN, or the first line of GPUSHIM_TOKEN_FILE), or "". */

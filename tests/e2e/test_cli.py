@@ -96,3 +96,20 @@ def test_shim_path_devices_and_bad_arguments(built, tmp_path):
     assert r.returncode != 0 and "--backend cuda" in r.stderr
     r = gpushim("run")
     assert r.returncode == 2  # click usage error: COMMAND is required
+
+
+def test_a_silent_peer_does_not_hang_the_application(built, tmp_path):
+    import socket
+    import time
+
+    path = tmp_path / "silent.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(4)  # accepts (in the backlog) and never answers
+    env = dict(os.environ, LD_PRELOAD=str(SHIM), GPUSHIM_SERVER=f"unix://{path}", GPUSHIM_CONNECT_TIMEOUT="1")
+    t = time.monotonic()
+    r = subprocess.run([str(BIN / "device_query")], env=env, capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - t < 20
+    assert r.returncode == 1
+    assert "no answer to the handshake within 1 s" in r.stderr
+    listener.close()
