@@ -12,7 +12,7 @@ SHIM_LIB = gpushim/lib/libgpushim.so
 CUDA_LIB = $(CUDA_HOME)/lib64
 PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu))
 
-.PHONY: all shim programs test demo lint bench gpu-check clean install
+.PHONY: all shim programs test demo lint bench gpu-check clean install deps
 
 all: shim programs
 
@@ -35,12 +35,17 @@ tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h
 	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
 
 install:
-	$(PYTHON) -m pip install -e .
+	$(PYTHON) -m pip install -e '.[test]'
 
-test: all
+# On a fresh machine the first `make demo` / `make test` installs the Python dependencies (editable).
+deps:
+	@$(PYTHON) -c "import msgpack, click, numpy, rich, elftools, zstandard, pytest, cffi, gpushim.adapters" \
+		2>/dev/null || $(PYTHON) -m pip install --quiet -e '.[test]'
+
+test: deps all
 	$(PYTHON) -m pytest -q tests
 
-demo: all
+demo: deps all
 	$(PYTHON) -m gpushim run -- tests/programs/bin/demo
 
 bench: all
