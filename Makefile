@@ -1,7 +1,10 @@
 # gpushim: `make` builds the shim and the test programs, `make test` runs the tests, `make demo` runs a
 # sample CUDA program through gpushim on the emulator.
 PYTHON ?= python3
-CUDA_HOME ?= $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(abspath $(dir $(shell command -v nvcc))..))
+# nvcc 13: /usr/local/cuda, else the PATH's, else one assembled from PyPI wheels by tools/install_nvcc.sh
+CUDA_HOME ?= $(shell if [ -x /usr/local/cuda/bin/nvcc ]; then echo /usr/local/cuda; \
+	elif command -v nvcc >/dev/null 2>&1; then dirname "$$(dirname "$$(command -v nvcc)")"; \
+	else echo "$$HOME/.cache/gpushim/cuda-13"; fi)
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -9,7 +12,7 @@ SHIM_CFLAGS = -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread 
 SHIM_SRC = $(wildcard shim/*.c shim/*.h)
 ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt)
 SHIM_LIB = gpushim/lib/libgpushim.so
-CUDA_LIB = $(CUDA_HOME)/lib64
+CUDA_LIB = $(if $(wildcard $(CUDA_HOME)/lib64),$(CUDA_HOME)/lib64,$(CUDA_HOME)/lib)
 PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu))
 
 .PHONY: all shim programs test demo lint bench gpu-check clean install deps
@@ -29,8 +32,11 @@ $(SHIM_LIB): shim/gen/exports.c shim/gen/libgpushim.map $(SHIM_SRC)
 
 programs: $(PROGRAMS)
 
+$(NVCC):
+	bash tools/install_nvcc.sh
+
 # Test programs link libcudart dynamically (-cudart shared): a shim can only intercept those.
-tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h
+tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
 

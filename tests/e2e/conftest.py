@@ -4,6 +4,7 @@ run programs under LD_PRELOAD against it."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SHIM = ROOT / "gpushim" / "lib" / "libgpushim.so"
+# nvcc 13: /usr/local/cuda on these machines, else $CUDA_HOME (e.g. tools/install_nvcc.sh's) or the PATH's
+CUDA_HOME = Path("/usr/local/cuda") if Path("/usr/local/cuda/bin/nvcc").exists() else \
+    Path(os.environ.get("CUDA_HOME") or Path(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc").parent.parent)
+NVCC = CUDA_HOME / "bin" / "nvcc"
+CUDA_LIB = CUDA_HOME / ("lib64" if (CUDA_HOME / "lib64").exists() else "lib")
 BACKEND = os.environ.get("GPUSHIM_TEST_BACKEND", "emulator")
 # Assertions about the emulator's own model (names, sizes, fault messages) hold only there.
 emulator_only = pytest.mark.skipif(BACKEND != "emulator", reason="checks the emulator's GPU model")

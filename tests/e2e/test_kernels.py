@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .conftest import BACKEND, ROOT, emulator_only, kv
+from .conftest import BACKEND, CUDA_LIB, NVCC, ROOT, emulator_only, kv
 
 SRC = ROOT / "tests" / "programs" / "kernels"
 NVCC_FLAGS = {
@@ -22,8 +22,7 @@ NVCC_FLAGS = {
 
 
 def nvcc(out, *args: str) -> None:
-    cmd = ["/usr/local/cuda/bin/nvcc", "-cudart", "shared", "-o", str(out), *args,
-           "-Xlinker", "-rpath,/usr/local/cuda/lib64"]
+    cmd = [str(NVCC), "-cudart", "shared", "-o", str(out), *args, "-Xlinker", f"-rpath,{CUDA_LIB}"]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
 
 
