@@ -174,6 +174,8 @@ def status(server: str | None, as_json: bool) -> None:
     for s in st["sessions"]:
         held = f"{s.get('allocations', '?')} allocations, {s.get('allocated_bytes', 0)} bytes, " \
                f"{s.get('streams', '?')} streams, {s.get('events', '?')} events, {s.get('calls', '?')} calls"
+        if "launches" in s:
+            held += f", {s['launches']} launches ({s.get('thread_instructions', 0)} thread-instructions)"
         click.echo(f"  [{s['session']}] {s['program']} pid {s['pid']} CUDA {s['runtime']}: "
                    f"{s.get('state', held)}")
 

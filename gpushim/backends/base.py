@@ -148,6 +148,10 @@ class BackendSession(ABC):
     def set_limit(self, dev: int, limit: int, value: int) -> None:  # noqa: B027 - most limits need no action
         """Applies a cudaLimit the backend acts on (the session keeps the values); by default none."""
 
+    def stats(self) -> dict[str, Any]:
+        """Counters for status and logs (kernel launches and the like); backends add what they measure."""
+        return {}
+
     # -- faults in asynchronous work ---------------------------------------------------------------------
     @abstractmethod
     def take_async_error(self) -> tuple[int, str] | None:

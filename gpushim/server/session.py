@@ -280,6 +280,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
             "events": len(self.events),
             "calls": self.calls,
             "sticky_error": self.sticky[0] if self.sticky else 0,
+            **self.bs.stats(),
             "uptime_s": round(time.time() - self.started, 3),
         }
 

@@ -162,6 +162,7 @@ def test_raw_session_calls_and_bad_pointers(server):
     send(s, [CALL, 7, ops["SESSION_INFO"].id, []])
     info = recv(s)[3][0]
     assert info["allocations"] == 0 and info["program"] == "pytest"
+    assert info["launches"] == 0 and info["thread_instructions"] == 0
 
 
 def test_sigterm_stops_cleanly_and_removes_socket(server):

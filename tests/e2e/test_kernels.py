@@ -62,6 +62,8 @@ def test_kernel_program(server, builds, variant):
     assert sorted(hello) == sorted(f"hello from block {b} thread {t} tag 7" for b in (0, 1) for t in (0, 1))
     # printf output arrives before what the program prints after the synchronising call
     assert lines.index(hello[-1]) < lines.index("after_printf=ok")
+    if BACKEND == "emulator":  # launch statistics in the server's log
+        assert "launch _Z10double_allPii grid (256, 1, 1) block (256, 1, 1): 256 blocks" in server.log.read_text()
     assert lines[-1] == "OK"
 
 

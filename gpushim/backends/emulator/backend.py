@@ -3,6 +3,7 @@ kernels run by the PTX engine (gpushim.ptx). No GPU or driver is needed."""
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.heap import set_heap_limit
 
+log = logging.getLogger("gpushim.emulator")
 PITCH_ALIGNMENT = 512
 LIMIT_MALLOC_HEAP_SIZE = 2  # cudaLimitMallocHeapSize: the device heap of kernels' malloc()
 
@@ -78,6 +80,7 @@ class EmulatorSession(BackendSession):
         self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
         self.launches = 0
         self.thread_instructions = 0
+        self.kernel_wall_s = 0.0
 
     # -- memory ------------------------------------------------------------------------------------------
     def _mem(self, dev: int) -> DeviceMemory:
@@ -324,6 +327,11 @@ class EmulatorSession(BackendSession):
             stats = eng.launch(name, *args, mem, symbols, self.output)
             self.launches += 1
             self.thread_instructions += stats.thread_instructions
+            self.kernel_wall_s += stats.wall_s
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("launch %s grid %s block %s: %d blocks, %d thread-instructions in %.3f ms (%.3g/s)",
+                          name, args[0], args[1], stats.blocks, stats.thread_instructions, stats.wall_s * 1e3,
+                          stats.thread_instructions / stats.wall_s if stats.wall_s else 0.0)
 
         self.sched.work(self._stream(stream, dev), run)
 
@@ -348,6 +356,10 @@ class EmulatorSession(BackendSession):
         if g is None:
             raise CudaError(Err.INVALID_SYMBOL, f"module variable {name} is not in its module")
         return mod.place_symbols(dev, self._mem(dev))[name], g.size
+
+    def stats(self) -> dict[str, Any]:
+        return {"launches": self.launches, "thread_instructions": self.thread_instructions,
+                "kernel_seconds": round(self.kernel_wall_s, 6)}
 
     def take_async_error(self) -> tuple[int, str] | None:
         if self.sched.errors:
