@@ -297,6 +297,9 @@ class EmulatorSession(BackendSession):
             m = self.backend.model
             mod = EmuModule.from_fatbin(fatbin, (m.major, m.minor), self.policy)
             self.modules[key] = mod
+            what = mod.choice or (f"refused: {mod.load_error.message}" if mod.load_error else "")
+            if what:  # the image the emulated driver takes, and how (native, re-labelled, decompressed)
+                log.info("module %s: %s", key.hex()[:12], what)
 
     def has_module(self, key: bytes) -> bool:
         return key in self.modules
