@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gs_api.h"
+#include "gs_capture.h"
 
 cudaError_t gs_check_device(int dev) {
     int n = 0;
@@ -151,6 +152,8 @@ static cudaError_t dev_call(int op, int dev) {
 
 GS_IMPL cudaError_t gs_cudaDeviceSynchronize(void) {
     GS_ENTER();
+    cudaError_t e;
+    if (gs_capture_device_sync(&e)) return gs_ret(e); /* it would wait for a stream that is capturing */
     return dev_call(GS_OP_DEVICE_SYNC, gs_thread()->device);
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gs_api.h"
+#include "gs_capture.h"
 #include "gs_registry.h"
 #include "gs_sha256.h"
 
@@ -172,7 +173,8 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
         gs_w_uint(c.w, stream);
         c.bulk = params;
         c.bulk_len = k->param_bytes;
-        e = gs_call_post(&c); /* fire-and-forget: a fault surfaces at the next synchronising call */
+        /* fire-and-forget: a fault surfaces at the next synchronising call; recorded while capturing */
+        if (!gs_capture_record(stream, &c, &e)) e = gs_call_post(&c);
     }
     if (params != small) free(params);
     return gs_ret(e);

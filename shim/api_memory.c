@@ -10,6 +10,7 @@
 #include "gs_transport.h"
 
 #include "gs_api.h"
+#include "gs_capture.h"
 
 /* ---- allocation ---- */
 
@@ -409,7 +410,9 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
     gs_range hr;
-    switch (resolve_kind(kind, dst, src)) {
+    kind = resolve_kind(kind, dst, src);
+    if (gs_capture_copy(stream, dst, src, n, kind, async, &e)) return gs_ret(e);
+    switch (kind) {
     case cudaMemcpyHostToHost: memmove(dst, src, n); return cudaSuccess;
     case cudaMemcpyHostToDevice:
         if (shared_host(src, n, &hr)) return gs_ret(shm_copy(GS_OP_MEMCPY_H2D_SHM, (uintptr_t)dst, &hr, src, n, stream, 1));
@@ -467,6 +470,7 @@ static cudaError_t memcpy2d_any(void *dst, size_t dpitch, const void *src, size_
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
     kind = resolve_kind(kind, dst, src);
+    if (gs_capture_copy2d(stream, dst, dpitch, src, spitch, width, height, kind, &e)) return gs_ret(e);
     if (kind == cudaMemcpyHostToHost) {
         for (size_t y = 0; y < height; y++) memmove((char *)dst + y * dpitch, (const char *)src + y * spitch, width);
         return cudaSuccess;
@@ -561,6 +565,7 @@ static cudaError_t memset_any(void *dst, int value, size_t n, cudaStream_t s, in
     gs_w_int(c.w, value);
     gs_w_uint(c.w, n);
     gs_w_uint(c.w, stream);
+    if (gs_capture_record(stream, &c, &e)) return gs_ret(e);
     return gs_ret(gs_call_post(&c));
 }
 
@@ -588,6 +593,7 @@ static cudaError_t memset2d_any(void *dst, size_t pitch, int value, size_t w, si
     gs_w_uint(c.w, w);
     gs_w_uint(c.w, h);
     gs_w_uint(c.w, stream);
+    if (gs_capture_record(stream, &c, &e)) return gs_ret(e);
     return gs_ret(gs_call_post(&c));
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gs_api.h"
+#include "gs_capture.h"
 #include "gs_registry.h"
 
 #define cudaErrorPeerAccessAlreadyEnabled 704
@@ -67,6 +68,7 @@ static cudaError_t malloc_async(void **ptr, size_t size, cudaStream_t s, int pts
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
+    if (gs_capture_refuse(h, "cudaMallocAsync", &e)) return gs_ret(e);
     return gs_cudaMalloc(ptr, size);
 }
 
@@ -76,6 +78,7 @@ static cudaError_t free_async(void *ptr, cudaStream_t s, int ptsz) {
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
+    if (gs_capture_refuse(h, "cudaFreeAsync", &e)) return gs_ret(e);
     gs_range r;
     if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeDevice || r.base != (uintptr_t)ptr)
         return gs_ret(cudaErrorInvalidValue);
@@ -92,7 +95,7 @@ GS_IMPL cudaError_t gs_cudaMallocAsync_ptsz(void **p, size_t n, cudaStream_t s) 
 GS_IMPL cudaError_t gs_cudaFreeAsync(void *p, cudaStream_t s) { return free_async(p, s, 0); }
 GS_IMPL cudaError_t gs_cudaFreeAsync_ptsz(void *p, cudaStream_t s) { return free_async(p, s, 1); }
 
-/* ---- stream capture: gpushim captures no graphs yet, so no stream is ever capturing ---- */
+/* ---- stream capture (shim/api_graph.c) ---- */
 
 static cudaError_t is_capturing(cudaStream_t s, int *status, int ptsz) {
     if (!status) return gs_ret(cudaErrorInvalidValue);
@@ -100,7 +103,7 @@ static cudaError_t is_capturing(cudaStream_t s, int *status, int ptsz) {
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
-    *status = 0; /* cudaStreamCaptureStatusNone */
+    *status = gs_capture_status(h); /* cudaStreamCaptureStatusNone, Active or Invalidated */
     return cudaSuccess;
 }
 

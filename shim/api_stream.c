@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gs_api.h"
+#include "gs_capture.h"
 
 static cudaError_t stream_create(cudaStream_t *s, unsigned flags, int priority) {
     if (!s || (flags & ~1u)) return gs_ret(cudaErrorInvalidValue);
@@ -33,6 +34,7 @@ static cudaError_t stream_op(int op, cudaStream_t s, int ptds) {
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptds, &h);
     if (e) return gs_ret(e);
+    if (gs_capture_stream_op(h, op, &e)) return gs_ret(e);
     gs_call c;
     gs_call_begin(&c, op, 1);
     gs_w_uint(c.w, h);
@@ -60,6 +62,7 @@ static cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t ev, unsigned fl
     if (e) return gs_ret(e);
     if (!gs_handle_known(GS_HANDLE_EVENT, (uintptr_t)ev)) return gs_ret(cudaErrorInvalidResourceHandle);
     if (flags & ~1u) return gs_ret(cudaErrorInvalidValue);
+    if (gs_capture_wait_event(h, (uintptr_t)ev, flags, &e)) return gs_ret(e);
     gs_call c;
     gs_call_begin(&c, GS_OP_STREAM_WAIT_EVENT, 3);
     gs_w_uint(c.w, h);
@@ -109,6 +112,7 @@ static cudaError_t host_func(cudaStream_t s, void *fn, void *data, int is_stream
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptds, &h);
     if (e) return gs_ret(e);
+    if (gs_capture_host_func(h, fn, data, is_stream_callback, &e)) return gs_ret(e);
     uint64_t id = gs_callback_register(is_stream_callback, fn, data, s);
     if (!id) return gs_ret(cudaErrorMemoryAllocation);
     gs_call c;
@@ -161,6 +165,7 @@ static cudaError_t event_record(cudaEvent_t ev, cudaStream_t s, unsigned flags, 
     cudaError_t e = gs_stream_handle(s, ptds, &h);
     if (e) return gs_ret(e);
     if (!gs_handle_known(GS_HANDLE_EVENT, (uintptr_t)ev)) return gs_ret(cudaErrorInvalidResourceHandle);
+    if (gs_capture_event_record((uintptr_t)ev, h, &e)) return gs_ret(e);
     gs_call c;
     gs_call_begin(&c, GS_OP_EVENT_RECORD, 3);
     gs_w_uint(c.w, (uintptr_t)ev);
