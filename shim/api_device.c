@@ -100,19 +100,7 @@ static cudaError_t get_props(void *prop, int dev, int major) {
     gs_reader r;
     e = fetch_props(dev, &r);
     if (e) return gs_ret(e);
-    uint32_t n;
-    gs_r_map(&r, &n);
-    memset(prop, 0, l->size); /* exactly the caller's struct size, never more */
-    for (uint32_t i = 0; i < n && !r.err; i++) {
-        const char *k;
-        uint32_t kl;
-        gs_r_str(&r, &k, &kl);
-        const gs_field *f = NULL;
-        for (unsigned j = 0; j < l->nfields; j++)
-            if (strlen(l->fields[j].name) == kl && memcmp(l->fields[j].name, k, kl) == 0) { f = &l->fields[j]; break; }
-        if (f) gs_store_field(prop, f, &r);
-        else gs_r_skip(&r);
-    }
+    gs_fill_struct(prop, l, r); /* exactly the caller's struct size, never more */
     return cudaSuccess;
 }
 

@@ -242,20 +242,7 @@ static cudaError_t func_attributes(void *attr, const void *func, int major) {
     if (e) return gs_ret(e);
     const gs_layout *l = gs_layout_for("cudaFuncAttributes", major);
     if (!l) return gs_ret(cudaErrorNotSupported);
-    memset(attr, 0, l->size);
-    gs_reader r = k->attrs;
-    uint32_t n;
-    gs_r_map(&r, &n);
-    for (uint32_t i = 0; i < n && !r.err; i++) {
-        const char *key;
-        uint32_t kl;
-        gs_r_str(&r, &key, &kl);
-        const gs_field *f = NULL;
-        for (unsigned j = 0; j < l->nfields; j++)
-            if (strlen(l->fields[j].name) == kl && memcmp(l->fields[j].name, key, kl) == 0) f = &l->fields[j];
-        if (f) gs_store_field(attr, f, &r);
-        else gs_r_skip(&r);
-    }
+    gs_fill_struct(attr, l, k->attrs);
     return cudaSuccess;
 }
 

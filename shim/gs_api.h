@@ -48,6 +48,9 @@ typedef struct {
 const gs_layout *gs_layout_for(const char *type, int major);
 /* Writes value (msgpack int/array/str/bin at r) into field f of dst. */
 void gs_store_field(void *dst, const gs_field *f, gs_reader *r);
+/* Zeroes dst (exactly l->size bytes) and writes every field of the msgpack map at r that the layout has;
+ * fields the caller's ABI lacks are skipped. */
+void gs_fill_struct(void *dst, const gs_layout *l, gs_reader r);
 /* Sets the named integer/pointer field of dst (no-op when the layout lacks it). */
 void gs_set_field(void *dst, const gs_layout *l, const char *name, uint64_t value);
 

@@ -63,3 +63,19 @@ void gs_set_field(void *dst, const gs_layout *l, const char *name, uint64_t valu
         }
     }
 }
+
+void gs_fill_struct(void *dst, const gs_layout *l, gs_reader r) {
+    memset(dst, 0, l->size);
+    uint32_t n;
+    gs_r_map(&r, &n);
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        const char *key;
+        uint32_t kl;
+        gs_r_str(&r, &key, &kl);
+        const gs_field *f = NULL;
+        for (unsigned j = 0; j < l->nfields && !f; j++)
+            if (strlen(l->fields[j].name) == kl && memcmp(l->fields[j].name, key, kl) == 0) f = &l->fields[j];
+        if (f) gs_store_field(dst, f, &r);
+        else gs_r_skip(&r);
+    }
+}
