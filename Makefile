@@ -14,6 +14,8 @@ ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt
 SHIM_LIB = gpushim/lib/libgpushim.so
 CUDA_LIB = $(if $(wildcard $(CUDA_HOME)/lib64),$(CUDA_HOME)/lib64,$(CUDA_HOME)/lib)
 PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu))
+# Per-thread default stream builds (nvcc --default-stream per-thread) of the programs that test stream semantics
+PTDS_PROGRAMS = tests/programs/bin/sync_ptds
 
 .PHONY: all shim programs test demo lint bench gpu-check clean install deps
 
@@ -30,7 +32,7 @@ $(SHIM_LIB): shim/gen/exports.c shim/gen/libgpushim.map $(SHIM_SRC)
 		-Wl,-z,defs -ldl
 	@! ldd $@ | grep -q libpython || (echo "libgpushim.so must not link libpython" && false)
 
-programs: $(PROGRAMS)
+programs: $(PROGRAMS) $(PTDS_PROGRAMS)
 
 $(NVCC):
 	bash tools/install_nvcc.sh
@@ -39,6 +41,10 @@ $(NVCC):
 tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
+
+tests/programs/bin/%_ptds: tests/programs/%.cu tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared --default-stream per-thread -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
 
 install:
 	$(PYTHON) -m pip install -e '.[test]'
