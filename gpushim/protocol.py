@@ -36,8 +36,10 @@ HELLO, CALL, REPLY, POST, FATAL, CALLBACK, STATUS = 0, 1, 2, 3, 4, 5, 6
 KINDS = {"HELLO": HELLO, "CALL": CALL, "REPLY": REPLY, "POST": POST, "FATAL": FATAL, "CALLBACK": CALLBACK,
          "STATUS": STATUS}
 
-# Stream handles on the wire: 0 is the legacy default stream. The shim maps cudaStreamLegacy to 0 and
-# cudaStreamPerThread / _ptsz calls to its thread's own stream. Server handles are never below this:
+# Stream handles on the wire: a handle below HANDLE_BASE is a legacy default stream, that of the client device
+# with that ordinal (0: device 0's; each device has its own, docs/semantics.md). The shim maps cudaStreamLegacy
+# (and stream 0 in legacy builds) to the current device's, and cudaStreamPerThread / _ptsz calls to its
+# thread's own stream. Server handles are never below this:
 HANDLE_BASE = 0x6000_0000
 
 
@@ -95,6 +97,8 @@ OPS: tuple[Op, ...] = (
     _op(14, "DEVICE_LIMIT", "dev limit value set", "value", "cudaDeviceGetLimit (set 0) / cudaDeviceSetLimit (set 1)"),
     _op(36, "MEMCPY_H2D_STAGED", "dst stream shm offset nbytes", "", "host to device from the client's staging "
         "ring: the server has taken the data when it replies, so the slot can be refilled"),
+    _op(39, "MEMCPY_PEER", "dst dst_dev src src_dev nbytes dev", "", "cudaMemcpyPeer: device to device across "
+        "devices, serialised with all pending and later work of the current (dev), source and destination devices"),
     _op(35, "MEMCPY_D2H_SHM", "src stream shm offset nbytes", "", "device to shared pinned memory, written when "
         "the stream reaches the copy"),
     # streams

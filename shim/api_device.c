@@ -146,12 +146,14 @@ GS_IMPL cudaError_t gs_cudaDeviceSynchronize(void) {
 }
 
 GS_IMPL cudaError_t gs_cudaDeviceReset(void) {
-    /* Reset clears even a sticky error on a GPU; the server starts this device afresh for the session. */
+    /* Reset destroys the device's context and with it even a sticky error (as CUDA's primary context reset
+     * does); the server starts this device afresh for the session and the next call works again. */
     cudaError_t e = gs_ensure_connected();
     if (e) return gs_ret(e);
     gs_thread_state *t = gs_thread();
     e = dev_call(GS_OP_DEVICE_RESET, t->device);
     if (!e) {
+        gs_clear_sticky(); /* the context, and with it a sticky error, is gone (docs/semantics.md) */
         gs_ranges_drop_device(t->device);
         memset(t->per_thread_stream, 0, sizeof t->per_thread_stream);
         t->last_error = cudaSuccess;

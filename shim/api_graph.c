@@ -369,7 +369,7 @@ static cudaError_t begin_capture(cudaStream_t s, int mode, int ptsz) {
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
-    if (h == 0) return gs_ret(cudaErrorStreamCaptureUnsupported); /* the legacy stream cannot be captured */
+    if (gs_is_legacy_handle(h)) return gs_ret(cudaErrorStreamCaptureUnsupported); /* the legacy stream cannot be captured */
     gbody *b = calloc(1, sizeof *b);
     if (!b) return gs_ret(cudaErrorMemoryAllocation);
     atomic_init(&b->refs, 1);
@@ -562,7 +562,7 @@ GS_IMPL cudaError_t gs_cudaGraphExecDestroy(void *xp) {
 /* Sends one node again, on stream h (recorded instead when h is itself capturing: a graph launched into
  * a capture becomes part of it). */
 static cudaError_t replay(const node *nd, uint64_t h) {
-    cudaStream_t s = (cudaStream_t)(uintptr_t)h; /* a known handle, or 0: the legacy stream */
+    cudaStream_t s = gs_stream_of_handle(h); /* a known handle, or the legacy stream */
     switch (nd->kind) {
     case NODE_CALL: {
         gs_call c;

@@ -388,47 +388,48 @@ static cudaError_t symbol_range(const void *symbol, size_t count, size_t offset,
     return cudaSuccess;
 }
 
+/* The synchronous forms (async 0) follow cudaMemcpy's rules, in _ptds builds too (docs/semantics.md). */
 static cudaError_t to_symbol(const void *symbol, const void *src, size_t count, size_t offset, int kind,
-                             cudaStream_t s, int ptds) {
+                             cudaStream_t s, int ptds, int async) {
     GS_ENTER();
     uintptr_t p;
     cudaError_t e = symbol_range(symbol, count, offset, kind, cudaMemcpyDeviceToHost, &p);
-    return e ? gs_ret(e) : gs_memcpy((void *)p, src, count, kind, s, ptds, s != NULL || ptds);
+    return e ? gs_ret(e) : gs_memcpy((void *)p, src, count, kind, s, ptds, async);
 }
 
 static cudaError_t from_symbol(void *dst, const void *symbol, size_t count, size_t offset, int kind,
-                               cudaStream_t s, int ptds) {
+                               cudaStream_t s, int ptds, int async) {
     GS_ENTER();
     uintptr_t p;
     cudaError_t e = symbol_range(symbol, count, offset, kind, cudaMemcpyHostToDevice, &p);
-    return e ? gs_ret(e) : gs_memcpy(dst, (const void *)p, count, kind, s, ptds, s != NULL || ptds);
+    return e ? gs_ret(e) : gs_memcpy(dst, (const void *)p, count, kind, s, ptds, async);
 }
 
 GS_IMPL cudaError_t gs_cudaMemcpyToSymbol(const void *sym, const void *src, size_t n, size_t off, int kind) {
-    return to_symbol(sym, src, n, off, kind, NULL, 0);
+    return to_symbol(sym, src, n, off, kind, NULL, 0, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyToSymbol_ptds(const void *sym, const void *src, size_t n, size_t off, int kind) {
-    return to_symbol(sym, src, n, off, kind, NULL, 1);
+    return to_symbol(sym, src, n, off, kind, NULL, 1, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyToSymbolAsync(const void *sym, const void *src, size_t n, size_t off, int kind,
                                                cudaStream_t s) {
-    return to_symbol(sym, src, n, off, kind, s, 0);
+    return to_symbol(sym, src, n, off, kind, s, 0, 1);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyToSymbolAsync_ptsz(const void *sym, const void *src, size_t n, size_t off,
                                                     int kind, cudaStream_t s) {
-    return to_symbol(sym, src, n, off, kind, s, 1);
+    return to_symbol(sym, src, n, off, kind, s, 1, 1);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyFromSymbol(void *dst, const void *sym, size_t n, size_t off, int kind) {
-    return from_symbol(dst, sym, n, off, kind, NULL, 0);
+    return from_symbol(dst, sym, n, off, kind, NULL, 0, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyFromSymbol_ptds(void *dst, const void *sym, size_t n, size_t off, int kind) {
-    return from_symbol(dst, sym, n, off, kind, NULL, 1);
+    return from_symbol(dst, sym, n, off, kind, NULL, 1, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyFromSymbolAsync(void *dst, const void *sym, size_t n, size_t off, int kind,
                                                  cudaStream_t s) {
-    return from_symbol(dst, sym, n, off, kind, s, 0);
+    return from_symbol(dst, sym, n, off, kind, s, 0, 1);
 }
 GS_IMPL cudaError_t gs_cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *sym, size_t n, size_t off, int kind,
                                                       cudaStream_t s) {
-    return from_symbol(dst, sym, n, off, kind, s, 1);
+    return from_symbol(dst, sym, n, off, kind, s, 1, 1);
 }

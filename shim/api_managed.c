@@ -82,12 +82,9 @@ GS_IMPL cudaError_t gs_cudaMallocManaged(void **ptr, size_t size, unsigned flags
     return cudaSuccess;
 }
 
-/* Called by cudaFree for a managed range, after the server freed it: the pages go back to a reservation. */
-void gs_unmap_managed(const gs_range *r) {
-    size_t len = page_round(r->size);
-    void *back = mmap((void *)r->base, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    if (back == MAP_FAILED) munmap((void *)r->base, len);
-}
+/* Called by cudaFree for a managed range, after the server freed it: the pages are unmapped, so that a device
+ * range the server later hands out at the same addresses can reserve them (gs_state.c). */
+void gs_unmap_managed(const gs_range *r) { munmap((void *)r->base, page_round(r->size)); }
 
 /* ---- prefetch and advice: on one host the data is already where every processor sees it ---- */
 

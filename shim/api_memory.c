@@ -195,9 +195,53 @@ static int resolve_kind(int kind, const void *dst, const void *src) {
              : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
-/* Host to device is fire-and-forget: the data leaves the caller's buffer before the call returns (large
- * chunks are written straight from it), which is all CUDA promises for pageable memory. The destination is
- * checked here, so the errors CUDA reports at once are still reported at once. */
+/* ---- the fire-and-forget rules (docs/semantics.md, "What may be posted") ----
+ * A copy or memset is sent without waiting for a reply only where nothing the application can observe when
+ * the call returns depends on its completion. A synchronous call that CUDA completes (or orders) before it
+ * returns is posted work plus one STREAM_SYNC call on the same stream: a single round trip, since queued
+ * frames leave with the next call that waits, and the server runs frames in order. */
+
+cudaError_t gs_stream_sync(uint64_t stream) {
+    gs_call c;
+    gs_call_begin(&c, GS_OP_STREAM_SYNC, 1);
+    gs_w_uint(c.w, stream);
+    cudaError_t e = gs_call_run(&c);
+    gs_call_end(&c);
+    return e;
+}
+
+static int range_kind(const void *p) {
+    gs_range r;
+    return gs_ranges_find((uintptr_t)p, &r) ? r.kind : -1;
+}
+
+/* Host memory known to the shim (pinned, registered, managed): memory that stream work may write while the
+ * application looks at it, unlike pageable memory, which only synchronous calls touch. */
+static int host_visible(const void *p) {
+    int k = range_kind(p);
+    return k == cudaMemoryTypeHost || k == cudaMemoryTypeManaged;
+}
+
+/* The host side of a copy must not be device memory (the pages are inaccessible here): CUDA calls such a
+ * copy undefined; gpushim refuses it. */
+static cudaError_t check_direction(int kind, const void *dst, const void *src) {
+    int hsrc = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost;
+    int hdst = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost;
+    if ((hsrc && range_kind(src) == cudaMemoryTypeDevice) || (hdst && range_kind(dst) == cudaMemoryTypeDevice))
+        return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+/* The bytes a pitched region of height rows spans, or 0 when that overflows (no allocation is so large). */
+static size_t span2d(size_t pitch, size_t width, size_t height) {
+    size_t r;
+    if (__builtin_mul_overflow(pitch, height - 1, &r) || __builtin_add_overflow(r, width, &r)) return 0;
+    return r;
+}
+
+/* Host to device from pageable memory: the data leaves the caller's buffer before the call returns (large
+ * chunks are written straight from it). The destination is checked here, so the errors CUDA reports at once
+ * are still reported at once. */
 static cudaError_t h2d(uintptr_t dst, const void *src, size_t n, uint64_t stream) {
     cudaError_t e = gs_check_device_range((const void *)dst, n);
     for (size_t off = 0; !e && off < n;) {
@@ -381,9 +425,9 @@ static int shared_host(const void *p, size_t n, gs_range *r) {
            (uintptr_t)p + n <= r->base + r->size;
 }
 
-/* A copy between device memory and shared pinned memory: only the offsets cross the socket. Host to
- * device is always fire-and-forget (the server reads the memory when the stream reaches the copy, as a
- * GPU's DMA engine would); device to host waits unless the caller asked for an asynchronous copy. */
+/* A copy between device memory and shared pinned memory: only the offsets cross the socket. The server
+ * reads or writes the memory when the stream reaches the copy, as a GPU's DMA engine would. async: posted;
+ * else the call waits for the copy (host to device callers post, then synchronise the stream). */
 static cudaError_t shm_copy(int op, uintptr_t dev_ptr, const gs_range *r, const void *host, size_t n,
                             uint64_t stream, int async) {
     cudaError_t e = gs_check_device_range((const void *)dev_ptr, n);
@@ -411,18 +455,43 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
     if (e) return gs_ret(e);
     gs_range hr;
     kind = resolve_kind(kind, dst, src);
+    e = check_direction(kind, dst, src);
+    if (e) return gs_ret(e);
     if (gs_capture_copy(stream, dst, src, n, kind, async, &e)) return gs_ret(e);
     switch (kind) {
-    case cudaMemcpyHostToHost: memmove(dst, src, n); return cudaSuccess;
+    case cudaMemcpyHostToHost:
+        /* CUDA leaves the stream ordering of host-to-host copies open; the safe choice: when either side is
+         * memory stream work may write (pinned, registered, managed), that work completes first. */
+        if (host_visible(dst) || host_visible(src)) {
+            e = gs_stream_sync(stream);
+            if (e) return gs_ret(e);
+        }
+        memmove(dst, src, n);
+        return cudaSuccess;
     case cudaMemcpyHostToDevice:
-        if (shared_host(src, n, &hr)) return gs_ret(shm_copy(GS_OP_MEMCPY_H2D_SHM, (uintptr_t)dst, &hr, src, n, stream, 1));
+        if (shared_host(src, n, &hr)) {
+            /* pinned: the worker copies from the shared mapping in stream order; a synchronous copy waits */
+            e = shm_copy(GS_OP_MEMCPY_H2D_SHM, (uintptr_t)dst, &hr, src, n, stream, 1);
+            if (!e && !async) e = gs_stream_sync(stream);
+            return gs_ret(e);
+        }
+        /* pageable (or registered): "a stream sync is performed before the copy is initiated" (APISYNC), so
+         * earlier work that writes the source (a host function, a kernel into managed memory) is done. */
+        if (!async) {
+            e = gs_stream_sync(stream);
+            if (e) return gs_ret(e);
+        }
         if (stage_acquire(n)) {
             e = staged_h2d((uintptr_t)dst, src, n, stream);
             pthread_mutex_unlock(&stage_lock);
-            return gs_ret(e);
+        } else {
+            e = h2d((uintptr_t)dst, src, n, stream);
         }
-        return gs_ret(h2d((uintptr_t)dst, src, n, stream));
+        /* managed memory is read by the host directly: a synchronous copy into it has landed on return */
+        if (!e && !async && range_kind(dst) == cudaMemoryTypeManaged) e = gs_stream_sync(stream);
+        return gs_ret(e);
     case cudaMemcpyDeviceToHost:
+        /* waits for the copy (queued in stream order) unless asynchronous into pinned memory */
         if (shared_host(dst, n, &hr)) return gs_ret(shm_copy(GS_OP_MEMCPY_D2H_SHM, (uintptr_t)src, &hr, dst, n, stream, async));
         if (stage_acquire(n)) {
             e = staged_d2h(dst, (uintptr_t)src, n, stream);
@@ -440,7 +509,10 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
         gs_w_uint(c.w, (uintptr_t)src);
         gs_w_uint(c.w, n);
         gs_w_uint(c.w, stream);
-        return gs_ret(gs_call_post(&c));
+        e = gs_call_post(&c); /* APISYNC: device to device, "no host-side synchronization is performed" */
+        /* ... except that the host reads managed memory directly: the safe choice is to complete first */
+        if (!e && !async && range_kind(dst) == cudaMemoryTypeManaged) e = gs_stream_sync(stream);
+        return gs_ret(e);
     }
     }
 }
@@ -458,26 +530,37 @@ GS_IMPL cudaError_t gs_cudaMemcpyAsync_ptsz(void *d, const void *s, size_t n, in
     return gs_memcpy(d, s, n, kind, st, 1, 1);
 }
 
-/* 2D copies move packed rows on the wire: at most one chunk of rows per frame. */
+/* 2D copies move packed rows on the wire: at most one chunk of rows per frame. Synchronisation as in
+ * gs_memcpy: a synchronous host-to-device copy synchronises its stream first; device to host waits for the
+ * copy, queued in stream order. */
 static cudaError_t memcpy2d_any(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                                size_t height, int kind, cudaStream_t s, int ptds) {
+                                size_t height, int kind, cudaStream_t s, int ptds, int async) {
     if (width == 0 || height == 0) return cudaSuccess;
     if (!dst || !src) return gs_ret(cudaErrorInvalidValue);
     if (width > dpitch || width > spitch) return gs_ret(cudaErrorInvalidPitchValue);
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return gs_ret(cudaErrorInvalidMemcpyDirection);
+    size_t dspan = span2d(dpitch, width, height), sspan = span2d(spitch, width, height);
+    if (!dspan || !sspan) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     uint64_t stream;
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
     kind = resolve_kind(kind, dst, src);
+    e = check_direction(kind, dst, src);
+    if (e) return gs_ret(e);
     if (gs_capture_copy2d(stream, dst, dpitch, src, spitch, width, height, kind, &e)) return gs_ret(e);
     if (kind == cudaMemcpyHostToHost) {
+        if (host_visible(dst) || host_visible(src)) {
+            e = gs_stream_sync(stream);
+            if (e) return gs_ret(e);
+        }
         for (size_t y = 0; y < height; y++) memmove((char *)dst + y * dpitch, (const char *)src + y * spitch, width);
         return cudaSuccess;
     }
+    int managed_dst = !async && range_kind(dst) == cudaMemoryTypeManaged;
     if (kind == cudaMemcpyDeviceToDevice) {
-        e = gs_check_device_range(dst, dpitch * (height - 1) + width);
-        if (!e) e = gs_check_device_range(src, spitch * (height - 1) + width);
+        e = gs_check_device_range(dst, dspan);
+        if (!e) e = gs_check_device_range(src, sspan);
         if (e) return gs_ret(e);
         gs_call c;
         gs_call_begin(&c, GS_OP_MEMCPY2D_D2D, 7);
@@ -488,10 +571,12 @@ static cudaError_t memcpy2d_any(void *dst, size_t dpitch, const void *src, size_
         gs_w_uint(c.w, width);
         gs_w_uint(c.w, height);
         gs_w_uint(c.w, stream);
-        return gs_ret(gs_call_post(&c));
+        e = gs_call_post(&c);
+        if (!e && managed_dst) e = gs_stream_sync(stream);
+        return gs_ret(e);
     }
-    e = kind == cudaMemcpyHostToDevice ? gs_check_device_range(dst, dpitch * (height - 1) + width)
-                                       : gs_check_device_range(src, spitch * (height - 1) + width);
+    e = kind == cudaMemcpyHostToDevice ? gs_check_device_range(dst, dspan) : gs_check_device_range(src, sspan);
+    if (!e && kind == cudaMemcpyHostToDevice && !async) e = gs_stream_sync(stream);
     if (e) return gs_ret(e);
     size_t rows_per = GS_BULK_CHUNK / width ? GS_BULK_CHUNK / width : 1;
     char *packed = NULL;
@@ -531,32 +616,53 @@ static cudaError_t memcpy2d_any(void *dst, size_t dpitch, const void *src, size_
         gs_call_end(&c);
     }
     free(packed);
+    if (!e && managed_dst && kind == cudaMemcpyHostToDevice) e = gs_stream_sync(stream);
     return gs_ret(e);
 }
 
 GS_IMPL cudaError_t gs_cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int k) {
-    return memcpy2d_any(d, dp, s, sp, w, h, k, NULL, 0);
+    return memcpy2d_any(d, dp, s, sp, w, h, k, NULL, 0, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int k) {
-    return memcpy2d_any(d, dp, s, sp, w, h, k, NULL, 1);
+    return memcpy2d_any(d, dp, s, sp, w, h, k, NULL, 1, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int k,
                                          cudaStream_t st) {
-    return memcpy2d_any(d, dp, s, sp, w, h, k, st, 0);
+    return memcpy2d_any(d, dp, s, sp, w, h, k, st, 0, 1);
 }
 GS_IMPL cudaError_t gs_cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
                                               int k, cudaStream_t st) {
-    return memcpy2d_any(d, dp, s, sp, w, h, k, st, 1);
+    return memcpy2d_any(d, dp, s, sp, w, h, k, st, 1, 1);
 }
 
-/* ---- memset ---- */
+/* ---- memset ----
+ * On device memory memsets are asynchronous with respect to the host (posted). APISYNC: "except when the
+ * target is pinned host memory or a Unified Memory region, in which case they are fully synchronous": on
+ * pinned (or registered) host memory the shim fills the bytes itself once the stream's earlier work has
+ * completed; on managed memory it posts the memset and synchronises the stream. The asynchronous forms on
+ * host memory synchronise too (CUDA would queue them; doing it now is the same to the application except
+ * that the call waits). */
 
-static cudaError_t memset_any(void *dst, int value, size_t n, cudaStream_t s, int ptds) {
+/* Host memory known to the shim that holds [p, p + span): pinned or registered. */
+static int pinned_target(const void *p, size_t span) {
+    gs_range r;
+    return gs_ranges_find((uintptr_t)p, &r) && r.kind == cudaMemoryTypeHost && span <= r.base + r.size - (uintptr_t)p;
+}
+
+static cudaError_t memset_host(uint64_t stream, void *dst, size_t pitch, int value, size_t w, size_t h) {
+    if (gs_capture_status(stream)) return cudaErrorStreamCaptureUnsupported;
+    cudaError_t e = gs_stream_sync(stream);
+    for (size_t y = 0; !e && y < h; y++) memset((char *)dst + y * pitch, value, w);
+    return e;
+}
+
+static cudaError_t memset_any(void *dst, int value, size_t n, cudaStream_t s, int ptds, int async) {
     GS_ENTER();
     if (n == 0) return cudaSuccess;
     uint64_t stream;
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
+    if (pinned_target(dst, n)) return gs_ret(memset_host(stream, dst, n, value, n, 1));
     e = gs_check_device_range(dst, n);
     if (e) return gs_ret(e);
     gs_call c;
@@ -566,24 +672,30 @@ static cudaError_t memset_any(void *dst, int value, size_t n, cudaStream_t s, in
     gs_w_uint(c.w, n);
     gs_w_uint(c.w, stream);
     if (gs_capture_record(stream, &c, &e)) return gs_ret(e);
-    return gs_ret(gs_call_post(&c));
+    e = gs_call_post(&c);
+    if (!e && !async && range_kind(dst) == cudaMemoryTypeManaged) e = gs_stream_sync(stream);
+    return gs_ret(e);
 }
 
-GS_IMPL cudaError_t gs_cudaMemset(void *d, int v, size_t n) { return memset_any(d, v, n, NULL, 0); }
-GS_IMPL cudaError_t gs_cudaMemset_ptds(void *d, int v, size_t n) { return memset_any(d, v, n, NULL, 1); }
-GS_IMPL cudaError_t gs_cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t s) { return memset_any(d, v, n, s, 0); }
+GS_IMPL cudaError_t gs_cudaMemset(void *d, int v, size_t n) { return memset_any(d, v, n, NULL, 0, 0); }
+GS_IMPL cudaError_t gs_cudaMemset_ptds(void *d, int v, size_t n) { return memset_any(d, v, n, NULL, 1, 0); }
+GS_IMPL cudaError_t gs_cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t s) { return memset_any(d, v, n, s, 0, 1); }
 GS_IMPL cudaError_t gs_cudaMemsetAsync_ptsz(void *d, int v, size_t n, cudaStream_t s) {
-    return memset_any(d, v, n, s, 1);
+    return memset_any(d, v, n, s, 1, 1);
 }
 
-static cudaError_t memset2d_any(void *dst, size_t pitch, int value, size_t w, size_t h, cudaStream_t s, int ptds) {
+static cudaError_t memset2d_any(void *dst, size_t pitch, int value, size_t w, size_t h, cudaStream_t s, int ptds,
+                                int async) {
     GS_ENTER();
     if (w == 0 || h == 0) return cudaSuccess;
     if (w > pitch) return gs_ret(cudaErrorInvalidValue);
+    size_t span = span2d(pitch, w, h);
+    if (!span) return gs_ret(cudaErrorInvalidValue); /* the arithmetic wraps: no allocation spans that */
     uint64_t stream;
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
-    e = gs_check_device_range(dst, pitch * (h - 1) + w);
+    if (pinned_target(dst, span)) return gs_ret(memset_host(stream, dst, pitch, value, w, h));
+    e = gs_check_device_range(dst, span);
     if (e) return gs_ret(e);
     gs_call c;
     gs_call_begin(&c, GS_OP_MEMSET2D, 6);
@@ -594,20 +706,22 @@ static cudaError_t memset2d_any(void *dst, size_t pitch, int value, size_t w, si
     gs_w_uint(c.w, h);
     gs_w_uint(c.w, stream);
     if (gs_capture_record(stream, &c, &e)) return gs_ret(e);
-    return gs_ret(gs_call_post(&c));
+    e = gs_call_post(&c);
+    if (!e && !async && range_kind(dst) == cudaMemoryTypeManaged) e = gs_stream_sync(stream);
+    return gs_ret(e);
 }
 
 GS_IMPL cudaError_t gs_cudaMemset2D(void *d, size_t p, int v, size_t w, size_t h) {
-    return memset2d_any(d, p, v, w, h, NULL, 0);
+    return memset2d_any(d, p, v, w, h, NULL, 0, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemset2D_ptds(void *d, size_t p, int v, size_t w, size_t h) {
-    return memset2d_any(d, p, v, w, h, NULL, 1);
+    return memset2d_any(d, p, v, w, h, NULL, 1, 0);
 }
 GS_IMPL cudaError_t gs_cudaMemset2DAsync(void *d, size_t p, int v, size_t w, size_t h, cudaStream_t s) {
-    return memset2d_any(d, p, v, w, h, s, 0);
+    return memset2d_any(d, p, v, w, h, s, 0, 1);
 }
 GS_IMPL cudaError_t gs_cudaMemset2DAsync_ptsz(void *d, size_t p, int v, size_t w, size_t h, cudaStream_t s) {
-    return memset2d_any(d, p, v, w, h, s, 1);
+    return memset2d_any(d, p, v, w, h, s, 1, 1);
 }
 
 /* ---- pointer attributes ---- */
@@ -680,7 +794,7 @@ static char *slice_addr(const pitched_ptr *p, pos3d pos, size_t z) {
     return (char *)p->ptr + (pos.z + z) * p->pitch * p->ysize + pos.y * p->pitch + pos.x;
 }
 
-static cudaError_t memcpy3d(const memcpy3d_parms *m, cudaStream_t s, int ptds) {
+static cudaError_t memcpy3d(const memcpy3d_parms *m, cudaStream_t s, int ptds, int async) {
     if (!m) return gs_ret(cudaErrorInvalidValue);
     if (m->src_array || m->dst_array) {
         gs_warn_once("cudaArray", "cudaMemcpy3D with CUDA arrays is not supported by gpushim yet");
@@ -689,31 +803,33 @@ static cudaError_t memcpy3d(const memcpy3d_parms *m, cudaStream_t s, int ptds) {
     for (size_t z = 0; z < m->extent.depth; z++) {
         cudaError_t e = memcpy2d_any(slice_addr(&m->dst, m->dst_pos, z), m->dst.pitch,
                                      slice_addr(&m->src, m->src_pos, z), m->src.pitch, m->extent.width,
-                                     m->extent.height, m->kind, s, ptds);
+                                     m->extent.height, m->kind, s, ptds, async);
         if (e) return e;
     }
     return cudaSuccess;
 }
 
-GS_IMPL cudaError_t gs_cudaMemcpy3D(const memcpy3d_parms *m) { return memcpy3d(m, NULL, 0); }
-GS_IMPL cudaError_t gs_cudaMemcpy3D_ptds(const memcpy3d_parms *m) { return memcpy3d(m, NULL, 1); }
-GS_IMPL cudaError_t gs_cudaMemcpy3DAsync(const memcpy3d_parms *m, cudaStream_t s) { return memcpy3d(m, s, 0); }
-GS_IMPL cudaError_t gs_cudaMemcpy3DAsync_ptsz(const memcpy3d_parms *m, cudaStream_t s) { return memcpy3d(m, s, 1); }
+GS_IMPL cudaError_t gs_cudaMemcpy3D(const memcpy3d_parms *m) { return memcpy3d(m, NULL, 0, 0); }
+GS_IMPL cudaError_t gs_cudaMemcpy3D_ptds(const memcpy3d_parms *m) { return memcpy3d(m, NULL, 1, 0); }
+GS_IMPL cudaError_t gs_cudaMemcpy3DAsync(const memcpy3d_parms *m, cudaStream_t s) { return memcpy3d(m, s, 0, 1); }
+GS_IMPL cudaError_t gs_cudaMemcpy3DAsync_ptsz(const memcpy3d_parms *m, cudaStream_t s) {
+    return memcpy3d(m, s, 1, 1);
+}
 
-static cudaError_t memset3d(pitched_ptr p, int value, extent3d e, cudaStream_t s, int ptds) {
+static cudaError_t memset3d(pitched_ptr p, int value, extent3d e, cudaStream_t s, int ptds, int async) {
     for (size_t z = 0; z < e.depth; z++) {
         cudaError_t err = memset2d_any(slice_addr(&p, (pos3d){0, 0, 0}, z), p.pitch, value, e.width, e.height, s,
-                                       ptds);
+                                       ptds, async);
         if (err) return err;
     }
     return cudaSuccess;
 }
 
-GS_IMPL cudaError_t gs_cudaMemset3D(pitched_ptr p, int v, extent3d e) { return memset3d(p, v, e, NULL, 0); }
-GS_IMPL cudaError_t gs_cudaMemset3D_ptds(pitched_ptr p, int v, extent3d e) { return memset3d(p, v, e, NULL, 1); }
+GS_IMPL cudaError_t gs_cudaMemset3D(pitched_ptr p, int v, extent3d e) { return memset3d(p, v, e, NULL, 0, 0); }
+GS_IMPL cudaError_t gs_cudaMemset3D_ptds(pitched_ptr p, int v, extent3d e) { return memset3d(p, v, e, NULL, 1, 0); }
 GS_IMPL cudaError_t gs_cudaMemset3DAsync(pitched_ptr p, int v, extent3d e, cudaStream_t s) {
-    return memset3d(p, v, e, s, 0);
+    return memset3d(p, v, e, s, 0, 1);
 }
 GS_IMPL cudaError_t gs_cudaMemset3DAsync_ptsz(pitched_ptr p, int v, extent3d e, cudaStream_t s) {
-    return memset3d(p, v, e, s, 1);
+    return memset3d(p, v, e, s, 1, 1);
 }

@@ -121,8 +121,28 @@ static cudaError_t memcpy_peer(void *dst, int dst_dev, const void *src, int src_
     return gs_memcpy(dst, src, n, cudaMemcpyDeviceToDevice, s, 0, async);
 }
 
+/* cudaMemcpyPeer: "asynchronous with respect to the host, but serialized with respect to all pending and
+ * future asynchronous work in to the current device, srcDevice, and dstDevice": posted; the server fences
+ * the three devices (docs/semantics.md). */
 GS_IMPL cudaError_t gs_cudaMemcpyPeer(void *d, int dd, const void *s, int sd, size_t n) {
-    return memcpy_peer(d, dd, s, sd, n, NULL, 0);
+    GS_ENTER();
+    cudaError_t e = gs_check_device(dd);
+    if (!e) e = gs_check_device(sd);
+    if (e) return gs_ret(e);
+    if (n == 0) return cudaSuccess;
+    if (!d || !s) return gs_ret(cudaErrorInvalidValue);
+    e = gs_check_device_range(d, n);
+    if (!e) e = gs_check_device_range(s, n);
+    if (e) return gs_ret(e);
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MEMCPY_PEER, 6);
+    gs_w_uint(c.w, (uintptr_t)d);
+    gs_w_int(c.w, dd);
+    gs_w_uint(c.w, (uintptr_t)s);
+    gs_w_int(c.w, sd);
+    gs_w_uint(c.w, n);
+    gs_w_int(c.w, gs_thread()->device);
+    return gs_ret(gs_call_post(&c));
 }
 GS_IMPL cudaError_t gs_cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st) {
     return memcpy_peer(d, dd, s, sd, n, st, 1);

@@ -57,6 +57,8 @@ void gs_set_field(void *dst, const gs_layout *l, const char *name, uint64_t valu
 /* cudaMemcpy of every kind, in the order of stream s (ptds: stream 0 means this thread's stream; async:
  * a copy into pinned memory need not be complete on return). */
 cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream_t s, int ptds, int async);
+/* cudaStreamSynchronize of a wire stream handle, as part of another call (no capture check, no gs_ret). */
+cudaError_t gs_stream_sync(uint64_t stream);
 
 /* Returns a managed range's pages to an inaccessible reservation (cudaFree of managed memory). */
 void gs_unmap_managed(const gs_range *r);

@@ -27,6 +27,10 @@ int gs_is_sticky_code(cudaError_t e) {
 
 cudaError_t gs_sticky(void) { return atomic_load(&sticky); }
 
+void gs_clear_sticky(void) { atomic_store(&sticky, 0); }
+
+cudaStream_t gs_stream_of_handle(uint64_t h) { return gs_is_legacy_handle(h) ? GS_STREAM_LEGACY : (cudaStream_t)(uintptr_t)h; }
+
 cudaError_t gs_ret(cudaError_t e) {
     if (e && gs_is_sticky_code(e)) {
         int zero = 0;
@@ -101,11 +105,16 @@ cudaError_t gs_check_device_range(const void *p, size_t n) {
     gs_range r;
     if (!gs_ranges_find((uintptr_t)p, &r) || (r.kind != cudaMemoryTypeDevice && r.kind != cudaMemoryTypeManaged))
         return cudaErrorInvalidValue;
-    return (uintptr_t)p + n <= r.base + r.size ? cudaSuccess : cudaErrorInvalidValue;
+    return n <= r.base + r.size - (uintptr_t)p ? cudaSuccess : cudaErrorInvalidValue; /* p + n may wrap */
 }
 
 cudaError_t gs_stream_handle(cudaStream_t s, int per_thread_default, uint64_t *out) {
-    if (s == GS_STREAM_LEGACY || (s == NULL && !per_thread_default)) { *out = 0; return cudaSuccess; }
+    if (s == GS_STREAM_LEGACY || (s == NULL && !per_thread_default)) {
+        /* each device has its own legacy stream: its wire handle is the device ordinal */
+        if (tls.device < 0 || tls.device >= GS_MAX_DEVICES) return cudaErrorInvalidDevice;
+        *out = (uint64_t)tls.device;
+        return cudaSuccess;
+    }
     if (s != NULL && s != GS_STREAM_PER_THREAD) {
         *out = (uint64_t)(uintptr_t)s;
         return gs_handle_known(GS_HANDLE_STREAM, *out) ? cudaSuccess : cudaErrorInvalidResourceHandle;

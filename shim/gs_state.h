@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gen/ops.h"
 #include "gs_client.h"
 
 #define GS_MAX_DEVICES 64
@@ -25,6 +26,8 @@ cudaError_t gs_ret(cudaError_t e);
 /* The sticky error, if the context is broken. */
 cudaError_t gs_sticky(void);
 int gs_is_sticky_code(cudaError_t e);
+/* cudaDeviceReset: the context is destroyed, and with it the sticky error (docs/semantics.md). */
+void gs_clear_sticky(void);
 
 /* Starts an API call: connects, and returns non-zero (already recorded) when the call must fail. */
 #define GS_ENTER()                                          \
@@ -34,9 +37,13 @@ int gs_is_sticky_code(cudaError_t e);
         if (gs_e_) return gs_ret(gs_e_);                    \
     } while (0)
 
-/* The wire handle of a stream argument: the legacy stream is 0; cudaStreamPerThread (or any stream
+/* The wire handle of a stream argument: the legacy stream is the current device's ordinal; cudaStreamPerThread (or any stream
  * argument of a _ptsz/_ptds call when it is 0) is this thread's own stream. Returns 0 on success. */
 cudaError_t gs_stream_handle(cudaStream_t s, int per_thread_default, uint64_t *out);
+/* Wire handles below GS_HANDLE_BASE are legacy streams (the handle is the device ordinal). */
+static inline int gs_is_legacy_handle(uint64_t h) { return h < GS_HANDLE_BASE; }
+/* The cudaStream_t a wire handle stands for (cudaStreamLegacy for a legacy stream: the current device's). */
+cudaStream_t gs_stream_of_handle(uint64_t h);
 
 /* Streams and events this process created: asynchronous calls are checked against them at once, as
  * CUDA does, since their replies are not awaited. */

@@ -98,6 +98,20 @@ class BackendSession(ABC):
                 height: int) -> None: ...
     @abstractmethod
     def memset(self, stream: Stream | None, dst: int, value: int, n: int) -> None: ...
+
+    # Synchronous reads answer later (docs/semantics.md): `ready()` says when the copy, queued in stream order
+    # now, has happened, `result()` then gives the bytes. These defaults wait for the stream, then copy.
+    def read_ordered(self, stream: Stream, src: int, n: int) -> tuple[Callable[[], bool], Callable[[], Any]]:
+        return self.sync_point(stream), lambda: self.read(stream, src, n)
+
+    def read_2d_ordered(self, stream: Stream, src: int, spitch: int, width: int,
+                        height: int) -> tuple[Callable[[], bool], Callable[[], Any]]:
+        return self.sync_point(stream), lambda: self.read_2d(stream, src, spitch, width, height)
+
+    def copy_peer(self, stream: Stream, dst: int, src: int, n: int, devices: list[int]) -> None:
+        """cudaMemcpyPeer: serialised with all pending and later work of `devices`. This default only orders
+        the copy on `stream` (the current device's legacy stream)."""
+        self.copy(stream, dst, src, n)
     @abstractmethod
     def memset_2d(self, stream: Stream | None, dst: int, pitch: int, value: int, width: int, height: int) -> None: ...
 
@@ -112,6 +126,10 @@ class BackendSession(ABC):
     def stream_idle(self, s: Stream) -> bool: ...
     @abstractmethod
     def device_idle(self, dev: int) -> bool: ...
+    def sync_point(self, s: Stream) -> Callable[[], bool]:
+        """A predicate that is true once what cudaStreamSynchronize(s) issued now waits for has completed (for
+        a legacy stream: also earlier work of its device's blocking streams, never non-blocking ones)."""
+        return lambda: self.stream_idle(s)
     @abstractmethod
     def stream_wait_event(self, s: Stream, e: Event) -> None: ...
     @abstractmethod

@@ -48,9 +48,9 @@ class MemoryOps:
         return []
 
     def op_memcpy_d2h(self, src: int, nbytes: int, stream: int) -> Wait:
-        s = self._stream(stream)
-        self.bs.pointer_info(src)  # a bad pointer fails at once
-        return Wait(self._stream_idle(stream), lambda: [self.bs.read(s, src, nbytes)])
+        # queued in stream order now (after what the stream must wait for), answered once it has run
+        ready, result = self.bs.read_ordered(self._stream(stream), src, nbytes)
+        return Wait(ready, lambda: [result()])
 
     def op_memcpy_d2d(self, dst: int, src: int, nbytes: int, stream: int) -> list[Any]:
         self.bs.copy(self._stream(stream), dst, src, nbytes)
@@ -61,8 +61,8 @@ class MemoryOps:
         return []
 
     def op_memcpy2d_d2h(self, src: int, spitch: int, width: int, height: int, stream: int) -> Wait:
-        s = self._stream(stream)
-        return Wait(self._stream_idle(stream), lambda: [self.bs.read_2d(s, src, spitch, width, height)])
+        ready, result = self.bs.read_2d_ordered(self._stream(stream), src, spitch, width, height)
+        return Wait(ready, lambda: [result()])
 
     def op_memcpy2d_d2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
                         stream: int) -> list[Any]:
@@ -113,7 +113,18 @@ class MemoryOps:
 
     def op_memcpy_d2h_shm(self, src: int, stream: int, shm: int, offset: int, nbytes: int) -> Wait:
         self.bs.read_into(self._stream(stream), src, self._shared(shm, offset, nbytes))
-        return Wait(self._stream_idle(stream))
+        return Wait(self._sync_point(stream))  # the copy just queued is the stream's last work
+
+    def op_memcpy_peer(self, dst: int, dst_dev: int, src: int, src_dev: int, nbytes: int, dev: int) -> list[Any]:
+        # cudaMemcpyPeer: serialised with all pending and later work of the current, source and destination
+        # devices (on the current device's legacy stream); asynchronous with respect to the host.
+        devices = sorted({self._dev(dev), self._dev(dst_dev), self._dev(src_dev)})
+        for ptr, d, what in ((dst, dst_dev, "destination"), (src, src_dev, "source")):
+            kind, owner, _, _ = self.bs.pointer_info(ptr)
+            if kind != 2 or owner != self._dev(d):
+                raise CudaError(Err.INVALID_VALUE, f"cudaMemcpyPeer: the {what} {ptr:#x} is not memory of device {d}")
+        self.bs.copy_peer(self._stream(dev), dst, src, nbytes, devices)
+        return []
 
     def op_pointer_info(self, ptr: int) -> list[Any]:
         kind, dev, base, size = self.bs.pointer_info(ptr)

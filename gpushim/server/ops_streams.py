@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpushim.cuda_errors import CudaError, Err
-from gpushim.protocol import CALLBACK
+from gpushim.protocol import CALLBACK, HANDLE_BASE
 from gpushim.server.wait import Wait
 
 
@@ -26,10 +26,10 @@ class StreamOps:
         return []
 
     def op_stream_sync(self, stream: int) -> Wait:
-        return Wait(self._stream_idle(stream))
+        return Wait(self._sync_point(stream))
 
     def op_stream_query(self, stream: int) -> list[Any]:
-        if not self._stream_idle(stream)():
+        if not self._sync_point(stream)():
             raise CudaError(Err.NOT_READY, "work is pending")
         return []
 
@@ -38,10 +38,10 @@ class StreamOps:
         return []
 
     def op_stream_get_priority(self, stream: int) -> list[Any]:
-        return [0 if stream == 0 else self._stream(stream).priority]  # type: ignore[union-attr]
+        return [0 if stream < HANDLE_BASE else self._stream(stream).priority]
 
     def op_stream_get_flags(self, stream: int) -> list[Any]:
-        return [0 if stream == 0 else self._stream(stream).flags]  # type: ignore[union-attr]
+        return [0 if stream < HANDLE_BASE else self._stream(stream).flags]
 
     def op_stream_host_func(self, stream: int, callback_id: int) -> list[Any]:
         s = self._stream(stream)

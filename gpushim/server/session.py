@@ -211,9 +211,11 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
     def _client_dev(self, backend_dev: int) -> int:
         return self.info.devices.index(backend_dev) if backend_dev in self.info.devices else -2
 
-    def _stream(self, h: int, dev: int = 0) -> Stream | None:
-        if h == 0:
-            return self.bs.default_stream(self._dev(dev))
+    def _stream(self, h: int, dev: int = 0) -> Stream:
+        # Handles below HANDLE_BASE name legacy streams: h is the client device whose legacy stream it is
+        # (gpushim/protocol.py). `dev` is not consulted: a legacy stream carries its device.
+        if h < HANDLE_BASE:
+            return self.bs.default_stream(self._dev(h))
         s = self.streams.get(h)
         if s is None:
             raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{h:#x} is not a stream of this session")
@@ -225,11 +227,10 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
             raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{h:#x} is not an event of this session")
         return e
 
-    def _stream_idle(self, h: int) -> Callable[[], bool]:
-        if h == 0:  # the legacy stream waits for every blocking stream: wait for the whole device
-            return lambda: all(self.bs.device_idle(d) for d in self.info.devices)
-        s = self._stream(h)
-        return lambda: self.bs.stream_idle(s)
+    def _sync_point(self, h: int) -> Callable[[], bool]:
+        """True once what a synchronisation of stream h issued now waits for has completed (docs/semantics.md:
+        a legacy stream waits for its device's blocking streams, never for non-blocking ones)."""
+        return self.bs.sync_point(self._stream(h))
 
     # -- memory ------------------------------------------------------------------------------------------
 

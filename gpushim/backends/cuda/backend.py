@@ -627,6 +627,14 @@ class CudaSession(BackendSession):
         self._flush_printf(lambda: self.cu.cuStreamSynchronize(s.handle))
         return True
 
+    def sync_point(self, s: Stream) -> Callable[[], bool]:
+        assert isinstance(s, CudaStream)
+        if not s.legacy:
+            return lambda: self.stream_idle(s)
+        # The legacy stream: also the blocking streams of its device (as a command issued to it would wait).
+        return lambda: self.stream_idle(s) and all(self.stream_idle(o) for o in list(self.streams)
+                                                   if o.device == s.device and o.blocking)
+
     def device_idle(self, dev: int) -> bool:
         if dev not in self.ctx:
             return True

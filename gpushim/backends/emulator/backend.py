@@ -178,6 +178,43 @@ class EmulatorSession(BackendSession):
         mem = self._check(src, n, "cudaMemcpy from the device")
         return mem.read(src, n)  # a view of the arena: the worker sends it before anything else runs
 
+    def _ordered(self, stream: Stream, take: Callable[[], Any]) -> tuple[Callable[[], bool], Callable[[], Any]]:
+        """Runs take() in stream order; when that is now, its result (a view of the arena) is sent at once."""
+        s = self._stream(stream)
+        if self.sched.runs_now(s):
+            s.submitted += 1
+            s.completed += 1
+            data = take()
+            return (lambda: True), (lambda: data)
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["data"] = bytes(take())  # a snapshot: later work may change the memory before the reply
+            except CudaError as e:
+                box["error"] = e
+
+        def result() -> Any:
+            if "error" in box:
+                raise box["error"]
+            return box["data"]
+
+        return self.sched.work_done(s, run), result
+
+    def read_ordered(self, stream: Stream, src: int, n: int) -> tuple[Callable[[], bool], Callable[[], Any]]:
+        mem = self._check(src, n, "cudaMemcpy from the device")
+        return self._ordered(stream, lambda: mem.read(src, n))
+
+    def read_2d_ordered(self, stream: Stream, src: int, spitch: int, width: int,
+                        height: int) -> tuple[Callable[[], bool], Callable[[], Any]]:
+        self._rows(src, spitch, width, height, "cudaMemcpy2D source")
+        return self._ordered(stream, lambda: self.read_2d(stream, src, spitch, width, height))
+
+    def copy_peer(self, stream: Stream, dst: int, src: int, n: int, devices: list[int]) -> None:
+        dmem = self._check(dst, n, "cudaMemcpyPeer destination")
+        smem = self._check(src, n, "cudaMemcpyPeer source")
+        self.sched.fence(self._stream(stream), devices, lambda: dmem.write(dst, bytes(smem.read(src, n))))
+
     def copy(self, stream: Stream | None, dst: int, src: int, n: int) -> None:
         dmem = self._check(dst, n, "cudaMemcpy destination")
         smem = self._check(src, n, "cudaMemcpy source")
@@ -260,6 +297,9 @@ class EmulatorSession(BackendSession):
 
     def device_idle(self, dev: int) -> bool:
         return self.sched.device_idle(dev)
+
+    def sync_point(self, s: Stream) -> Callable[[], bool]:
+        return self.sched.sync_point(self._stream(s))
 
     def stream_wait_event(self, s: Stream, e: Event) -> None:
         self.sched.wait_event(self._stream(s), e)  # type: ignore[arg-type]

@@ -4,20 +4,27 @@ Work runs as soon as everything it must follow has finished, which on the CPU is
 What can hold a stream back is a host function the client has not finished yet, or an event wait on such
 a stream; the queued work then runs when the blocker clears (`pump`). The legacy default stream waits for
 all blocking streams of its device and they wait for it (CUDA's implicit synchronisation); streams
-created with cudaStreamNonBlocking take no part in that.
+created with cudaStreamNonBlocking take no part in that. Each device has its own legacy stream.
+
+A fence (cudaMemcpyPeer) is an item on a legacy stream that waits for every stream of the devices it names,
+non-blocking ones included, and that all later work on those devices waits for.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from gpushim.backends.base import Event, Stream
 from gpushim.cuda_errors import CudaError, Err
 
 NON_BLOCKING = 0x1
 EVENT_DISABLE_TIMING = 0x2
+
+
+def _always() -> bool:
+    return True
 
 
 class EmuStream(Stream):
@@ -64,6 +71,7 @@ class Scheduler:
         self.streams: list[EmuStream] = []
         self.legacy: dict[int, EmuStream] = {}
         self.errors: list[tuple[int, str]] = []
+        self.fences: dict[int, tuple[EmuStream, int]] = {}  # device -> (stream, count) later work waits for
 
     def legacy_stream(self, dev: int) -> EmuStream:
         s = self.legacy.get(dev)
@@ -87,16 +95,56 @@ class Scheduler:
 
     # -- submitting ----------------------------------------------------------------------------------------
     def _implicit_deps(self, s: EmuStream) -> list[tuple[EmuStream, int]]:
+        deps: list[tuple[EmuStream, int]] = []
+        fence = self.fences.get(s.device)
+        if fence is not None:
+            if fence[0].completed >= fence[1]:
+                del self.fences[s.device]
+            elif fence[0] is not s:
+                deps.append(fence)
         if s.legacy:
-            return [(o, o.submitted) for o in self.streams
-                    if o is not s and o.device == s.device and o.blocking and o.completed < o.submitted]
-        if s.blocking:
+            deps += [(o, o.submitted) for o in self.streams
+                     if o is not s and o.device == s.device and o.blocking and o.completed < o.submitted]
+        elif s.blocking:
             leg = self.legacy.get(s.device)
             if leg is not None and leg.completed < leg.submitted:
-                return [(leg, leg.submitted)]
-        return []
+                deps.append((leg, leg.submitted))
+        return deps
 
-    def submit(self, s: EmuStream, run: Callable[[], bool], extra_deps: list[tuple[EmuStream, int]] = ()) -> None:
+    def sync_point(self, s: EmuStream) -> Callable[[], bool]:
+        """True once everything a synchronisation of s issued now waits for has completed: the work queued
+        on s so far, and for a legacy stream what a command issued to it now would wait for (the blocking
+        streams of its device; never the non-blocking ones)."""
+        deps = [(s, s.submitted)] + (self._implicit_deps(s) if s.legacy else [])
+        deps = [(o, n) for o, n in deps if o.completed < n]
+        if not deps:
+            return _always
+        return lambda: all(o.completed >= n for o, n in deps)
+
+    def work_done(self, s: EmuStream, fn: Callable[[], None]) -> Callable[[], bool]:
+        """Queues fn like work() and returns a predicate that is true once it has run."""
+        self.work(s, fn)
+        n = s.submitted
+        return lambda: s.completed >= n
+
+    def fence(self, s: EmuStream, devices: list[int], fn: Callable[[], None]) -> None:
+        """Queues fn on s after all pending work of every stream of `devices`; later work on those devices
+        waits for it (cudaMemcpyPeer's serialisation)."""
+        deps = [(o, o.submitted) for o in self.streams
+                if o is not s and o.device in devices and o.completed < o.submitted]
+
+        def run() -> bool:
+            try:
+                fn()
+            except CudaError as e:
+                self.errors.append((e.code, e.message))
+            return True
+
+        self.submit(s, run, deps)
+        for d in devices:
+            self.fences[d] = (s, s.submitted)
+
+    def submit(self, s: EmuStream, run: Callable[[], bool], extra_deps: Sequence[tuple[EmuStream, int]] = ()) -> None:
         item = _Item(run, self._implicit_deps(s) + list(extra_deps))
         s.queue.append(item)
         s.submitted += 1
