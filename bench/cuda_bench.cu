@@ -203,16 +203,19 @@ static void bench_copies(const std::vector<size_t> &sizes, size_t budget, const 
                 const void *src = dir ? dev : host;
                 if (failed("copy", op, cudaMemcpy(dst, src, size, kind))) continue;  // warm-up
                 if (failed("copy", "cudaDeviceSynchronize", cudaDeviceSynchronize())) continue;
-                // call: what cudaMemcpy itself takes. done: until the data is where it goes -- D2H on return
-                // (the bytes must be in host memory), H2D after a cudaDeviceSynchronize (a gpushim that
-                // queues an H2D copy may return before the device holds it). Bandwidth is size / done.
+                // call: what cudaMemcpy itself takes. done: until the copy has completed. CUDA completes a
+                // D2H copy and an H2D copy from pinned memory before cudaMemcpy returns (docs/semantics.md),
+                // so done = call there; an H2D copy from pageable memory may return once the data is taken,
+                // before the device holds it, so done also counts a cudaDeviceSynchronize after it.
+                // Bandwidth is size / done.
+                bool sync_after = !dir && !host_kind;
                 std::vector<double> call(iters), done(iters);
                 bool ok = true;
                 for (size_t i = 0; i < iters && ok; i++) {
                     double t0 = now_us();
                     cudaError_t e = cudaMemcpy(dst, src, size, kind);
                     double t1 = now_us();
-                    if (e == cudaSuccess && !dir) e = cudaDeviceSynchronize();
+                    if (e == cudaSuccess && sync_after) e = cudaDeviceSynchronize();
                     double t2 = now_us();
                     call[i] = t1 - t0;
                     done[i] = t2 - t0;

@@ -476,8 +476,11 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
             return gs_ret(e);
         }
         /* pageable (or registered): "a stream sync is performed before the copy is initiated" (APISYNC), so
-         * earlier work that writes the source (a host function, a kernel into managed memory) is done. */
-        if (!async) {
+         * earlier work that writes the source (a host function, a kernel into managed memory) is done. Only
+         * those can write it: without any, synchronising after the copy is the same to the application and
+         * costs one round trip instead of two. */
+        int sync_before = !async && (gs_callbacks_outstanding() || range_kind(src) == cudaMemoryTypeManaged);
+        if (sync_before) {
             e = gs_stream_sync(stream);
             if (e) return gs_ret(e);
         }
@@ -487,8 +490,9 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
         } else {
             e = h2d((uintptr_t)dst, src, n, stream);
         }
-        /* managed memory is read by the host directly: a synchronous copy into it has landed on return */
-        if (!e && !async && range_kind(dst) == cudaMemoryTypeManaged) e = gs_stream_sync(stream);
+        /* otherwise the copy completes before the call returns (and managed memory, which the host reads
+         * directly, always holds the data then) */
+        if (!e && !async && (!sync_before || range_kind(dst) == cudaMemoryTypeManaged)) e = gs_stream_sync(stream);
         return gs_ret(e);
     case cudaMemcpyDeviceToHost:
         /* waits for the copy (queued in stream order) unless asynchronous into pinned memory */

@@ -658,6 +658,13 @@ uint64_t gs_callback_register(int is_stream_callback, void *fn, void *data, cuda
     return id;
 }
 
+int gs_callbacks_outstanding(void) {
+    pthread_mutex_lock(&G.lock);
+    int n = G.outstanding;
+    pthread_mutex_unlock(&G.lock);
+    return n;
+}
+
 /* ---- fork ---- */
 
 /* A forked child gets a fresh session on first use: the parent's socket, threads and server-side state

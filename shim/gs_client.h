@@ -46,6 +46,8 @@ cudaError_t gs_ensure_connected(void);
 
 /* Host functions: registers fn to run when the server reports that `stream` reached callback `id`. */
 uint64_t gs_callback_register(int is_stream_callback, void *fn, void *data, cudaStream_t stream);
+/* How many registered host functions have not finished running (any stream, any thread). */
+int gs_callbacks_outstanding(void);
 
 /* What every unimplemented CUDA function returns: cudaErrorNotSupported, its name logged once. */
 cudaError_t gs_unsupported(const char *name, int major);
