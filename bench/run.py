@@ -14,6 +14,8 @@ Goals (issue 7, same machine, same run):
     <= 0.25x the synchronous round trip;
   - pinned H2D/D2H of the largest size (256 MiB) over the Unix socket >= 60 % of memcpy bandwidth;
   - the largest size (256 MiB) over TCP loopback >= 50 % of raw TCP loopback throughput.
+Copies count when they have completed as CUDA defines it (docs/semantics.md): D2H and H2D from pinned memory
+when cudaMemcpy returns, H2D from pageable memory after a cudaDeviceSynchronize that follows it.
 Numbers are reported, never asserted: a goal not met is a finding, not a failure. The exit status is 1 only
 when something could not be measured (a build, a server or a CUDA call failed; the JSON says what).
 """
