@@ -215,6 +215,8 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
         # Handles below HANDLE_BASE name legacy streams: h is the client device whose legacy stream it is
         # (gpushim/protocol.py). `dev` is not consulted: a legacy stream carries its device.
         if h < HANDLE_BASE:
+            if not 0 <= h < len(self.info.devices):
+                raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{h:#x} is not a stream of this session")
             return self.bs.default_stream(self._dev(h))
         s = self.streams.get(h)
         if s is None:
