@@ -643,9 +643,9 @@ GS_IMPL cudaError_t gs_cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s,
  * On device memory memsets are asynchronous with respect to the host (posted). APISYNC: "except when the
  * target is pinned host memory or a Unified Memory region, in which case they are fully synchronous": on
  * pinned (or registered) host memory the shim fills the bytes itself once the stream's earlier work has
- * completed; on managed memory it posts the memset and synchronises the stream. The asynchronous forms on
- * host memory synchronise too (CUDA would queue them; doing it now is the same to the application except
- * that the call waits). */
+ * completed; on managed memory it posts the memset and synchronises the stream. The asynchronous forms
+ * ("always asynchronous") on pinned host memory queue a host function that fills the bytes in the client
+ * when the stream reaches it. */
 
 /* Host memory known to the shim that holds [p, p + span): pinned or registered. */
 static int pinned_target(const void *p, size_t span) {
@@ -653,11 +653,40 @@ static int pinned_target(const void *p, size_t span) {
     return gs_ranges_find((uintptr_t)p, &r) && r.kind == cudaMemoryTypeHost && span <= r.base + r.size - (uintptr_t)p;
 }
 
-static cudaError_t memset_host(uint64_t stream, void *dst, size_t pitch, int value, size_t w, size_t h) {
+typedef struct {
+    char *dst;
+    size_t pitch, w, h;
+    int value;
+} host_fill;
+
+static void fill_rows(const host_fill *f) {
+    for (size_t y = 0; y < f->h; y++) memset(f->dst + y * f->pitch, f->value, f->w);
+}
+
+static void queued_fill(void *p) { /* a host function: runs in the client when its stream reaches it */
+    fill_rows(p);
+    free(p);
+}
+
+static cudaError_t memset_host(uint64_t stream, cudaStream_t s, int async, void *dst, size_t pitch, int value,
+                               size_t w, size_t h) {
     if (gs_capture_status(stream)) return cudaErrorStreamCaptureUnsupported;
-    cudaError_t e = gs_stream_sync(stream);
-    for (size_t y = 0; !e && y < h; y++) memset((char *)dst + y * pitch, value, w);
-    return e;
+    host_fill f = {dst, pitch, w, h, value};
+    if (!async) {
+        cudaError_t e = gs_stream_sync(stream);
+        if (!e) fill_rows(&f);
+        return e;
+    }
+    host_fill *q = malloc(sizeof *q);
+    if (!q) return cudaErrorMemoryAllocation;
+    *q = f;
+    uint64_t id = gs_callback_register(0, (void *)queued_fill, q, s);
+    if (!id) { free(q); return cudaErrorMemoryAllocation; }
+    gs_call c;
+    gs_call_begin(&c, GS_OP_STREAM_HOST_FUNC, 2);
+    gs_w_uint(c.w, stream);
+    gs_w_uint(c.w, id);
+    return gs_call_post(&c);
 }
 
 static cudaError_t memset_any(void *dst, int value, size_t n, cudaStream_t s, int ptds, int async) {
@@ -666,7 +695,7 @@ static cudaError_t memset_any(void *dst, int value, size_t n, cudaStream_t s, in
     uint64_t stream;
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
-    if (pinned_target(dst, n)) return gs_ret(memset_host(stream, dst, n, value, n, 1));
+    if (pinned_target(dst, n)) return gs_ret(memset_host(stream, s, async, dst, n, value, n, 1));
     e = gs_check_device_range(dst, n);
     if (e) return gs_ret(e);
     gs_call c;
@@ -698,7 +727,7 @@ static cudaError_t memset2d_any(void *dst, size_t pitch, int value, size_t w, si
     uint64_t stream;
     cudaError_t e = gs_stream_handle(s, ptds, &stream);
     if (e) return gs_ret(e);
-    if (pinned_target(dst, span)) return gs_ret(memset_host(stream, dst, pitch, value, w, h));
+    if (pinned_target(dst, span)) return gs_ret(memset_host(stream, s, async, dst, pitch, value, w, h));
     e = gs_check_device_range(dst, span);
     if (e) return gs_ret(e);
     gs_call c;

@@ -111,6 +111,8 @@ def test_memset_on_pinned_and_managed_memory_is_synchronous(sync_server, build):
     # the target is pinned host memory or a Unified Memory region, in which case they are fully synchronous."
     v = run_case(sync_server, build, "memset_host")
     assert v["memset_pinned"] == "0,1"
+    # "The Async versions are always asynchronous with respect to the host": returns at once, runs in order
+    assert v["memset_async_pinned"] == "0,1 timed_out=0,1"
     assert v["memset_managed"] == "0,1"
 
 

@@ -277,6 +277,17 @@ static void memset_host() {
     CHECK(cudaMemcpyAsync(pin, d, N, cudaMemcpyDeviceToHost, 0));
     cudaError_t e = cudaMemset(pin, 3, N);
     std::printf("memset_pinned=%d,%d\n", (int)e, all_bytes(pin, N, 3));
+    // cudaMemsetAsync on pinned memory is asynchronous: it returns while the stream is held (by a gate that
+    // waits for this thread), and fills the bytes in stream order, after the earlier copy into them.
+    Gate g;
+    CHECK(cudaLaunchHostFunc(0, gate_fn, &g));
+    CHECK(cudaMemcpyAsync(pin, d, N, cudaMemcpyDeviceToHost, 0));
+    e = cudaMemsetAsync(pin, 6, N, 0);
+    int untouched = all_bytes(pin, N, 3);
+    g.open = 1;
+    CHECK(cudaStreamSynchronize(0));
+    std::printf("memset_async_pinned=%d,%d timed_out=%d,%d\n", (int)e, untouched, g.timed_out.load(),
+                all_bytes(pin, N, 6));
     CHECK(cudaMallocManaged(&m, N));
     std::memset(m, 0, N);
     hold(0);
