@@ -136,3 +136,26 @@ def test_device_reset_clears_a_sticky_error(sync_server, build):
     # that the process "must be terminated" is about the GPU's state; the runtime API itself recovers).
     v = run_case(sync_server, build, "reset")
     assert v["reset"] == "sync=700 sticky=700 reset=0 after=0 data=1 last=0"
+
+
+@pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.parametrize("transport", ["tcp", "unix-noshm"])
+def test_the_same_rules_without_shared_memory(make_server, build, transport):
+    # Over TCP, or with GPUSHIM_SHM=0, pinned memory is not shared with the server: its copies take the
+    # pageable paths (inline frames, pipelined chunks), which follow the same rules.
+    cases = ["pinned_h2d", "h2d_order", "legacy_nb", "blocking_d2h", "from_symbol"]
+    if transport == "tcp":
+        s = make_server(listen="tcp://127.0.0.1:0")
+        r = s.run(build, *cases, timeout=60)
+    else:
+        s = make_server()
+        r = s.run(build, *cases, "memset_host", timeout=60, GPUSHIM_SHM="0")
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout + r.stderr
+    v = kv(r.stdout)
+    for key in ("pinned_reuse", "pinned_nb_kernel", "to_symbol_pinned", "h2d_order_pageable_small",
+                "h2d_order_pageable_large", "h2d_order_registered", "h2d_order_pinned", "blocking_d2h",
+                "blocking_d2h_2d", "default_d2h", "from_symbol_pinned"):
+        assert v[key] == "1", key
+    assert v["legacy_nb"] == "query=0,0 timed_out=0 data=1"
+    if transport != "tcp":
+        assert v["memset_pinned"] == "0,1" and v["memset_async_pinned"] == "0,1 timed_out=0,1"

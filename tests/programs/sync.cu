@@ -278,16 +278,16 @@ static void memset_host() {
     cudaError_t e = cudaMemset(pin, 3, N);
     std::printf("memset_pinned=%d,%d\n", (int)e, all_bytes(pin, N, 3));
     // cudaMemsetAsync on pinned memory is asynchronous: it returns while the stream is held (by a gate that
-    // waits for this thread), and fills the bytes in stream order, after the earlier copy into them.
+    // waits for this thread), and fills the bytes in stream order.
     Gate g;
     CHECK(cudaLaunchHostFunc(0, gate_fn, &g));
-    CHECK(cudaMemcpyAsync(pin, d, N, cudaMemcpyDeviceToHost, 0));
     e = cudaMemsetAsync(pin, 6, N, 0);
+    if (!e) e = cudaMemsetAsync(pin, 7, N / 2, 0);
     int untouched = all_bytes(pin, N, 3);
     g.open = 1;
     CHECK(cudaStreamSynchronize(0));
     std::printf("memset_async_pinned=%d,%d timed_out=%d,%d\n", (int)e, untouched, g.timed_out.load(),
-                all_bytes(pin, N, 6));
+                all_bytes(pin, N / 2, 7) && all_bytes(pin + N / 2, N / 2, 6));
     CHECK(cudaMallocManaged(&m, N));
     std::memset(m, 0, N);
     hold(0);
@@ -346,7 +346,7 @@ static void reset() {
                 (int)after, data, (int)cudaGetLastError());
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv) {  // sync [all | reset | CASE...]
     const char *only = argc > 1 ? argv[1] : "all";
     struct { const char *name; void (*fn)(); } cases[] = {
         {"pinned_h2d", pinned_h2d}, {"h2d_order", h2d_order}, {"legacy_nb", legacy_nb},
@@ -356,8 +356,11 @@ int main(int argc, char **argv) {
     if (!std::strcmp(only, "reset")) {  // leaves a sticky error behind: on its own
         reset();
     } else {
-        for (auto &c : cases)
-            if (!std::strcmp(only, "all") || !std::strcmp(only, c.name)) c.fn();
+        for (auto &c : cases) {
+            bool run = !std::strcmp(only, "all");
+            for (int i = 1; i < argc; i++) run = run || !std::strcmp(argv[i], c.name);
+            if (run) c.fn();
+        }
     }
     CHECK(cudaDeviceSynchronize());
     std::printf("OK\n");
