@@ -82,11 +82,11 @@ GS_IMPL cudaError_t gs_cudaMallocManaged(void **ptr, size_t size, unsigned flags
     return cudaSuccess;
 }
 
-/* Called by cudaFree for a managed range, after the server freed it: the pages go back to a reservation. */
+/* Called by cudaFree for a managed range, after the server freed it. The pages are unmapped, not kept as a
+ * PROT_NONE reservation: nothing would own that reservation, and the server may hand the same address out
+ * again (a later cudaMallocManaged there failed with EEXIST). */
 void gs_unmap_managed(const gs_range *r) {
-    size_t len = page_round(r->size);
-    void *back = mmap((void *)r->base, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    if (back == MAP_FAILED) munmap((void *)r->base, len);
+    munmap((void *)r->base, page_round(r->size));
 }
 
 /* ---- prefetch and advice: on one host the data is already where every processor sees it ---- */
