@@ -114,7 +114,7 @@ def test_wait_with_a_bad_2d_copy_gets_an_error_and_later_calls_work(server):
 
 
 def test_clients_leaving_mid_reply_are_info_lines(server):
-    for i in range(5):
+    for _ in range(5):
         s = raw_client(server)
         hello(s)
         send(s, [CALL, 1, OPS["MALLOC"].id, [0, 32 << 20]])
