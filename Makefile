@@ -15,7 +15,7 @@ SHIM_LIB = gpushim/lib/libgpushim.so
 CUDA_LIB = $(if $(wildcard $(CUDA_HOME)/lib64),$(CUDA_HOME)/lib64,$(CUDA_HOME)/lib)
 PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu))
 
-.PHONY: all shim programs test demo lint bench gpu-check clean install deps
+.PHONY: all shim programs test demo lint bench gpu-check clean install deps soak
 
 all: shim programs
 
@@ -53,6 +53,10 @@ test: deps all
 
 demo: deps all
 	$(PYTHON) -m gpushim run -- tests/programs/bin/demo
+
+# Clients killed at random moments for 5 minutes; nothing may be left behind (tests/e2e/test_soak.py).
+soak: deps all
+	GPUSHIM_SOAK_SECONDS=$${GPUSHIM_SOAK_SECONDS:-300} $(PYTHON) -m pytest -q tests/e2e/test_soak.py
 
 bench: all
 	$(PYTHON) bench/run.py

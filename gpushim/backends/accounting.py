@@ -15,6 +15,7 @@ import fcntl
 import mmap
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -70,6 +71,7 @@ class HostLedger:
         size = self.SLOTS * self._FIELDS * 8
         self.fd = os.memfd_create("gpushim-memory-ledger", os.MFD_CLOEXEC)
         os.ftruncate(self.fd, size)
+        weakref.finalize(self, os.close, self.fd)
         self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED)
         self.slots = np.frombuffer(self._map, dtype=np.int64).reshape(self.SLOTS, self._FIELDS)
         self._thread_lock = threading.Lock()  # record locks do not exclude threads of one process

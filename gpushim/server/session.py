@@ -294,6 +294,8 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
             "devices": self.info.devices,
             "allocations": len(allocs),
             "allocated_bytes": sum(size for _, _, size in allocs),
+            # what the quota counts: every allocation, module variables and device heap included, rounded
+            "charged_bytes": self.bs.account.used,
             "streams": len(self.streams),
             "events": len(self.events),
             "calls": self.calls,

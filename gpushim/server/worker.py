@@ -206,6 +206,10 @@ def _answer_status(control: socket.socket, session: Session, log: logging.Logger
                 break
             except RuntimeError:  # a table changed size while the main thread ran a call; read again
                 continue
+            except Exception:  # a bug: logged with its traceback, status still answered
+                log.exception("internal error summarising the session for status")
+                summary = {"state": "unknown (internal error)"}
+                break
         else:
             summary = {"state": "busy"}
         try:
