@@ -125,3 +125,19 @@ def test_clients_leaving_mid_reply_are_info_lines(server):
     log = server.log.read_text()
     assert log.count("client connection lost") + log.count("client disconnected") >= 5
     assert_clean_log(server)
+
+
+def test_killed_tcp_client_mid_kernel_ends_its_worker(make_server, tmp_path, monkeypatch):
+    # over TCP the hang-up is the client's FIN (a vanished host is caught by keepalive, not tested here)
+    token = tmp_path / "token"
+    token.write_text("lifetime-token\n")
+    monkeypatch.setenv("GPUSHIM_TOKEN", "lifetime-token")  # for status queries and the client
+    server = make_server("--token-file", str(token), listen="tcp://127.0.0.1:0")
+    p = server.start("spin")
+    wait_line(p, "launched")
+    [worker] = children(server.proc.pid)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert wait_workers_gone(server, {worker}) < GONE_WITHIN_S
+    assert "client disconnected while the worker was busy" in server.log.read_text()
+    assert_clean_log(server)
