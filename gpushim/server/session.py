@@ -296,6 +296,8 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
             "allocated_bytes": sum(size for _, _, size in allocs),
             # what the quota counts: every allocation, module variables and device heap included, rounded
             "charged_bytes": self.bs.account.used,
+            "module_uploads": self.uploads.count,
+            "module_upload_bytes": self.uploads.bytes,
             "streams": len(self.streams),
             "events": len(self.events),
             "calls": self.calls,

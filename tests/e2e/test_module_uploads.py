@@ -44,6 +44,8 @@ def test_uploads_per_session_are_limited(make_server, built):
     hello(s)
     assert upload(s, 1, first) == 0
     assert upload(s, 2, second) == 2  # cudaErrorMemoryAllocation: the session's allowance is spent
+    [info] = server.status()["sessions"]
+    assert info["module_uploads"] == 1 and info["module_upload_bytes"] == len(first)
     s.close()
     t = raw_client(server)  # another session has its own allowance
     hello(t)
