@@ -35,8 +35,9 @@ def fd_count(pid: int) -> int:
 
 
 def shm_files() -> set[str]:
+    """gpushim's files in /dev/shm (other programs on the machine may come and go there meanwhile)."""
     try:
-        return set(os.listdir("/dev/shm"))
+        return {name for name in os.listdir("/dev/shm") if "gpushim" in name}
     except FileNotFoundError:
         return set()
 
