@@ -111,7 +111,7 @@ def main() -> None:
               help="Device memory each session may hold (bytes, or 64M, 2G...), every kind of allocation counted.")
 @click.option("--memory-cap", type=ByteSize(), default=None,
               help="Emulator: host RAM all sessions' device memory may use together; devices present no more "
-                   "[default: MemAvailable at start less max(10%, 512M)].")
+                   "[default: MemAvailable at start less max(10%, 512M); 0: no cap].")
 @click.option("--max-priority", type=click.IntRange(-19, 30), default=0, show_default=True,
               help="Highest GPUSHIM_PRIORITY a client may claim; each session's worker runs at nice -priority.")
 @click.option("--module-cache", type=click.Path(file_okay=False, path_type=Path), default=None,

@@ -140,6 +140,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
                 self._collect_async_errors()
                 if kind == POST:
                     return
+                result.what = result.what or op.name
                 self.waiting.append((seq, result))
                 self.progress()
                 return
@@ -209,9 +210,10 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
                 except ClientGone:
                     raise
                 except Exception as e:  # a server bug: logged with its traceback, the call gets an error
-                    self.log.exception("internal error completing a waiting call (seq %d)", seq)
-                    err, text = Err.UNKNOWN, f"internal server error completing the call: {e.__class__.__name__}: {e}"
-                self._reply(seq, err, text, results, "wait")
+                    what = w.what or "a waiting call"
+                    self.log.exception("internal error completing %s (seq %d)", what, seq)
+                    err, text = Err.UNKNOWN, f"internal server error in {what}: {e.__class__.__name__}: {e}"
+                self._reply(seq, err, text, results, w.what or "wait")
         finally:
             # calls that arrived while replying (progress re-entered) queue behind the ones still waiting
             self.waiting = still + waiting + self.waiting

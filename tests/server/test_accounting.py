@@ -64,6 +64,11 @@ def test_devices_never_present_more_than_the_cap() -> None:
         s.close()
 
 
+def test_cap_zero_means_no_cap() -> None:
+    be = EmulatorBackend("t4", memory_cap=0)
+    assert be.ledger is None and be.devices()[0].props["totalGlobalMem"] == be.model.total_mem
+
+
 def test_default_cap_leaves_a_margin() -> None:
     avail = mem_available()
     cap = default_memory_cap()

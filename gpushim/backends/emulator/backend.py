@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap
+from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap, mem_available
 from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
 from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
@@ -45,8 +45,13 @@ class EmulatorBackend(Backend):
         # Device memory is host RAM: all sessions together may hold `memory_cap` bytes (a shared ledger), and
         # no device presents more than that, so the emulator never promises memory the host cannot back.
         # The arena reserves address space only; pages exist once touched.
-        self.memory_cap = memory_cap if memory_cap is not None else default_memory_cap()
+        # (0: no cap, the operator's explicit choice)
+        self.memory_cap = (memory_cap or None) if memory_cap is not None else default_memory_cap()
         self.ledger = HostLedger(self.memory_cap) if self.memory_cap is not None else None
+        avail = mem_available()
+        if memory_cap and avail is not None and memory_cap > avail:
+            log.warning("--memory-cap %d exceeds the %d bytes of RAM available now: sessions together may run the "
+                        "host out of memory", memory_cap, avail)
         self.capacity = memory_limit or self.model.total_mem
         if self.memory_cap is not None:
             self.capacity = min(self.capacity, self.memory_cap)
