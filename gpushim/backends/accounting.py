@@ -73,7 +73,9 @@ class HostLedger:
         os.ftruncate(self.fd, size)
         weakref.finalize(self, os.close, self.fd)
         self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED)
-        self.slots = np.frombuffer(self._map, dtype=np.int64).reshape(self.SLOTS, self._FIELDS)
+        # rows: pid, start time, bytes (the bytes row is contiguous: summing it is the hot path)
+        table = np.frombuffer(self._map, dtype=np.int64).reshape(self._FIELDS, self.SLOTS)
+        self.pids, self.starts, self.bytes = table[0], table[1], table[2]
         self._thread_lock = threading.Lock()  # record locks do not exclude threads of one process
 
     def _lock(self) -> None:
@@ -86,10 +88,14 @@ class HostLedger:
 
     def _reclaim(self) -> None:
         """Frees the slots of processes that are gone (killed workers: they could not release)."""
-        for i in np.nonzero(self.slots[:, 0])[0].tolist():
-            pid, start = int(self.slots[i, 0]), int(self.slots[i, 1])
-            if _start_time(pid) != start:
-                self.slots[i] = 0
+        for i in np.nonzero(self.pids)[0].tolist():
+            if _start_time(int(self.pids[i])) != int(self.starts[i]):
+                self._clear(i)
+
+    def _clear(self, i: int) -> None:
+        self.bytes[i] = 0
+        self.starts[i] = 0
+        self.pids[i] = 0
 
     def join(self) -> int:
         """A slot for this process (the worker calls it once)."""
@@ -98,10 +104,12 @@ class HostLedger:
         self._lock()
         try:
             for attempt in range(2):
-                free = np.nonzero(self.slots[:, 0] == 0)[0]
+                free = np.nonzero(self.pids == 0)[0]
                 if free.size:
                     i = int(free[0])
-                    self.slots[i] = (pid, start, 0)
+                    self.bytes[i] = 0
+                    self.starts[i] = start
+                    self.pids[i] = pid
                     return i
                 if attempt == 0:
                     self._reclaim()
@@ -112,34 +120,32 @@ class HostLedger:
     def charge(self, slot: int, n: int) -> None:
         self._lock()
         try:
-            total = int(self.slots[:, 2].sum())
+            total = int(self.bytes.sum())
             if total + n > self.cap:
                 self._reclaim()
-                total = int(self.slots[:, 2].sum())
+                total = int(self.bytes.sum())
             if total + n > self.cap:
                 raise CudaError(Err.MEMORY_ALLOCATION,
                                 f"out of memory: {n} more bytes would exceed the {self.cap} bytes of host RAM this "
                                 f"server may use for emulated device memory (--memory-cap); {total} are in use")
-            self.slots[slot, 2] += n
+            self.bytes[slot] += n
         finally:
             self._unlock()
 
     def release(self, slot: int, n: int) -> None:
-        self._lock()
-        try:
-            self.slots[slot, 2] = max(0, int(self.slots[slot, 2]) - n)
-        finally:
-            self._unlock()
+        # Lock-free: only this process writes its slot, and a reader that sees the old value is conservative.
+        with self._thread_lock:
+            self.bytes[slot] = max(0, int(self.bytes[slot]) - n)
 
     def leave(self, slot: int) -> None:
-        """Gives the slot back (lock-free: one aligned store, safe even from a thread ending the process)."""
-        self.slots[slot] = 0
+        """Gives the slot back (lock-free: aligned stores, safe even from a thread ending the process)."""
+        self._clear(slot)
 
     def used(self) -> int:
         self._lock()
         try:
             self._reclaim()
-            return int(self.slots[:, 2].sum())
+            return int(self.bytes.sum())
         finally:
             self._unlock()
 
