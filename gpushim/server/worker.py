@@ -60,9 +60,9 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
         return 1
     log.info("session started: pid %d, program %s, CUDA runtime %d, devices %s, priority %d",
              info.pid, info.program, info.runtime, info.devices, info.priority)
-    ended = threading.Event()
+    finished = threading.Event()  # set when this thread ends the session itself
     _keepalive(conn)
-    threading.Thread(target=_watch_client, args=(conn, session, ended, log), daemon=True,
+    threading.Thread(target=_watch_client, args=(conn, session, finished, log), daemon=True,
                      name="client-watcher").start()
     frames = FrameReader(conn, pending)
     sel = selectors.DefaultSelector()
@@ -105,13 +105,13 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
     except (ClientGone, *GONE):
         log.info("client connection lost after %d calls; freeing its resources", session.calls)
     finally:
-        ended.set()
+        finished.set()
         session.close()
         sel.close()
     return status
 
 
-def _watch_client(conn: socket.socket, session: Session, ended: threading.Event, log: logging.Logger) -> None:
+def _watch_client(conn: socket.socket, session: Session, finished: threading.Event, log: logging.Logger) -> None:
     """Ends the worker when its client hangs up and the worker does not end by itself (it was busy)."""
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLRDHUP)  # HUP and ERR are always reported
@@ -124,7 +124,7 @@ def _watch_client(conn: socket.socket, session: Session, ended: threading.Event,
             return
         if events:
             break
-    if ended.wait(HANGUP_GRACE_S):
+    if finished.wait(HANGUP_GRACE_S):
         return  # the main thread saw the end and is tidying up
     log.info("client disconnected while the worker was busy (after %d calls); ending the worker", session.calls)
     try:
