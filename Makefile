@@ -17,7 +17,7 @@ PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/
 # Per-thread default stream builds (nvcc --default-stream per-thread) of the programs that test stream semantics
 PTDS_PROGRAMS = tests/programs/bin/sync_ptds
 
-.PHONY: all shim programs test demo lint bench gpu-check clean install deps
+.PHONY: all shim programs test demo lint bench gpu-check clean install deps soak
 
 all: shim programs
 
@@ -59,6 +59,10 @@ test: deps all
 
 demo: deps all
 	$(PYTHON) -m gpushim run -- tests/programs/bin/demo
+
+# Clients killed at random moments for 5 minutes; nothing may be left behind (tests/e2e/test_soak.py).
+soak: deps all
+	GPUSHIM_SOAK_SECONDS=$${GPUSHIM_SOAK_SECONDS:-300} $(PYTHON) -m pytest -q tests/e2e/test_soak.py
 
 bench: all
 	$(PYTHON) bench/run.py

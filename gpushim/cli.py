@@ -23,7 +23,28 @@ from gpushim.paths import server_url, shim_path
 BACKENDS = ["auto", "emulator", "cuda"]
 
 
-def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str):  # noqa: ANN201
+class ByteSize(click.ParamType):
+    """A size in bytes: 1048576, 64K, 512M, 2G, 1T (powers of 1024)."""
+
+    name = "bytes"
+    _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
+        unit = text[-1:] if text[-1:] in self._UNITS else ""
+        try:
+            n = int(text[: len(text) - len(unit)]) * self._UNITS[unit]
+        except ValueError:
+            self.fail(f"{value!r} is not a size (e.g. 1048576, 64M, 2G)", param, ctx)
+        if n < 0:
+            self.fail(f"{value!r}: a size cannot be negative", param, ctx)
+        return n
+
+
+def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,  # noqa: ANN201
+                 memory_cap: int | None = None):
     """The backend for `serve` / `devices`; exits with a clear message when it cannot be had."""
     from gpushim.backends.emulator.backend import EmulatorBackend
 
@@ -57,7 +78,7 @@ def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driv
     else:
         reason = "chosen with --backend emulator"
     try:
-        return EmulatorBackend(emulate_gpu, emulate_devices, emulate_driver, reason=reason)
+        return EmulatorBackend(emulate_gpu, emulate_devices, emulate_driver, reason=reason, memory_cap=memory_cap)
     except (KeyError, ValueError) as e:
         raise click.ClickException(str(e.args[0] if e.args else e)) from None
 
@@ -86,26 +107,41 @@ def main() -> None:
 @backend_options
 @click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Clients must present the token in this file (required off loopback).")
-@click.option("--memory-quota", type=int, default=None, help="Device memory each session may hold, in bytes.")
+@click.option("--memory-quota", type=ByteSize(), default=None,
+              help="Device memory each session may hold (bytes, or 64M, 2G...), every kind of allocation counted.")
+@click.option("--memory-cap", type=ByteSize(), default=None,
+              help="Emulator: host RAM all sessions' device memory may use together; devices present no more "
+                   "[default: MemAvailable at start less max(10%, 512M); 0: no cap].")
 @click.option("--max-priority", type=click.IntRange(-19, 30), default=0, show_default=True,
               help="Highest GPUSHIM_PRIORITY a client may claim; each session's worker runs at nice -priority.")
 @click.option("--module-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where uploaded fat binaries are kept by hash (default: ~/.cache/gpushim/modules).")
+@click.option("--module-cache-size", type=ByteSize(), default="2G", show_default=True,
+              help="Size of the module cache; the least recently used modules are evicted beyond it.")
+@click.option("--max-module-size", type=ByteSize(), default="256M", show_default=True,
+              help="Largest fat binary a client may upload.")
+@click.option("--session-upload-bytes", type=ByteSize(), default="1G", show_default=True,
+              help="Bytes of modules one session may upload.")
+@click.option("--session-uploads", type=click.IntRange(0), default=256, show_default=True,
+              help="Number of modules one session may upload.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,
-          token_file: str | None, memory_quota: int | None, max_priority: int, module_cache: Path | None,
-          log_level: str) -> None:
+          token_file: str | None, memory_quota: int | None, memory_cap: int | None, max_priority: int,
+          module_cache: Path | None, module_cache_size: int, max_module_size: int, session_upload_bytes: int,
+          session_uploads: int, log_level: str) -> None:
     """Run a gpushim server."""
+    from gpushim.server.modules import ModuleLimits
     from gpushim.server.supervisor import ServeError, Supervisor
 
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper()),
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver)
+    be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver, memory_cap)
+    limits = ModuleLimits(module_cache_size, max_module_size, session_upload_bytes, session_uploads)
     token = Path(token_file).read_text().splitlines()[0].strip() if token_file else None
     try:
         sup = Supervisor(be, listen or server_url(), token=token, memory_quota=memory_quota, module_cache=module_cache,
-                         max_priority=max_priority)
+                         max_priority=max_priority, module_limits=limits)
     except ServeError as e:
         raise click.ClickException(str(e)) from None
     sup.serve_forever()

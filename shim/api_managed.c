@@ -82,9 +82,12 @@ GS_IMPL cudaError_t gs_cudaMallocManaged(void **ptr, size_t size, unsigned flags
     return cudaSuccess;
 }
 
-/* Called by cudaFree for a managed range, after the server freed it: the pages are unmapped, so that a device
- * range the server later hands out at the same addresses can reserve them (gs_state.c). */
-void gs_unmap_managed(const gs_range *r) { munmap((void *)r->base, page_round(r->size)); }
+/* Called by cudaFree for a managed range, after the server freed it. The pages are unmapped, not kept as a
+ * PROT_NONE reservation: nothing would own that reservation, and the server may hand the same address out
+ * again (a later cudaMallocManaged there failed with EEXIST). */
+void gs_unmap_managed(const gs_range *r) {
+    munmap((void *)r->base, page_round(r->size));
+}
 
 /* ---- prefetch and advice: on one host the data is already where every processor sees it ---- */
 

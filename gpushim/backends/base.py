@@ -195,5 +195,6 @@ class Backend(ABC):
     def describe(self) -> str:
         """One line for the server's log: what this backend is and why it was chosen."""
     @abstractmethod
-    def open_session(self, output: Callable[[bytes], None]) -> BackendSession:
-        """`output` receives kernel printf text, in order."""
+    def open_session(self, output: Callable[[bytes], None], quota: int | None = None) -> BackendSession:
+        """`output` receives kernel printf text, in order; `quota` bounds the device memory the session may
+        hold (its `account`, a gpushim.backends.accounting.MemoryAccount, counts every allocation)."""

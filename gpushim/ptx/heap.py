@@ -22,6 +22,12 @@ def set_heap_limit(memory, nbytes: int) -> None:
     _used.setdefault(memory, {"used": 0, "limit": HEAP_LIMIT})["limit"] = int(nbytes)
 
 
+def heap_used(memory) -> int:
+    """Bytes of device heap the kernels of this memory's session hold."""
+    s = _used.get(memory)
+    return s["used"] if s else 0
+
+
 def _state(memory) -> dict:
     s = _used.get(memory)
     if s is None:

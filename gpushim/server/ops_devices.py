@@ -65,10 +65,8 @@ class DeviceOps:
 
     def op_mem_info(self, dev: int) -> list[Any]:
         free, total = self.bs.mem_info(self._dev(dev))
-        if self.info.memory_quota is not None:
-            used = sum(size for _, _, size in self.bs.allocations())
-            free = max(0, min(free, self.info.memory_quota - used))
-        return [free, total]
+        room = self.bs.account.headroom()  # the session's quota (and, on the emulator, the host's RAM cap)
+        return [free if room is None else min(free, room), total]
 
     def op_stream_priority_range(self, dev: int) -> list[Any]:
         least, greatest = self.backend.devices()[self._dev(dev)].priority_range

@@ -14,11 +14,8 @@ from gpushim.server.wait import Wait
 
 class MemoryOps:
     def op_malloc(self, dev: int, size: int) -> list[Any]:
-        d = self._dev(dev)
-        quota = self.info.memory_quota
-        if quota is not None and sum(s for _, _, s in self.bs.allocations()) + size > quota:
-            raise CudaError(Err.MEMORY_ALLOCATION, f"session memory quota of {quota} bytes exceeded")
-        return [self.bs.malloc(d, size)]
+        # the quota and the host's cap are charged by the backend session's account, for every kind of allocation
+        return [self.bs.malloc(self._dev(dev), size)]
 
     def op_malloc_managed(self, dev: int, size: int) -> list[Any]:
         if self.info.transport != "unix":

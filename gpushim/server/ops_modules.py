@@ -15,10 +15,19 @@ class ModuleOps:
             self.bs.load_module(key, self.store.get(key))
 
     def op_module_query(self, hash: bytes) -> list[Any]:
-        return [int(self.bs.has_module(hash) or self.store.has(hash))]
+        if self.bs.has_module(hash):
+            return [1]
+        # Known modules are loaded at once: the store may evict the file before this session uses it.
+        data = self.store.find(hash)
+        if data is None:
+            return [0]
+        self.bs.load_module(hash, data)
+        return [1]
 
     def op_module_load(self, hash: bytes, fatbin: bytes) -> list[Any]:
-        self.store.put(hash, fatbin)
+        self.store.check(hash, fatbin)  # size, hash and format, before the upload counts or touches the disk
+        self.uploads.charge(len(fatbin))
+        self.store.put(hash, fatbin, checked=True)
         self.bs.load_module(hash, fatbin)
         return []
 

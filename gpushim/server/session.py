@@ -51,6 +51,10 @@ class ProtocolError(Exception):
     """The client broke the protocol; the session ends."""
 
 
+class ClientGone(Exception):
+    """The client's connection is gone (EPIPE, ECONNRESET): the session ends, and that is no server error."""
+
+
 
 @dataclass
 class SessionInfo:
@@ -81,7 +85,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
             [(backend.devices()[d].props["major"], backend.devices()[d].props["minor"]) for d in info.devices])
         for line in self.policy.adaptations:
             log.info("adaptation: %s", line)
-        self.bs = backend.open_session(self.out.extend)
+        self.bs = backend.open_session(self.out.extend, info.memory_quota)
         self.bs.policy = self.policy
         self.streams: dict[int, Stream] = {}
         self.events: dict[int, Event] = {}
@@ -94,6 +98,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
         self.limits: dict[int, dict[int, int]] = {}  # device -> cudaLimit -> value
         self.received_fds: list[int] = []  # descriptors that came with frames (SCM_RIGHTS), in order
         self.host_maps: dict[int, mmap.mmap] = {}
+        self.uploads = store.allowance()  # modules this session may still upload
         self.calls = 0
         self.started = time.time()
         # op id -> (op, handler, the error every call of it gets): built once, the policy does not change
@@ -135,12 +140,15 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
                 self._collect_async_errors()
                 if kind == POST:
                     return
+                result.what = result.what or op.name
                 self.waiting.append((seq, result))
                 self.progress()
                 return
             results = result or []
         except CudaError as e:
             err, msg_text = e.code, e.message
+        except ClientGone:
+            raise
         except Exception as e:  # a server bug: report it, keep the session
             self.log.exception("internal error in %s", op.name)
             err, msg_text = Err.UNKNOWN, f"internal server error in {op.name}: {e.__class__.__name__}: {e}"
@@ -181,22 +189,34 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
             self._defer(e[0], e[1], "queued work")
 
     def progress(self) -> None:
-        """Answers every waiting call whose condition now holds."""
+        """Answers every waiting call whose condition now holds. A wait that fails in any way is answered
+        with an error and leaves the list: it never blocks the replies queued behind it."""
+        waiting, self.waiting = self.waiting, []
         still: list[tuple[int, Wait]] = []
-        for seq, w in self.waiting:
-            if w.ready():
+        try:
+            while waiting:
+                seq, w = waiting.pop(0)
                 err, text, results = 0, "", []
                 try:
+                    if not w.ready():
+                        still.append((seq, w))
+                        continue
                     self._collect_async_errors()
                     if self.sticky:
                         raise CudaError(*self.sticky)
                     results = w.finish()
                 except CudaError as e:
                     err, text = e.code, e.message
-                self._reply(seq, err, text, results, "wait")
-            else:
-                still.append((seq, w))
-        self.waiting = still
+                except ClientGone:
+                    raise
+                except Exception as e:  # a server bug: logged with its traceback, the call gets an error
+                    what = w.what or "a waiting call"
+                    self.log.exception("internal error completing %s (seq %d)", what, seq)
+                    err, text = Err.UNKNOWN, f"internal server error in {what}: {e.__class__.__name__}: {e}"
+                self._reply(seq, err, text, results, w.what or "wait")
+        finally:
+            # calls that arrived while replying (progress re-entered) queue behind the ones still waiting
+            self.waiting = still + waiting + self.waiting
 
     # -- handles -----------------------------------------------------------------------------------------
     def _new_handle(self) -> int:
@@ -279,6 +299,10 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
             "devices": self.info.devices,
             "allocations": len(allocs),
             "allocated_bytes": sum(size for _, _, size in allocs),
+            # what the quota counts: every allocation, module variables and device heap included, rounded
+            "charged_bytes": self.bs.account.used,
+            "module_uploads": self.uploads.count,
+            "module_upload_bytes": self.uploads.bytes,
             "streams": len(self.streams),
             "events": len(self.events),
             "calls": self.calls,

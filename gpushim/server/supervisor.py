@@ -22,7 +22,7 @@ from gpushim.backends.base import Backend
 from gpushim.compat.policy import build_policy
 from gpushim.cuda_errors import Err
 from gpushim.protocol import HELLO, PROTOCOL_VERSION, STATUS
-from gpushim.server.modules import ModuleStore, default_module_cache
+from gpushim.server.modules import ModuleLimits, ModuleStore, default_module_cache
 from gpushim.server.session import SessionInfo
 from gpushim.server.worker import run_worker
 from gpushim.wire import FrameBuffer, FrameError, pack, unpack_body
@@ -72,10 +72,10 @@ def is_loopback(host: str) -> bool:
 class Supervisor:
     def __init__(self, backend: Backend, listen: str, token: str | None = None,
                  memory_quota: int | None = None, max_sessions: int = 64, module_cache: Path | None = None,
-                 max_priority: int = 0) -> None:
+                 max_priority: int = 0, module_limits: ModuleLimits | None = None) -> None:
         self.backend = backend
         self.max_priority = max_priority
-        self.store = ModuleStore(module_cache or default_module_cache())
+        self.store = ModuleStore(module_cache or default_module_cache(), module_limits)
         self.listen_url = listen
         self.kind, self.addr = parse_listen(listen)
         if self.kind == "tcp" and not is_loopback(self.addr[0]) and not token:

@@ -1,12 +1,21 @@
 """A session's worker process: reads the client's frames, runs them through its Session, answers status
 requests from the supervisor. It ends when the client disconnects (everything it held is freed with the
-process) or breaks the protocol (the reason is logged and sent to the client)."""
+process) or breaks the protocol (the reason is logged and sent to the client).
+
+A client that goes away while the worker is busy (a kernel of 2^31 blocks, a huge memset) must not leave
+the worker running: a watcher thread waits for the socket's hang-up and, if the worker has not ended on its
+own shortly after, ends the process (`os._exit`). Ending the process is the one cancellation that works
+whatever the worker is doing (a PTX launch loop, a numpy fill, a pending wait): the kernel frees its memory,
+memfds and sockets, the module store never holds partial files (uploads are unnamed until complete), and
+the session's share of the host-RAM ledger is given back before exiting (or reclaimed as a dead process's).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import select
 import selectors
 import socket
 import threading
@@ -16,12 +25,14 @@ from gpushim.backends.base import Backend
 from gpushim.cuda_errors import Err
 from gpushim.protocol import FATAL, OPS_BY_NAME, REPLY
 from gpushim.server.modules import ModuleStore
-from gpushim.server.session import ProtocolError, Session, SessionInfo
+from gpushim.server.session import ClientGone, ProtocolError, Session, SessionInfo
 from gpushim.wire import FrameError, FrameReader, decode_bulk_call, pack, reply_with_bulk, unpack_body
 
 BULK_INLINE = 64 << 10  # replies with more data than this are sent without copying it
 H2D_OP = OPS_BY_NAME["MEMCPY_H2D"].id
 BULK_DECODE_MIN = 4096  # smaller frames are not worth the in-place decoding
+HANGUP_GRACE_S = 0.5  # after the client hangs up, how long the worker may take to end by itself
+GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
@@ -33,10 +44,13 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
 
     def send(msg: list[Any]) -> None:
         results = msg[3] if msg[0] == REPLY else None
-        if results and isinstance(results[-1], memoryview | bytes) and len(results[-1]) >= BULK_INLINE:
-            _send_pieces(conn, reply_with_bulk(msg[1], results[:-1], results[-1], msg[4], msg[5]))
-        else:
-            conn.sendall(pack(msg))
+        try:
+            if results and isinstance(results[-1], memoryview | bytes) and len(results[-1]) >= BULK_INLINE:
+                _send_pieces(conn, reply_with_bulk(msg[1], results[:-1], results[-1], msg[4], msg[5]))
+            else:
+                conn.sendall(pack(msg))
+        except GONE as e:
+            raise ClientGone(str(e)) from None
 
     try:
         session = Session(backend, info, send, log, store)
@@ -46,6 +60,10 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
         return 1
     log.info("session started: pid %d, program %s, CUDA runtime %d, devices %s, priority %d",
              info.pid, info.program, info.runtime, info.devices, info.priority)
+    finished = threading.Event()  # set when this thread ends the session itself
+    _keepalive(conn)
+    threading.Thread(target=_watch_client, args=(conn, session, finished, log), daemon=True,
+                     name="client-watcher").start()
     frames = FrameReader(conn, pending)
     sel = selectors.DefaultSelector()
     sel.register(conn, selectors.EVENT_READ, "client")
@@ -84,12 +102,54 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
                 ended = _receive(session, frames, conn, log)
                 if ended is not None:
                     return ended
-    except (BrokenPipeError, ConnectionResetError):
-        log.info("client connection lost; freeing its resources")
+    except (ClientGone, *GONE):
+        log.info("client connection lost after %d calls; freeing its resources", session.calls)
     finally:
+        finished.set()
         session.close()
         sel.close()
     return status
+
+
+def _watch_client(conn: socket.socket, session: Session, finished: threading.Event, log: logging.Logger) -> None:
+    """Ends the worker when its client hangs up and the worker does not end by itself (it was busy)."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLRDHUP)  # HUP and ERR are always reported
+    while True:
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        except (OSError, ValueError):
+            return
+        if events:
+            break
+    if finished.wait(HANGUP_GRACE_S):
+        return  # the main thread saw the end and is tidying up
+    log.info("client disconnected while the worker was busy (after %d calls); ending the worker", session.calls)
+    try:
+        session.bs.account.close()  # give the host-RAM ledger slot back now
+    except Exception:  # noqa: BLE001 - the process ends either way; a dead process's slot is reclaimed
+        pass
+    for h in logging.getLogger().handlers:
+        try:
+            h.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    os._exit(0)
+
+
+def _keepalive(conn: socket.socket) -> None:
+    """TCP: a client host that vanishes without a FIN is noticed within about a minute."""
+    if conn.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    try:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 30)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 10)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
+    except (OSError, AttributeError):
+        pass
 
 
 def _apply_priority(priority: int, log: logging.Logger) -> None:
@@ -117,7 +177,7 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
     is over (the client left, or broke the protocol), else None."""
     try:
         nread, fds = frames.read()
-    except ConnectionResetError:
+    except (ConnectionResetError, TimeoutError):  # the client went away (or TCP keepalive gave up on it)
         nread, fds = 0, []
     except FrameError as e:
         log.warning("malformed frame from the client; ending the session: %s", e)
@@ -146,6 +206,10 @@ def _answer_status(control: socket.socket, session: Session, log: logging.Logger
                 break
             except RuntimeError:  # a table changed size while the main thread ran a call; read again
                 continue
+            except Exception:  # a bug: logged with its traceback, status still answered
+                log.exception("internal error summarising the session for status")
+                summary = {"state": "unknown (internal error)"}
+                break
         else:
             summary = {"state": "busy"}
         try:

@@ -92,7 +92,9 @@ class Servers:
         if key not in self.running:
             d = self.base / f"driver-{driver}-{len(self.running)}"
             d.mkdir()
-            self.running[key] = Server(d, "--emulate-gpu", "h100", "--emulate-driver", driver, *extra)
+            # --memory-cap: the emulated H100 presents its full memory, which tests compare with the model
+            self.running[key] = Server(d, "--emulate-gpu", "h100", "--emulate-driver", driver, "--memory-cap", "1T",
+                                       *extra)
         return self.running[key]
 
     def stop(self) -> None:

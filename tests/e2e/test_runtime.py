@@ -8,7 +8,9 @@ from .conftest import emulator_only, kv
 
 
 @emulator_only
-def test_device_query_matches_emulated_model(server):
+def test_device_query_matches_emulated_model(make_server):
+    # the operator lets the emulator present the model's full 80 GB (by default it is clamped to host RAM)
+    server = make_server("--memory-cap", "1T")
     r = server.run("device_query")
     assert r.returncode == 0, r.stderr
     v = kv(r.stdout)

@@ -26,6 +26,7 @@ from typing import Any
 import click
 import numpy as np
 
+from gpushim.backends.accounting import MemoryAccount
 from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
 from gpushim.backends.cuda import discovery
 from gpushim.backends.cuda.errors import check, cuda_error
@@ -127,8 +128,10 @@ class CudaBackend(Backend):
                 f"driver API {d // 1000}.{d % 1000 // 10}, cuda-bindings {self.bindings}"
                 + (f", MIG enabled on {mig}" if mig else ""))
 
-    def open_session(self, output: Callable[[bytes], None]) -> CudaSession:
-        return CudaSession(self, output)
+    def open_session(self, output: Callable[[bytes], None], quota: int | None = None) -> CudaSession:
+        s = CudaSession(self, output)
+        s.account = MemoryAccount(quota)  # the GPU bounds its own memory; the session's quota is counted here
+        return s
 
 
 # -- session objects --------------------------------------------------------------------------------------
@@ -221,6 +224,7 @@ class CudaSession(BackendSession):
         cu = self.cu = driver
         self.backend = backend
         self.output = output
+        self.account = MemoryAccount()
         check(cu.cuInit(0), "cuInit")
         self.cudevs = [check(cu.cuDeviceGet(i), "cuDeviceGet") for i in range(len(backend.devices()))]
         self.ctx: dict[int, Any] = {}
@@ -333,8 +337,11 @@ class CudaSession(BackendSession):
         self.allocs[a.addr] = a
 
     def _remove(self, addr: int) -> None:
-        if self.allocs.pop(addr, None) is not None:
+        a = self.allocs.pop(addr, None)
+        if a is not None:
             del self.starts[bisect.bisect_left(self.starts, addr)]
+            if a.kind != "symbol":
+                self.account.release(a.size)
 
     def _check(self, ptr: int, n: int, what: str) -> _Alloc:
         a = self._find(ptr)
@@ -354,7 +361,12 @@ class CudaSession(BackendSession):
         if size < 0:
             raise CudaError(Err.INVALID_VALUE, f"negative allocation size {size}")
         self._use(dev)
-        ptr = int(check(self.cu.cuMemAlloc(max(size, 1)), "cuMemAlloc"))
+        self.account.charge(size)
+        try:
+            ptr = int(check(self.cu.cuMemAlloc(max(size, 1)), "cuMemAlloc"))
+        except CudaError:
+            self.account.release(size)
+            raise
         self._add(_Alloc(ptr, size, dev))
         return ptr
 
@@ -363,6 +375,11 @@ class CudaSession(BackendSession):
         if width == 0 or height == 0:
             return 0, max(512, -(-width // 512) * 512)
         ptr, pitch = check(self.cu.cuMemAllocPitch(width, height, 16), "cuMemAllocPitch")
+        try:
+            self.account.charge(int(pitch) * height)
+        except CudaError:
+            self.cu.cuMemFree(self.cu.CUdeviceptr(int(ptr)))
+            raise
         self._add(_Alloc(int(ptr), int(pitch) * height, dev, "pitched"))
         return int(ptr), int(pitch)
 

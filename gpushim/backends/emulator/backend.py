@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap, mem_available
 from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
 from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
@@ -16,7 +17,7 @@ from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, f
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
 from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
-from gpushim.ptx.heap import set_heap_limit
+from gpushim.ptx.heap import heap_used, set_heap_limit
 
 log = logging.getLogger("gpushim.emulator")
 PITCH_ALIGNMENT = 512
@@ -35,14 +36,25 @@ class EmulatorBackend(Backend):
     name = "emulator"
 
     def __init__(self, model: str = DEFAULT_MODEL, count: int = 1, driver: str = "13.0",
-                 memory_limit: int | None = None, reason: str = "") -> None:
+                 memory_limit: int | None = None, reason: str = "", memory_cap: int | None = None) -> None:
         if not 1 <= count <= 16:
             raise ValueError("the emulator presents 1 to 16 devices")
         self.model = find_model(model)
         self.count = count
         self._driver = parse_driver_version(driver)
-        # The arena reserves address space only; the model's full size is what applications see.
+        # Device memory is host RAM: all sessions together may hold `memory_cap` bytes (a shared ledger), and
+        # no device presents more than that, so the emulator never promises memory the host cannot back.
+        # The arena reserves address space only; pages exist once touched.
+        # (0: no cap, the operator's explicit choice)
+        self.memory_cap = (memory_cap or None) if memory_cap is not None else default_memory_cap()
+        self.ledger = HostLedger(self.memory_cap) if self.memory_cap is not None else None
+        avail = mem_available()
+        if memory_cap and avail is not None and memory_cap > avail:
+            log.warning("--memory-cap %d exceeds the %d bytes of RAM available now: sessions together may run the "
+                        "host out of memory", memory_cap, avail)
         self.capacity = memory_limit or self.model.total_mem
+        if self.memory_cap is not None:
+            self.capacity = min(self.capacity, self.memory_cap)
         self._devices = [make_device(self.model, i, self.capacity) for i in range(count)]
         # Present what a driver of that version has (gpushim/compat's table): e.g. no memory pools before 11.2.
         self.features = driver_features(self._driver)
@@ -62,18 +74,22 @@ class EmulatorBackend(Backend):
     def describe(self) -> str:
         d = self._driver
         why = f" ({self.reason})" if self.reason else ""
+        cap = f", device memory {self.capacity} bytes" + (
+            f" (host RAM cap {self.memory_cap} bytes for all sessions)" if self.memory_cap is not None else "")
         return (f"emulator backend{why}: {self.count} x {self.model.name} (sm_{self.model.major}{self.model.minor}), "
-                f"driver API {d // 1000}.{d % 1000 // 10}, kernels run on the CPU")
+                f"driver API {d // 1000}.{d % 1000 // 10}, kernels run on the CPU{cap}")
 
-    def open_session(self, output: Callable[[bytes], None]) -> EmulatorSession:
-        return EmulatorSession(self, output)
+    def open_session(self, output: Callable[[bytes], None], quota: int | None = None) -> EmulatorSession:
+        return EmulatorSession(self, output, quota)
 
 
 class EmulatorSession(BackendSession):
-    def __init__(self, backend: EmulatorBackend, output: Callable[[bytes], None]) -> None:
+    def __init__(self, backend: EmulatorBackend, output: Callable[[bytes], None], quota: int | None = None) -> None:
         self.backend = backend
         self.output = output
-        self.memories = [DeviceMemory(backend.capacity, ARENA_BASE + i * DEVICE_WINDOW) for i in range(backend.count)]
+        self.account = MemoryAccount(quota, backend.ledger)  # shared by this session's devices
+        self.memories = [DeviceMemory(backend.capacity, ARENA_BASE + i * DEVICE_WINDOW, self.account)
+                         for i in range(backend.count)]
         self.sched = Scheduler()
         self.pid = os.getpid()
         self.modules: dict[bytes, EmuModule] = {}
@@ -128,11 +144,19 @@ class EmulatorSession(BackendSession):
 
     def set_limit(self, dev: int, limit: int, value: int) -> None:
         if limit == LIMIT_MALLOC_HEAP_SIZE:
-            set_heap_limit(self._mem(dev), value)
+            # The heap's blocks are charged to the session as kernels allocate them; a heap that could never
+            # be backed is refused now (cudaDeviceSetLimit documents cudaErrorMemoryAllocation).
+            room = self.account.headroom()
+            mem = self._mem(dev)
+            if value > min(mem.free_bytes, room if room is not None else mem.free_bytes) + heap_used(mem):
+                raise CudaError(Err.MEMORY_ALLOCATION,
+                                f"a {value}-byte device heap exceeds the memory this session may still allocate")
+            set_heap_limit(mem, value)
 
     def mem_info(self, dev: int) -> tuple[int, int]:
         m = self._mem(dev)
-        return m.free_bytes, m.capacity
+        room = self.account.headroom()
+        return (m.free_bytes if room is None else min(m.free_bytes, room)), m.capacity
 
     def pointer_info(self, ptr: int) -> tuple[int, int, int, int]:
         for dev, m in enumerate(self.memories):
@@ -221,6 +245,10 @@ class EmulatorSession(BackendSession):
         self.sched.work(self._stream(stream), lambda: dmem.write(dst, bytes(smem.read(src, n))))
 
     def _rows(self, ptr: int, pitch: int, width: int, height: int, what: str) -> DeviceMemory:
+        if min(pitch, width, height) < 0:
+            raise CudaError(Err.INVALID_VALUE, f"{what}: negative pitch, width or height ({pitch}, {width}, {height})")
+        if width == 0 or height == 0:
+            return self.memory_of(ptr)  # nothing to touch
         if width > pitch:
             raise CudaError(Err.INVALID_PITCH_VALUE, f"{what}: width {width} exceeds pitch {pitch}")
         return self._check(ptr, pitch * (height - 1) + width, what)
@@ -229,6 +257,8 @@ class EmulatorSession(BackendSession):
         mem = self._rows(dst, dpitch, width, height, "cudaMemcpy2D destination")
         if len(data) != width * height:
             raise CudaError(Err.INVALID_VALUE, "cudaMemcpy2D: data size does not match width x height")
+        if width == 0 or height == 0:
+            return
         payload = bytes(data)
 
         def run() -> None:
@@ -241,6 +271,8 @@ class EmulatorSession(BackendSession):
 
     def read_2d(self, stream: Stream | None, src: int, spitch: int, width: int, height: int) -> bytes:
         mem = self._rows(src, spitch, width, height, "cudaMemcpy2D source")
+        if width == 0 or height == 0:
+            return b""
         off = src - mem.base
         out = bytearray(width * height)
         for y in range(height):
@@ -251,6 +283,8 @@ class EmulatorSession(BackendSession):
                 height: int) -> None:
         dmem = self._rows(dst, dpitch, width, height, "cudaMemcpy2D destination")
         smem = self._rows(src, spitch, width, height, "cudaMemcpy2D source")
+        if width == 0 or height == 0:
+            return
 
         def run() -> None:
             for y in range(height):
@@ -272,6 +306,8 @@ class EmulatorSession(BackendSession):
 
     def memset_2d(self, stream: Stream | None, dst: int, pitch: int, value: int, width: int, height: int) -> None:
         mem = self._rows(dst, pitch, width, height, "cudaMemset2D")
+        if width == 0 or height == 0:
+            return  # CUDA: an empty 2D memset does nothing
 
         def run() -> None:
             for y in range(height):
@@ -421,3 +457,4 @@ class EmulatorSession(BackendSession):
         for m in self.memories:
             for a in list(m.allocations()):
                 m.free(a.addr)
+        self.account.close()

@@ -104,10 +104,15 @@ class EmuModule:
         if syms is None:
             eng = self.engine()
             syms = {}
-            for name, g in eng.globals.items():
-                addr = memory.alloc(max(g.size, 1), kind="symbol")
-                memory.write(addr, g.init[: g.size])
-                syms[name] = addr
+            try:  # module variables count against the session's memory like any allocation: all or none
+                for name, g in eng.globals.items():
+                    addr = memory.alloc(max(g.size, 1), kind="symbol")
+                    syms[name] = addr
+                    memory.write(addr, g.init[: g.size])
+            except CudaError:
+                for addr in syms.values():
+                    memory.free(addr)
+                raise
             eng.apply_relocations(memory, syms)  # pointer initialisers, visible before any launch
             self.symbols[dev] = syms
         return syms

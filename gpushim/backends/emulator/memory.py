@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpushim.backends.accounting import MemoryAccount
 from gpushim.cuda_errors import CudaError, Err
 
 MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux value; Python's mmap lacks the name
@@ -54,9 +55,11 @@ class Allocation:
 class DeviceMemory:
     """The memory of one emulated device inside one session's worker."""
 
-    def __init__(self, capacity: int, base: int = ARENA_BASE) -> None:
+    def __init__(self, capacity: int, base: int = ARENA_BASE, account: MemoryAccount | None = None) -> None:
         self.base = base
         self.capacity = capacity
+        # every allocation of every kind is charged here (the session's quota and the host's RAM cap)
+        self.account = account or MemoryAccount()
         # A memfd, so that managed allocations can be mapped into the client at the same address (one host);
         # its pages exist only once touched, and freeing punches them out of the file.
         self.fd = _memfd(capacity)
@@ -77,6 +80,11 @@ class DeviceMemory:
         if size < 0:
             raise CudaError(Err.INVALID_VALUE, f"negative allocation size {size}")
         reserved = max(align, -(-size // align) * align)
+        if reserved > self.free_bytes:
+            raise CudaError(
+                Err.MEMORY_ALLOCATION, f"out of device memory: {size} bytes requested, {self.free_bytes} free"
+            )
+        self.account.charge(reserved)
         for i, (off, hole) in enumerate(self._free):
             start = -(-off // align) * align
             if start + reserved <= off + hole:
@@ -90,6 +98,7 @@ class DeviceMemory:
                 self._allocs[addr] = Allocation(addr, size, reserved, kind)
                 self.used += reserved
                 return addr
+        self.account.release(reserved)
         raise CudaError(
             Err.MEMORY_ALLOCATION, f"out of device memory: {size} bytes requested, {self.free_bytes} free"
         )
@@ -110,6 +119,7 @@ class DeviceMemory:
                 self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         self._release(off, a.reserved)
         self.used -= a.reserved
+        self.account.release(a.reserved)
         return a
 
     def _release(self, off: int, size: int) -> None:

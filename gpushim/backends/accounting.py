@@ -1,0 +1,194 @@
+"""Device memory accounting: the one point every allocation of a session passes (cudaMalloc, pitched, 3D,
+managed, stream-ordered, module variables, the kernels' device heap).
+
+A `MemoryAccount` belongs to one session and enforces its `--memory-quota`. When the memory is host RAM
+(the emulator), the account also charges a `HostLedger`: the RAM all sessions' workers hold together,
+capped at what the host can back (`--memory-cap`, by default MemAvailable at start less a margin). Workers
+are forked processes, so the ledger is a small shared mapping (a memfd created before the fork) with one
+slot per worker process, guarded by a POSIX record lock: the kernel drops the lock of a process that dies,
+and a slot whose process is gone is reclaimed, so a killed worker never leaks its share.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from gpushim.cuda_errors import CudaError, Err
+
+MIN_MARGIN = 512 << 20  # the host keeps at least this much RAM for itself, the server and its clients
+MARGIN_FRACTION = 10  # ... or a tenth of what was available, whichever is larger
+
+
+def mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def default_memory_cap() -> int | None:
+    """What the emulator may hold in host RAM when the operator does not say: MemAvailable now, less
+    max(10 %, 512 MiB); None when unknown."""
+    avail = mem_available()
+    if avail is None:
+        return None
+    return max(64 << 20, avail - max(avail // MARGIN_FRACTION, MIN_MARGIN))
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot), None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+class HostLedger:
+    """Bytes of host RAM held by each worker process, summed against `cap`. Created in the supervisor before
+    it forks workers; each worker takes a slot with `join()`."""
+
+    SLOTS = 1024
+    _FIELDS = 3  # pid, start time, bytes
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        size = self.SLOTS * self._FIELDS * 8
+        self.fd = os.memfd_create("gpushim-memory-ledger", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, size)
+        weakref.finalize(self, os.close, self.fd)
+        self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED)
+        # rows: pid, start time, bytes (the bytes row is contiguous: summing it is the hot path)
+        table = np.frombuffer(self._map, dtype=np.int64).reshape(self._FIELDS, self.SLOTS)
+        self.pids, self.starts, self.bytes = table[0], table[1], table[2]
+        self._thread_lock = threading.Lock()  # record locks do not exclude threads of one process
+
+    def _lock(self) -> None:
+        self._thread_lock.acquire()
+        fcntl.lockf(self.fd, fcntl.LOCK_EX)
+
+    def _unlock(self) -> None:
+        fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        self._thread_lock.release()
+
+    def _reclaim(self) -> None:
+        """Frees the slots of processes that are gone (killed workers: they could not release)."""
+        for i in np.nonzero(self.pids)[0].tolist():
+            if _start_time(int(self.pids[i])) != int(self.starts[i]):
+                self._clear(i)
+
+    def _clear(self, i: int) -> None:
+        self.bytes[i] = 0
+        self.starts[i] = 0
+        self.pids[i] = 0
+
+    def join(self) -> int:
+        """A slot for this process (the worker calls it once)."""
+        pid = os.getpid()
+        start = _start_time(pid) or 0
+        self._lock()
+        try:
+            for attempt in range(2):
+                free = np.nonzero(self.pids == 0)[0]
+                if free.size:
+                    i = int(free[0])
+                    self.bytes[i] = 0
+                    self.starts[i] = start
+                    self.pids[i] = pid
+                    return i
+                if attempt == 0:
+                    self._reclaim()
+            raise CudaError(Err.MEMORY_ALLOCATION, f"the server's memory ledger is full ({self.SLOTS} sessions)")
+        finally:
+            self._unlock()
+
+    def charge(self, slot: int, n: int) -> None:
+        self._lock()
+        try:
+            total = int(self.bytes.sum())
+            if total + n > self.cap:
+                self._reclaim()
+                total = int(self.bytes.sum())
+            if total + n > self.cap:
+                raise CudaError(Err.MEMORY_ALLOCATION,
+                                f"out of memory: {n} more bytes would exceed the {self.cap} bytes of host RAM this "
+                                f"server may use for emulated device memory (--memory-cap); {total} are in use")
+            self.bytes[slot] += n
+        finally:
+            self._unlock()
+
+    def release(self, slot: int, n: int) -> None:
+        # Lock-free: only this process writes its slot, and a reader that sees the old value is conservative.
+        with self._thread_lock:
+            self.bytes[slot] = max(0, int(self.bytes[slot]) - n)
+
+    def leave(self, slot: int) -> None:
+        """Gives the slot back (lock-free: aligned stores, safe even from a thread ending the process)."""
+        self._clear(slot)
+
+    def used(self) -> int:
+        self._lock()
+        try:
+            self._reclaim()
+            return int(self.bytes.sum())
+        finally:
+            self._unlock()
+
+
+class MemoryAccount:
+    """One session's device memory: charged before every allocation, released by every free."""
+
+    def __init__(self, quota: int | None = None, ledger: HostLedger | None = None) -> None:
+        self.quota = quota
+        self.ledger = ledger
+        self.used = 0
+        self._slot = ledger.join() if ledger is not None else None
+
+    def charge(self, n: int) -> None:
+        """Raises CudaError(cudaErrorMemoryAllocation) when n more bytes exceed the quota or the host cap."""
+        if n <= 0:
+            return
+        if self.quota is not None and self.used + n > self.quota:
+            raise CudaError(Err.MEMORY_ALLOCATION,
+                            f"session memory quota of {self.quota} bytes exceeded ({self.used} held, {n} requested)")
+        if self.ledger is not None and self._slot is not None:
+            self.ledger.charge(self._slot, n)
+        self.used += n
+
+    def release(self, n: int) -> None:
+        if n <= 0:
+            return
+        self.used = max(0, self.used - n)
+        if self.ledger is not None and self._slot is not None:
+            self.ledger.release(self._slot, n)
+
+    def headroom(self) -> int | None:
+        """How many more bytes this session could allocate; None when nothing limits it here."""
+        room = None
+        if self.quota is not None:
+            room = max(0, self.quota - self.used)
+        if self.ledger is not None:
+            host = max(0, self.ledger.cap - self.ledger.used())
+            room = host if room is None else min(room, host)
+        return room
+
+    def close(self) -> None:
+        """The session is over: its slot in the host ledger is free again."""
+        if self.ledger is not None and self._slot is not None:
+            self.ledger.leave(self._slot)
+            self._slot = None

@@ -1,0 +1,119 @@
+"""The one accounting point of device memory: a session's quota, and the host-RAM ledger that all
+sessions' workers (forked processes) share, including the share of a worker that was killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap, mem_available
+from gpushim.backends.emulator.backend import EmulatorBackend
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx import heap
+
+MIB = 1 << 20
+
+
+def test_quota_counts_every_kind_of_allocation() -> None:
+    be = EmulatorBackend(memory_cap=1 << 30)
+    s = be.open_session(lambda b: None, quota=8 * MIB)
+    try:
+        s.malloc(0, 2 * MIB)
+        s.malloc_pitch(0, 1024, 2048)  # 2 MiB
+        s.malloc_managed(0, 2 * MIB)
+        got = heap.malloc(s.memories[0], np.array([MIB, MIB, MIB], np.uint64))
+        assert (got != 0).tolist() == [True, True, False]  # the device heap's malloc returns NULL past the quota
+        assert s.account.used == 8 * MIB
+        with pytest.raises(CudaError) as e:
+            s.malloc(0, 1)
+        assert e.value.code == Err.MEMORY_ALLOCATION
+        assert s.mem_info(0)[0] == 0
+        heap.free(s.memories[0], got)
+        assert s.mem_info(0)[0] == 2 * MIB
+    finally:
+        s.close()
+    assert s.account.used == 0
+
+
+def test_device_heap_limit_beyond_the_quota_is_refused() -> None:
+    s = EmulatorBackend(memory_cap=1 << 30).open_session(lambda b: None, quota=16 * MIB)
+    try:
+        with pytest.raises(CudaError) as e:
+            s.set_limit(0, 2, 64 * MIB)  # cudaLimitMallocHeapSize
+        assert e.value.code == Err.MEMORY_ALLOCATION
+        s.set_limit(0, 2, 8 * MIB)
+    finally:
+        s.close()
+
+
+def test_devices_never_present_more_than_the_cap() -> None:
+    be = EmulatorBackend("h100", count=2, memory_cap=256 * MIB)
+    assert [d.props["totalGlobalMem"] for d in be.devices()] == [256 * MIB, 256 * MIB]
+    s = be.open_session(lambda b: None)
+    try:
+        s.malloc(0, 200 * MIB)
+        with pytest.raises(CudaError) as e:  # the cap is for all devices and sessions together
+            s.malloc(1, 100 * MIB)
+        assert e.value.code == Err.MEMORY_ALLOCATION
+        assert s.mem_info(1) == (56 * MIB, 256 * MIB)
+    finally:
+        s.close()
+
+
+def test_cap_zero_means_no_cap() -> None:
+    be = EmulatorBackend("t4", memory_cap=0)
+    assert be.ledger is None and be.devices()[0].props["totalGlobalMem"] == be.model.total_mem
+
+
+def test_default_cap_leaves_a_margin() -> None:
+    avail = mem_available()
+    cap = default_memory_cap()
+    assert avail is not None and cap is not None
+    assert cap <= avail - 512 * MIB or cap == 64 * MIB
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return stat[stat.rfind(")") + 2]
+
+
+@pytest.mark.parametrize("reap_first", [True, False])
+def test_a_killed_workers_share_is_reclaimed(reap_first: bool) -> None:
+    ledger = HostLedger(100 * MIB)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a worker that holds 60 MiB and is then killed
+        try:
+            MemoryAccount(None, ledger).charge(60 * MIB)
+            os.write(w, b"x")
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(r, 1) == b"x"
+        mine = MemoryAccount(None, ledger)
+        with pytest.raises(CudaError):
+            mine.charge(60 * MIB)
+        os.kill(pid, signal.SIGKILL)
+        if reap_first:
+            os.waitpid(pid, 0)
+        else:  # a zombie the supervisor has not reaped yet holds nothing either
+            while _state(pid) != "Z":
+                time.sleep(0.01)
+        mine.charge(60 * MIB)
+        assert ledger.used() == 60 * MIB
+        mine.close()
+        assert ledger.used() == 0
+    finally:
+        os.close(r)
+        os.close(w)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass

@@ -1,0 +1,87 @@
+"""A waiting call whose completion fails with something other than a CUDA error (a server bug) is answered
+with an error and leaves the waiting list: it never holds back the replies queued behind it, and the bug is
+logged with its traceback."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from gpushim.backends.emulator.backend import EmulatorBackend
+from gpushim.cuda_errors import Err
+from gpushim.protocol import CALL, OPS_BY_NAME, REPLY
+from gpushim.server.modules import ModuleStore
+from gpushim.server.session import Session, SessionInfo
+from gpushim.server.wait import Wait
+
+OPS = OPS_BY_NAME
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> tuple[Session, list]:
+    sent: list = []
+    s = Session(EmulatorBackend(memory_limit=1 << 30), SessionInfo(1, 1, "waits", 13000, 0, [0]), sent.append,
+                logging.getLogger("waits"), ModuleStore(tmp_path / "modules"))
+    yield s, sent
+    s.close()
+
+
+def replies(sent: list) -> dict[int, list]:
+    return {m[1]: m for m in sent if m[0] == REPLY}
+
+
+def test_a_failing_wait_is_answered_and_the_queue_behind_it_drains(session, caplog) -> None:
+    s, sent = session
+    caplog.set_level(logging.ERROR, logger="waits")
+    s.dispatch([CALL, 1, OPS["MALLOC"].id, [0, 4096]])
+    ptr = replies(sent)[1][3][0]
+    s.dispatch([CALL, 2, OPS["STREAM_HOST_FUNC"].id, [0, 77]])  # holds the legacy stream until CALLBACK_DONE
+
+    def broken(*args: object) -> bytes:
+        raise ValueError("a bug in the copy")
+
+    s.bs.read_2d = broken  # type: ignore[method-assign]
+    s.dispatch([CALL, 10, OPS["MEMCPY2D_D2H"].id, [ptr, 64, 64, 2, 0]])
+    s.dispatch([CALL, 11, OPS["DEVICE_SYNC"].id, [0]])
+    s.dispatch([CALL, 12, OPS["MEMCPY_D2H"].id, [ptr, 4, 0]])
+    assert [seq for seq, _ in s.waiting] == [10, 11, 12]
+    sent.clear()
+    s.dispatch([CALL, 13, OPS["CALLBACK_DONE"].id, [77]])
+    got = replies(sent)
+    assert [m[1] for m in sent if m[0] == REPLY] == [10, 11, 12, 13]  # in order, none held back
+    assert got[10][2] == Err.UNKNOWN and "a bug in the copy" in got[10][5]
+    assert "internal server error in MEMCPY2D_D2H" in got[10][5]
+    assert got[11][2] == 0 and got[12][2] == 0 and bytes(got[12][3][0]) == b"\0" * 4 and got[13][2] == 0
+    assert s.waiting == []
+    [record] = [r for r in caplog.records if "internal error" in r.getMessage()]
+    assert record.exc_info is not None and record.exc_info[0] is ValueError  # logged with its traceback
+    sent.clear()
+    s.dispatch([CALL, 14, OPS["STREAM_SYNC"].id, [0]])  # later synchronising calls work
+    assert replies(sent)[14][2] == 0
+
+
+def test_a_wait_whose_condition_raises_is_answered_too(session, caplog) -> None:
+    s, sent = session
+    caplog.set_level(logging.ERROR, logger="waits")
+
+    def ready() -> bool:
+        raise RuntimeError("condition broke")
+
+    s.waiting.append((5, Wait(ready)))
+    s.waiting.append((6, Wait(lambda: True, lambda: [42])))
+    s.progress()
+    got = replies(sent)
+    assert got[5][2] == Err.UNKNOWN and got[6][2] == 0 and got[6][3] == [42]
+    assert s.waiting == []
+    assert any(r.exc_info for r in caplog.records)
+
+
+def test_a_negative_2d_copy_is_a_clear_cuda_error(session) -> None:
+    s, sent = session
+    s.dispatch([CALL, 1, OPS["MALLOC"].id, [0, 4096]])
+    ptr = replies(sent)[1][3][0]
+    s.dispatch([CALL, 2, OPS["MEMCPY2D_D2H"].id, [ptr, 64, 64, -1, 0]])
+    r = replies(sent)[2]
+    assert r[2] == Err.INVALID_VALUE and s.waiting == []
