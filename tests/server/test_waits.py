@@ -11,7 +11,7 @@ import pytest
 
 from gpushim.backends.emulator.backend import EmulatorBackend
 from gpushim.cuda_errors import Err
-from gpushim.protocol import CALL, OPS_BY_NAME, REPLY
+from gpushim.protocol import CALL, OPS_BY_NAME, POST, REPLY
 from gpushim.server.modules import ModuleStore
 from gpushim.server.session import Session, SessionInfo
 from gpushim.server.wait import Wait
@@ -85,3 +85,28 @@ def test_a_negative_2d_copy_is_a_clear_cuda_error(session) -> None:
     s.dispatch([CALL, 2, OPS["MEMCPY2D_D2H"].id, [ptr, 64, 64, -1, 0]])
     r = replies(sent)[2]
     assert r[2] == Err.INVALID_VALUE and s.waiting == []
+
+
+def test_queued_stream_work_that_raises_is_a_sticky_internal_error(session, caplog) -> None:
+    """A bug in queued stream work (here a memset held behind a host function) must not escape from the
+    unrelated call that runs the queue (CALLBACK_DONE): that call succeeds, the bug is logged with its
+    traceback and reported as the session's asynchronous error at the next synchronising call."""
+    s, sent = session
+    caplog.set_level(logging.ERROR)
+    s.dispatch([CALL, 1, OPS["MALLOC"].id, [0, 4096]])
+    ptr = replies(sent)[1][3][0]
+    s.dispatch([CALL, 2, OPS["STREAM_HOST_FUNC"].id, [0, 78]])
+    mem = s.bs.memory_of(ptr)
+
+    def broken(*args: object) -> None:
+        raise ValueError("a bug in the fill")
+
+    mem.fill = broken  # type: ignore[method-assign]
+    s.dispatch([CALL, 3, OPS["MEMSET"].id, [ptr, 1, 64, 0]])
+    sent.clear()
+    s.dispatch([POST, 4, OPS["CALLBACK_DONE"].id, [78]])  # posted, as the shim does: it runs the queue
+    assert sent == []
+    s.dispatch([CALL, 5, OPS["STREAM_SYNC"].id, [0]])
+    r = replies(sent)[5]
+    assert r[2] == Err.UNKNOWN and "a bug in the fill" in r[5]
+    assert any(r.exc_info and r.exc_info[0] is ValueError for r in caplog.records)

@@ -12,12 +12,15 @@ non-blocking ones included, and that all later work on those devices waits for.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
 from gpushim.backends.base import Event, Stream
 from gpushim.cuda_errors import CudaError, Err
+
+_log = logging.getLogger(__name__)
 
 NON_BLOCKING = 0x1
 EVENT_DISABLE_TIMING = 0x2
@@ -138,11 +141,20 @@ class Scheduler:
                 fn()
             except CudaError as e:
                 self.errors.append((e.code, e.message))
+            except Exception as e:  # noqa: BLE001 - see _internal_error
+                self._internal_error(e)
             return True
 
         self.submit(s, run, deps)
         for d in devices:
             self.fences[d] = (s, s.submitted)
+
+    def _internal_error(self, e: Exception) -> None:
+        """Stream work that raised something other than a CUDA error is a gpushim bug: it is logged with its
+        traceback and becomes the session's asynchronous error (999), instead of escaping from whichever
+        unrelated call happened to pump the queue."""
+        _log.error("internal error in stream work", exc_info=e)
+        self.errors.append((Err.UNKNOWN, f"internal server error in stream work: {type(e).__name__}: {e}"))
 
     def submit(self, s: EmuStream, run: Callable[[], bool], extra_deps: Sequence[tuple[EmuStream, int]] = ()) -> None:
         item = _Item(run, self._implicit_deps(s) + list(extra_deps))
@@ -162,6 +174,8 @@ class Scheduler:
                 fn()
             except CudaError as e:
                 self.errors.append((e.code, e.message))
+            except Exception as e:  # noqa: BLE001 - see _internal_error
+                self._internal_error(e)
             finally:
                 s.completed += 1
             return
@@ -171,6 +185,8 @@ class Scheduler:
                 fn()
             except CudaError as e:
                 self.errors.append((e.code, e.message))
+            except Exception as e:  # noqa: BLE001 - see _internal_error
+                self._internal_error(e)
             return True
 
         self.submit(s, run)
