@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int version;
 static char soname[64] = "";
 static char path[PATH_MAX] = "";
+static _Atomic int driver_client_version; /* cuGetProcAddress's cudaVersion, for driver-only clients */
 
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
@@ -102,7 +104,15 @@ void gs_detect_runtime(void) { pthread_once(&once, detect); }
 
 int gs_runtime_version(void) {
     gs_detect_runtime();
-    return version;
+    return version ? version : driver_client_version;
+}
+
+/* A process without libcudart tells its CUDA version only through the driver look-ups it makes; the
+ * first one (before the handshake, as frameworks look their entry points up first) becomes its version. */
+void gs_drv_note_version(int cuda_version) {
+    int zero = 0;
+    if (cuda_version >= 2000 && cuda_version < 100000)
+        atomic_compare_exchange_strong(&driver_client_version, &zero, cuda_version);
 }
 
 const char *gs_runtime_soname(void) {

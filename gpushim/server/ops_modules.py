@@ -7,19 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 from gpushim.cuda_errors import CudaError
+from gpushim.server.ops_driver import as_fatbin
 
 
 class ModuleOps:
     def _ensure_module(self, key: bytes) -> None:
         if not self.bs.has_module(key):
-            self.bs.load_module(key, self.store.get(key))
+            self.bs.load_module(key, as_fatbin(self.store.get(key)))
 
     def op_module_query(self, hash: bytes) -> list[Any]:
         return [int(self.bs.has_module(hash) or self.store.has(hash))]
 
     def op_module_load(self, hash: bytes, fatbin: bytes) -> list[Any]:
+        # a fat binary, or (driver face: cuModuleLoadData) a cubin or PTX text, stored as the client sent it
+        image = as_fatbin(fatbin)
         self.store.put(hash, fatbin)
-        self.bs.load_module(hash, fatbin)
+        self.bs.load_module(hash, image)
         return []
 
     def op_func_info(self, dev: int, hash: bytes, name: str) -> list[Any]:
