@@ -28,11 +28,11 @@ all: shim programs
 
 shim: $(SHIM_LIB) $(DRIVER_LIB)
 
-shim/gen/exports.c shim/gen/libgpushim.map: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
+shim/gen/exports.c shim/gen/libgpushim.map shim/gen/drv_table.c shim/gen/drv_errors.h: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
 		$(wildcard shim/api_*.c shim/drv_*.c)
 	$(PYTHON) shim/generate.py
 
-$(SHIM_LIB): shim/gen/exports.c shim/gen/libgpushim.map $(SHIM_SRC)
+$(SHIM_LIB): shim/gen/exports.c shim/gen/libgpushim.map shim/gen/drv_table.c shim/gen/drv_errors.h $(SHIM_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) $(SHIM_CFLAGS) -shared -o $@ shim/gen/exports.c -Wl,--version-script=shim/gen/libgpushim.map \
 		-Wl,-soname,libcuda.so.1 -Wl,-z,defs -ldl
@@ -58,6 +58,11 @@ tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 tests/programs/bin/drv_%: tests/programs/drv_%.c tests/programs/drv_common.h $(DRIVER_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(CUDA_HOME)/include -o $@ $< -L$(DRIVER_DIR) -lcuda -lm
+
+# Runtime and driver API in one program: -cudart shared like the others, and gpushim's libcuda.
+tests/programs/bin/mixed_drv: tests/programs/mixed_drv.cu tests/programs/common.h $(DRIVER_LIB) | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB) -L$(DRIVER_DIR) -lcuda
 
 tests/programs/bin/drv_kernels/%.ptx: tests/programs/drv_kernels/%.cu | $(NVCC)
 	@mkdir -p $(dir $@)

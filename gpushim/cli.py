@@ -238,6 +238,13 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
     env = dict(os.environ)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
+    # The driver face: libgpushim.so's soname is libcuda.so.1, so once preloaded it is what
+    # dlopen("libcuda.so.1") and -lcuda programs get, ahead of any installed driver; the directory also
+    # answers loaders that look for libcuda.so or open the library by path.
+    driver = lib.parent / "driver"
+    if driver.is_dir():
+        ld_path = env.get("LD_LIBRARY_PATH", "")
+        env["LD_LIBRARY_PATH"] = f"{driver}:{ld_path}" if ld_path else str(driver)
     env["GPUSHIM_SERVER"] = url
     try:
         proc = subprocess.Popen(list(command), env=env)

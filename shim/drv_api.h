@@ -90,6 +90,10 @@ typedef struct {
 extern const gs_drv_entry gs_drv_entries[];
 extern const size_t gs_drv_nentries;
 
+/* Non-zero while the shim asks the application's real libcudart for its version (gs_runtime.c): a real
+ * runtime then talks to the driver face, which must answer as if no driver were installed. */
+int gs_runtime_detecting(void);
+
 /* The CUDA version a driver-only client announced (cuGetProcAddress's cudaVersion), or 0. */
 void gs_drv_note_version(int cuda_version);
 

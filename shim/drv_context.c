@@ -88,6 +88,7 @@ static CUresult check_device(CUdevice dev) {
 
 GS_DRV CUresult gs_cuInit(unsigned flags) {
     if (flags) return CUDA_ERROR_INVALID_VALUE;
+    if (gs_runtime_detecting()) return CUDA_ERROR_NO_DEVICE;
     cudaError_t e = gs_ensure_connected();
     if (e) return e == cudaErrorInsufficientDriver ? 35 : CUDA_ERROR_NO_DEVICE;
     initialised = 1;
@@ -96,6 +97,7 @@ GS_DRV CUresult gs_cuInit(unsigned flags) {
 
 GS_DRV CUresult gs_cuDriverGetVersion(int *v) {
     if (!v) return CUDA_ERROR_INVALID_VALUE;
+    if (gs_runtime_detecting()) return CUDA_ERROR_NOT_INITIALIZED;
     return GS_DRV_CALL(gs_cudaDriverGetVersion(v));
 }
 

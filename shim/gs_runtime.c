@@ -18,6 +18,7 @@ static int version;
 static char soname[64] = "";
 static char path[PATH_MAX] = "";
 static _Atomic int driver_client_version; /* cuGetProcAddress's cudaVersion, for driver-only clients */
+static _Thread_local int detecting; /* inside the real libcudart's cudaRuntimeGetVersion */
 
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
@@ -81,7 +82,11 @@ static void detect(void) {
             /* The real library's own function: dlsym on its handle never finds the shim's definition. */
             int (*rgv)(int *) = (int (*)(int *))dlsym(h, "cudaRuntimeGetVersion");
             int v = 0;
+            /* The real runtime may initialise and open libcuda.so.1, which is gpushim's driver face: that
+             * face must then behave as if no driver were installed (it cannot connect before this ends). */
+            detecting = 1;
             if (rgv && rgv(&v) == 0 && v > 0) version = v;
+            detecting = 0;
             dlclose(h);
         }
         if (!version) {
@@ -99,6 +104,8 @@ static void detect(void) {
     }
     gs_log(2, "client runtime: %s (%s), API version %d", soname[0] ? soname : "none found", path, version);
 }
+
+int gs_runtime_detecting(void) { return detecting; }
 
 void gs_detect_runtime(void) { pthread_once(&once, detect); }
 
