@@ -28,7 +28,7 @@ CUresult gs_drv_err(cudaError_t e) {
     case 0: case 1: case 2: case 3: case 4: case 46: return e;
     case 7: return 701;                     /* launch out of resources */
     case 13: return CUDA_ERROR_NOT_FOUND;   /* invalid symbol */
-    case 35: return CUDA_ERROR_NOT_INITIALIZED;
+    case 35: return 803; /* CUDA_ERROR_SYSTEM_DRIVER_MISMATCH */
     case 36: return CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE;
     case 98: return CUDA_ERROR_INVALID_HANDLE; /* invalid device function */
     default: return e >= 100 ? e : CUDA_ERROR_INVALID_VALUE;
@@ -90,7 +90,8 @@ GS_DRV CUresult gs_cuInit(unsigned flags) {
     if (flags) return CUDA_ERROR_INVALID_VALUE;
     if (gs_runtime_detecting()) return CUDA_ERROR_NO_DEVICE;
     cudaError_t e = gs_ensure_connected();
-    if (e) return e == cudaErrorInsufficientDriver ? 35 : CUDA_ERROR_NO_DEVICE;
+    /* the server refused this client's version: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH; else no device */
+    if (e) return e == cudaErrorInsufficientDriver ? 803 : CUDA_ERROR_NO_DEVICE;
     initialised = 1;
     return CUDA_SUCCESS;
 }

@@ -493,3 +493,115 @@ GS_DRV CUresult gs_cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned v, size_
 GS_DRV CUresult gs_cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h, CUstream s) {
     return memset_wide(d, p, v, w, h, 4, s, 1, 1);
 }
+
+/* ---- memory pools: each device's default pool is the runtime's stream-ordered allocator ---- */
+
+typedef struct {
+    uint32_t magic;
+    int device;
+    int reuse[3];          /* CU_MEMPOOL_ATTR_REUSE_* (1..3) */
+    uint64_t threshold;    /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+    uint64_t high[2];      /* reserved / used high watermarks, reset by setting them to 0 */
+} drv_pool;
+#define POOL_MAGIC 0x4c4f4f50u /* "POOL" */
+static drv_pool pools[GS_MAX_DEVICES];
+
+static drv_pool *default_pool(int dev) {
+    drv_pool *p = &pools[dev];
+    if (!p->magic) *p = (drv_pool){.magic = POOL_MAGIC, .device = dev, .reuse = {1, 1, 1}};
+    return p;
+}
+static drv_pool *as_pool(void *h) {
+    drv_pool *p = h;
+    return p >= pools && p < pools + GS_MAX_DEVICES && p->magic == POOL_MAGIC ? p : NULL;
+}
+
+GS_DRV CUresult gs_cuDeviceGetDefaultMemPool(drv_pool **pool, CUdevice dev) {
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    int n = 0;
+    DRV_ENTER();
+    CUresult r = gs_drv_err(gs_device_count(&n));
+    if (r) return r;
+    if (dev < 0 || dev >= n || dev >= GS_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    *pool = default_pool(dev);
+    return CUDA_SUCCESS;
+}
+GS_DRV CUresult gs_cuDeviceGetMemPool(drv_pool **pool, CUdevice dev) { return gs_cuDeviceGetDefaultMemPool(pool, dev); }
+GS_DRV CUresult gs_cuDeviceSetMemPool(CUdevice dev, drv_pool *pool) {
+    drv_pool *p = as_pool(pool);
+    if (!p || p->device != dev) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS; /* only the default pool exists */
+}
+
+GS_DRV CUresult gs_cuMemPoolGetAttribute(drv_pool *pool, int attr, void *value) {
+    drv_pool *p = as_pool(pool);
+    if (!p || !value) return CUDA_ERROR_INVALID_VALUE;
+    DRV_ENTER();
+    uint64_t used = 0;
+    if (attr >= 5) {
+        size_t free_b = 0, total = 0;
+        CUresult r = GS_DRV_CALL(gs_cudaMemGetInfo(&free_b, &total));
+        if (r) return r;
+        used = total - free_b; /* the session's device memory: the pool is the device's whole allocator */
+    }
+    switch (attr) {
+    case 1: case 2: case 3: *(int *)value = p->reuse[attr - 1]; return CUDA_SUCCESS;
+    case 4: *(uint64_t *)value = p->threshold; return CUDA_SUCCESS;
+    case 5: case 7: *(uint64_t *)value = used; return CUDA_SUCCESS;
+    case 6: case 8:
+        if (used > p->high[attr == 8]) p->high[attr == 8] = used;
+        *(uint64_t *)value = p->high[attr == 8];
+        return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+GS_DRV CUresult gs_cuMemPoolSetAttribute(drv_pool *pool, int attr, void *value) {
+    drv_pool *p = as_pool(pool);
+    if (!p || !value) return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+    case 1: case 2: case 3: p->reuse[attr - 1] = *(int *)value != 0; return CUDA_SUCCESS;
+    case 4: p->threshold = *(uint64_t *)value; return CUDA_SUCCESS;
+    case 6: case 8:
+        if (*(uint64_t *)value) return CUDA_ERROR_INVALID_VALUE; /* high watermarks can only be reset */
+        p->high[attr == 8] = 0;
+        return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* Freed stream-ordered memory goes back to the server at once: there is nothing to trim. */
+GS_DRV CUresult gs_cuMemPoolTrimTo(drv_pool *pool, size_t keep) {
+    (void)keep;
+    return as_pool(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Every device of the session reads and writes the default pool's memory. */
+GS_DRV CUresult gs_cuMemPoolSetAccess(drv_pool *pool, const void *descs, size_t count) {
+    if (!as_pool(pool) || (count && !descs)) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+GS_DRV CUresult gs_cuMemPoolGetAccess(int *flags, drv_pool *pool, const void *location) {
+    if (!flags || !as_pool(pool) || !location) return CUDA_ERROR_INVALID_VALUE;
+    *flags = 3; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, drv_pool *pool, CUstream s) {
+    drv_pool *p = as_pool(pool);
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    CUresult r = gs_drv_enter(&dev);
+    if (r) return r;
+    if (p->device != dev) return CUDA_ERROR_INVALID_VALUE;
+    return gs_cuMemAllocAsync(dptr, n, s);
+}
+GS_DRV CUresult gs_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, drv_pool *pool, CUstream s) {
+    drv_pool *p = as_pool(pool);
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    CUresult r = gs_drv_enter(&dev);
+    if (r) return r;
+    if (p->device != dev) return CUDA_ERROR_INVALID_VALUE;
+    return gs_cuMemAllocAsync_ptsz(dptr, n, s);
+}

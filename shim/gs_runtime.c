@@ -111,15 +111,19 @@ void gs_detect_runtime(void) { pthread_once(&once, detect); }
 
 int gs_runtime_version(void) {
     gs_detect_runtime();
-    return version ? version : driver_client_version;
+    if (version) return version;
+    int v = driver_client_version;
+    return v >= 11000 ? v : 0; /* older look-ups say nothing of the client: the server assumes its driver's */
 }
 
-/* A process without libcudart tells its CUDA version only through the driver look-ups it makes; the
- * first one (before the handshake, as frameworks look their entry points up first) becomes its version. */
+/* A process without libcudart tells its CUDA version only through the driver look-ups it makes (some
+ * bindings ask each entry point at its own introduction version): the newest one before the handshake
+ * (frameworks look their entry points up first) becomes its version. */
 void gs_drv_note_version(int cuda_version) {
-    int zero = 0;
-    if (cuda_version >= 2000 && cuda_version < 100000)
-        atomic_compare_exchange_strong(&driver_client_version, &zero, cuda_version);
+    if (cuda_version < 2000 || cuda_version >= 100000) return;
+    int cur = driver_client_version;
+    while (cuda_version > cur && !atomic_compare_exchange_weak(&driver_client_version, &cur, cuda_version)) {
+    }
 }
 
 const char *gs_runtime_soname(void) {
