@@ -16,6 +16,9 @@ SHIM_LIB = gpushim/lib/libgpushim.so
 # dlopen("libcuda.so.1") and -lcuda find the one loaded object (one session, one connection).
 DRIVER_DIR = gpushim/lib/driver
 DRIVER_LIB = $(DRIVER_DIR)/libcuda.so.1
+# What -lcuda programs link against: the driver's names only (as the toolkit's stubs/libcuda.so), so their
+# libcudart stays a dependency of their own.
+DRIVER_STUB = $(DRIVER_DIR)/stubs/libcuda.so
 CUDA_LIB = $(if $(wildcard $(CUDA_HOME)/lib64),$(CUDA_HOME)/lib64,$(CUDA_HOME)/lib)
 PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu)) \
 	$(patsubst tests/programs/%.c,tests/programs/bin/%,$(wildcard tests/programs/drv_*.c)) \
@@ -26,9 +29,9 @@ PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/
 
 all: shim programs
 
-shim: $(SHIM_LIB) $(DRIVER_LIB)
+shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB)
 
-shim/gen/exports.c shim/gen/libgpushim.map shim/gen/drv_table.c shim/gen/drv_errors.h: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
+shim/gen/exports.c shim/gen/libgpushim.map shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
 		$(wildcard shim/api_*.c shim/drv_*.c)
 	$(PYTHON) shim/generate.py
 
@@ -43,6 +46,10 @@ $(DRIVER_LIB): $(SHIM_LIB)
 	ln -sfn ../libgpushim.so $(DRIVER_LIB)
 	ln -sfn libcuda.so.1 $(DRIVER_DIR)/libcuda.so
 
+$(DRIVER_STUB): shim/gen/libcuda_stub.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -o $@ $< -Wl,-soname,libcuda.so.1
+
 programs: $(PROGRAMS)
 
 $(NVCC):
@@ -55,14 +62,14 @@ tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 
 # Driver-API test programs: C host code linked with -lcuda (gpushim's libcuda.so.1); their kernels are PTX,
 # a fat binary and a cubin built from tests/programs/drv_kernels/.
-tests/programs/bin/drv_%: tests/programs/drv_%.c tests/programs/drv_common.h $(DRIVER_LIB)
+tests/programs/bin/drv_%: tests/programs/drv_%.c tests/programs/drv_common.h $(DRIVER_STUB)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(CUDA_HOME)/include -o $@ $< -L$(DRIVER_DIR) -lcuda -lm
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(CUDA_HOME)/include -o $@ $< -L$(dir $(DRIVER_STUB)) -lcuda -lm -ldl
 
 # Runtime and driver API in one program: -cudart shared like the others, and gpushim's libcuda.
-tests/programs/bin/mixed_drv: tests/programs/mixed_drv.cu tests/programs/common.h $(DRIVER_LIB) | $(NVCC)
+tests/programs/bin/mixed_drv: tests/programs/mixed_drv.cu tests/programs/common.h $(DRIVER_STUB) | $(NVCC)
 	@mkdir -p $(dir $@)
-	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB) -L$(DRIVER_DIR) -lcuda
+	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB) -L$(dir $(DRIVER_STUB)) -lcuda
 
 tests/programs/bin/drv_kernels/%.ptx: tests/programs/drv_kernels/%.cu | $(NVCC)
 	@mkdir -p $(dir $@)

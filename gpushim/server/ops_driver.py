@@ -100,10 +100,10 @@ class DriverOps:
         if elem not in (2, 4) or not 0 <= value < 1 << (8 * elem) or width < 0 or height < 0:
             raise CudaError(Err.INVALID_VALUE, f"MEMSET_WIDE: value {value:#x}, {elem}-byte elements")
         row = width * elem
+        if row > 1 << 32 or row * height > 1 << 32:
+            raise CudaError(Err.INVALID_VALUE, "cuMemsetD*: more than 4 GiB in one call")
         if height > 1 and pitch < row:
             raise CudaError(Err.INVALID_VALUE, f"cuMemsetD2D{8 * elem}: pitch {pitch} < row of {row} bytes")
-        if row * height > 1 << 32:
-            raise CudaError(Err.INVALID_VALUE, "cuMemsetD*: more than 4 GiB in one call")
         pattern = value.to_bytes(elem, "little") * width
         s = self._stream(stream)
         if height <= 1:
