@@ -25,6 +25,9 @@ MAX_LINK_INPUTS = 256
 _TARGET = re.compile(r"^\s*\.target\s+sm_(\d+)", re.M)
 _VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.M)
 _HEADER_LINE = re.compile(r"^\s*\.(version|target|address_size)\b[^\n]*\n?", re.M)
+_FUNC = re.compile(r"(\.extern\s+)?(\.visible\s+|\.weak\s+)?\.func\s*(?:\([^)]*\))?\s*(\w+)")
+_EXTERN_VAR = re.compile(r"^\s*\.extern\s+\.(?:global|const|shared)\b[^;]*?(\w+)\s*(?:\[\d*\])?\s*;[^\n]*\n?", re.M)
+_VAR = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.(?:global|const)\b[^;]*?(\w+)\s*(?:\[\d*\])?\s*[;=]", re.M)
 
 
 def _entry(kind: int, payload: bytes, arch: int, version: tuple[int, int]) -> bytes:
@@ -68,9 +71,10 @@ def as_fatbin(data: bytes) -> bytes:
 
 
 def link_ptx(parts: list[str]) -> str:
-    """Links PTX modules into one: the first module's header, then every module's body. A function or
-    variable one module declares `.extern` and another defines is then resolved inside the one module;
-    the PTX engine (and ptxas) accept a declaration followed by its definition."""
+    """Links PTX modules into one: the newest header of the inputs, then every module's body, with each
+    `.extern` declaration that another input defines resolved: a function's becomes a prototype with the
+    definition's linkage, a variable's is dropped. What no input defines stays `.extern` (ptxas and the
+    PTX engine report it)."""
     if not parts:
         raise CudaError(Err.INVALID_VALUE, "cuLinkComplete: nothing was added to the link")
     versions = [_VERSION.search(p) for p in parts]
@@ -80,8 +84,18 @@ def link_ptx(parts: list[str]) -> str:
     # The linked module needs the newest ISA and target of its inputs.
     version = max((int(v.group(1)), int(v.group(2))) for v in versions if v)
     target = max(int(t.group(1)) for t in targets if t)
+    bodies = [_HEADER_LINE.sub("", p) for p in parts]
+    # defined functions -> their linkage, which a prototype must repeat
+    funcs = {m.group(3): m.group(2) or "" for b in bodies for m in _FUNC.finditer(b) if not m.group(1)}
+    variables = {m.group(1) for b in bodies for m in _VAR.finditer(b)}
+
+    def resolve(body: str) -> str:
+        body = _FUNC.sub(lambda m: funcs[m.group(3)] + m.group(0)[len(m.group(1)):]
+                         if m.group(1) and m.group(3) in funcs else m.group(0), body)
+        return _EXTERN_VAR.sub(lambda m: "" if m.group(1) in variables else m.group(0), body)
+
     header = f".version {version[0]}.{version[1]}\n.target sm_{target}\n.address_size 64\n"
-    return header + "\n".join(_HEADER_LINE.sub("", p) for p in parts)
+    return header + "\n".join(resolve(b) for b in bodies)
 
 
 class DriverOps:

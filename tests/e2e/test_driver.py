@@ -192,3 +192,42 @@ def test_cuda_core_program(drv: Server) -> None:
 def test_numba_cuda_kernels(drv: Server) -> None:
     p = _python(drv, "drv_numba.py", "numba", "numba.cuda")
     assert "numba ok" in p.stdout
+
+
+# ---- the server's side, without a client ----
+
+
+def test_link_ptx_resolves_externs_for_the_engine_and_ptxas(built: Path, tmp_path: Path) -> None:
+    from gpushim.ptx import load_module
+    from gpushim.server.ops_driver import link_ptx
+
+    main = (BIN / "drv_kernels" / "link_main.ptx").read_text()
+    lib = (BIN / "drv_kernels" / "link_lib.ptx").read_text()
+    linked = link_ptx([main, lib])
+    assert ".extern .func" not in linked and linked.count(".version") == 1
+    assert "saxpy" in load_module(linked, "sm_75", strict=False).kernels
+    ptxas = CUDA_HOME / "bin" / "ptxas"
+    if ptxas.exists():  # what the cuda backend's driver would JIT
+        (tmp_path / "l.ptx").write_text(linked)
+        p = subprocess.run([str(ptxas), "-arch=sm_90", str(tmp_path / "l.ptx"), "-o", str(tmp_path / "l.cubin")],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+    # alone, the call stays unresolved
+    assert ".extern .func" in link_ptx([main])
+
+
+def test_module_images_are_wrapped_as_fat_binaries(built: Path) -> None:
+    from gpushim.cuda_errors import CudaError
+    from gpushim.fatbin import parse_fatbin
+    from gpushim.server.ops_driver import as_fatbin
+
+    ptx = (BIN / "drv_kernels" / "vecadd.ptx").read_bytes()
+    (img,) = parse_fatbin(as_fatbin(ptx))
+    assert (img.kind, img.arch) == ("ptx", 75) and "vecadd" in img.ptx_text
+    (img,) = parse_fatbin(as_fatbin((BIN / "drv_kernels" / "vecadd.cubin").read_bytes()))
+    assert (img.kind, img.arch) == ("cubin", 90)
+    fatbin = (BIN / "drv_kernels" / "vecadd.fatbin").read_bytes()
+    assert as_fatbin(fatbin) is fatbin
+    for bad in (b"", b"\x7fELF garbage", b"hello", b".version 8.0\n"):
+        with pytest.raises(CudaError):
+            as_fatbin(bad)
