@@ -19,6 +19,7 @@ from tests.e2e.conftest import BACKEND, BIN, CUDA_HOME, ROOT, SHIM, Server, emul
 KERNELS = str(BIN / "drv_kernels")
 DRIVER_DIR = SHIM.parent / "driver"
 PYTHON_PROGRAMS = ROOT / "tests" / "programs" / "python"
+PIP_NAMES = {"numba": "numba-cuda", "numba.cuda": "numba-cuda", "cuda.core": "cuda-core", "torch": "torch (CUDA 13)"}
 
 
 @pytest.fixture(scope="module")
@@ -157,13 +158,14 @@ def test_compat_check_reads_driver_api_binaries(built: Path) -> None:
 # ---- frameworks (Python): each skips with the reason when it is not installed ----
 
 
-def _python(drv: Server, script: str, *modules: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def _python(drv: Server, script: str, *modules: str, timeout: float = 600,
+            args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     for m in modules:
         if importlib.util.find_spec(m) is None:
-            pytest.skip(f"{m} is not installed (pip install numba-cuda cuda-core nvidia-cuda-nvrtc)")
+            pytest.skip(f"{m} is not installed (pip install {PIP_NAMES.get(m, m)})")
     env = drv.env(LD_LIBRARY_PATH=str(DRIVER_DIR), CUDA_HOME=str(CUDA_HOME), PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, str(PYTHON_PROGRAMS / script)], env=env, capture_output=True, text=True,
-                       timeout=timeout)
+    p = subprocess.run([sys.executable, str(PYTHON_PROGRAMS / script), *args], env=env, capture_output=True,
+                       text=True, timeout=timeout)
     assert p.returncode == 0, f"{script} failed ({p.returncode}):\n{p.stdout}\n{p.stderr[-3000:]}"
     return p
 
@@ -231,3 +233,14 @@ def test_module_images_are_wrapped_as_fat_binaries(built: Path) -> None:
     for bad in (b"", b"\x7fELF garbage", b"hello", b".version 8.0\n"):
         with pytest.raises(CudaError):
             as_fatbin(bad)
+
+
+def test_torch(drv: Server) -> None:
+    """PyTorch (not installed by the test extra: the CUDA 13 wheel is several GB; `make gpu-check` installs
+    it with GPU_CHECK_TORCH=1)."""
+    p = _python(drv, "drv_torch.py", "torch", args=("emulator" if BACKEND == "emulator" else "gpu",))
+    assert "copies ok" in p.stdout
+    if BACKEND == "emulator":
+        assert "kernel refused:" in p.stdout and "PTX" in p.stdout + p.stderr
+    else:
+        assert "torch kernels ok" in p.stdout
