@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -244,3 +245,27 @@ def test_torch(drv: Server) -> None:
         assert "kernel refused:" in p.stdout and "PTX" in p.stdout + p.stderr
     else:
         assert "torch kernels ok" in p.stdout
+
+
+def test_server_never_uses_gpushims_own_driver(tmp_path: Path, built: Path) -> None:
+    """A server started where gpushim is preloaded and its libcuda.so.1 is on the path (the manual client
+    environment, exported by hand) starts itself again without them: it must reach the real driver."""
+    env = dict(os.environ, LD_PRELOAD=str(SHIM), LD_LIBRARY_PATH=f"{DRIVER_DIR}:/opt/elsewhere",
+               PYTHONPATH=str(ROOT))
+    url = f"unix://{tmp_path}/s.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "gpushim", "serve", "--listen", url, "--backend", "emulator",
+                             "--module-cache", str(tmp_path / "m")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "s.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        raw = Path(f"/proc/{proc.pid}/environ").read_text().split("\0")
+        environ = dict(kv.split("=", 1) for kv in raw if "=" in kv)
+        assert "LD_PRELOAD" not in environ
+        assert environ["LD_LIBRARY_PATH"] == "/opt/elsewhere"
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+        assert "libgpushim.so" not in maps
+    finally:
+        proc.terminate()
+        proc.wait(15)
