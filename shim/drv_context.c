@@ -361,6 +361,16 @@ GS_DRV CUresult gs_cuCtxGetDevice(CUdevice *dev) {
     return gs_drv_enter(dev);
 }
 
+/* CUDA 13: the context as an argument; NULL means the current one. Every context of a device shares its
+ * device and its work here. */
+GS_DRV CUresult gs_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx) {
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx) return gs_drv_enter(dev);
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = ctx->device;
+    return CUDA_SUCCESS;
+}
+
 GS_DRV CUresult gs_cuCtxGetFlags(unsigned *flags) {
     if (!flags) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = gs_drv_enter(NULL);
@@ -399,6 +409,18 @@ GS_DRV CUresult gs_cuCtxGetId(CUcontext ctx, unsigned long long *id) {
 GS_DRV CUresult gs_cuCtxSynchronize(void) {
     CUresult r = gs_drv_enter(NULL);
     return r ? r : GS_DRV_CALL(gs_cudaDeviceSynchronize());
+}
+
+GS_DRV CUresult gs_cuCtxSynchronize_v2(CUcontext ctx) {
+    if (!ctx) return gs_cuCtxSynchronize();
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult r = gs_drv_enter(NULL);
+    if (r) return r;
+    int saved = gs_thread()->device;
+    gs_thread()->device = ctx->device;
+    r = GS_DRV_CALL(gs_cudaDeviceSynchronize());
+    gs_thread()->device = saved;
+    return r;
 }
 
 GS_DRV CUresult gs_cuCtxGetLimit(size_t *value, int limit) {

@@ -269,6 +269,15 @@ GS_DRV CUresult gs_cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s,
     if (!dc || !sc) return CUDA_ERROR_INVALID_CONTEXT;
     COPY_ASYNC(d, s, n, 4, st, gs_cudaMemcpyAsync);
 }
+GS_DRV CUresult gs_cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
+    if (!dc || !sc) return CUDA_ERROR_INVALID_CONTEXT;
+    COPY(d, s, n, 4, gs_cudaMemcpy_ptds);
+}
+GS_DRV CUresult gs_cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n,
+                                         CUstream st) {
+    if (!dc || !sc) return CUDA_ERROR_INVALID_CONTEXT;
+    COPY_ASYNC(d, s, n, 4, st, gs_cudaMemcpyAsync_ptsz);
+}
 
 /* CUDA_MEMCPY2D and CUDA_MEMCPY3D (cuda.h; the same layout since CUDA 3.2). */
 typedef struct {

@@ -660,6 +660,18 @@ GS_DRV CUresult gs_cuLinkComplete(drv_link *l, void **out, size_t *size) {
     return gs_drv_err(e);
 }
 
+/* The CUDA 5.5 entry points have the same arguments as their _v2 successors. */
+GS_DRV CUresult gs_cuLinkCreate(unsigned n, int *opts, void **values, drv_link **out) {
+    return gs_cuLinkCreate_v2(n, opts, values, out);
+}
+GS_DRV CUresult gs_cuLinkAddData(drv_link *l, int type, void *data, size_t size, const char *name, unsigned n,
+                                int *opts, void **values) {
+    return gs_cuLinkAddData_v2(l, type, data, size, name, n, opts, values);
+}
+GS_DRV CUresult gs_cuLinkAddFile(drv_link *l, int type, const char *path, unsigned n, int *opts, void **values) {
+    return gs_cuLinkAddFile_v2(l, type, path, n, opts, values);
+}
+
 GS_DRV CUresult gs_cuLinkDestroy(drv_link *l) {
     if (!l || l->magic != LINK_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
     l->magic = 0;

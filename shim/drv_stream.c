@@ -62,6 +62,15 @@ GS_DRV CUresult gs_cuStreamGetCtx(CUstream s, CUcontext *ctx) {
     return r;
 }
 GS_DRV CUresult gs_cuStreamGetCtx_ptsz(CUstream s, CUcontext *ctx) { return gs_cuStreamGetCtx(s, ctx); }
+/* CUDA 12.5: also the green context, which gpushim never creates */
+GS_DRV CUresult gs_cuStreamGetCtx_v2(CUstream s, CUcontext *ctx, void **green) {
+    CUresult r = gs_cuStreamGetCtx(s, ctx);
+    if (!r && green) *green = NULL;
+    return r;
+}
+GS_DRV CUresult gs_cuStreamGetCtx_v2_ptsz(CUstream s, CUcontext *ctx, void **green) {
+    return gs_cuStreamGetCtx_v2(s, ctx, green);
+}
 
 GS_DRV CUresult gs_cuStreamGetId(CUstream s, unsigned long long *id) {
     if (!id) return CUDA_ERROR_INVALID_VALUE;
