@@ -529,8 +529,9 @@ static CUresult drv_launch(drv_function *f, dim3 grid, dim3 block, unsigned smem
         }
         if (!packed) return CUDA_ERROR_INVALID_VALUE;
     }
+    cudaError_t saved = gs_thread()->last_error; /* a driver launch leaves cudaGetLastError alone */
     cudaError_t e = gs_launch_entry(&f->entry, grid, block, params, packed, packed_len, smem, s, ptsz);
-    gs_thread()->last_error = 0; /* a driver launch leaves cudaGetLastError alone */
+    gs_thread()->last_error = saved;
     return e == 9 ? CUDA_ERROR_INVALID_VALUE : gs_drv_err(e);
 }
 
