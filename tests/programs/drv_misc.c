@@ -13,7 +13,10 @@ int main(int argc, char **argv) {
     if (argc < 2) return 2;
 
     /* ---- cuGetProcAddress: the newest version not newer than the caller's (CUDA programming guide,
-     * "Driver Entry Point Access") ---- */
+     * "Driver Entry Point Access"); Driver API reference, cuGetProcAddress: an unknown symbol or one newer
+     * than cudaVersion returns CUDA_ERROR_NOT_FOUND with CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND /
+     * CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT in symbolStatus; flags outside CU_GET_PROC_ADDRESS_*
+     * are CUDA_ERROR_INVALID_VALUE ---- */
     void *fn = NULL;
     CUdriverProcAddressQueryResult q;
     CU_CHECK(cuGetProcAddress("cuMemAlloc", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
@@ -74,7 +77,8 @@ int main(int argc, char **argv) {
     printf("device %s cc %d.%d, %d SMs, %zu bytes, bus %s, uuid %s\n", name, major, minor, sms, total, bus,
            uuid_nonzero ? "set" : "zero");
 
-    /* ---- contexts: a stack per thread ---- */
+    /* ---- contexts: a stack per thread (Driver API reference, Context Management: cuCtxCreate makes the
+     * new context current, pushing it; cuCtxPopCurrent returns the context it popped) ---- */
     CUcontext none = (CUcontext)1, primary, created, cur, popped;
     CU_CHECK(cuCtxGetCurrent(&none));
     REQUIRE(none == NULL);
@@ -159,6 +163,21 @@ int main(int argc, char **argv) {
     CU_CHECK(cuMemcpyDtoH(row, pitched + pitch, sizeof row));
     for (int i = 0; i < W / 4; i++) REQUIRE(row[i] == 0x01020304u);
 
+    /* device-to-device (unified cuMemcpyAsync), then a pitched 2D copy back, in the legacy stream's order */
+    CUdeviceptr m2;
+    CU_CHECK(cuMemAlloc(&m2, NW * 4));
+    CU_CHECK(cuMemcpyAsync(m2, m, NW * 4, NULL));
+    CU_CHECK(cuMemcpyDtoDAsync(m2 + 4, m2 + 8, 4, NULL));
+    unsigned two_rows[2][3];
+    CUDA_MEMCPY2D back2 = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = m2, .srcPitch = 40,
+                           .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = two_rows, .dstPitch = 12,
+                           .WidthInBytes = 12, .Height = 2};
+    CU_CHECK(cuMemcpy2DAsync(&back2, NULL));
+    CU_CHECK(cuStreamSynchronize(NULL));
+    REQUIRE(two_rows[0][0] == 0xdeadbeefu && two_rows[0][1] == 0x12341234u && two_rows[0][2] == 0x12341234u);
+    REQUIRE(two_rows[1][0] == words[10] && two_rows[1][2] == words[12]);
+    CU_CHECK(cuMemFree(m2));
+
     CUdeviceptr base = 0;
     size_t range = 0;
     CU_CHECK(cuMemGetAddressRange(&base, &range, m + 100));
@@ -178,10 +197,21 @@ int main(int argc, char **argv) {
     CU_CHECK(cuPointerGetAttributes(2, attrs, data, m));
     REQUIRE(type == CU_MEMORYTYPE_DEVICE && rsize == NW * 4);
     int stackvar;
+    /* cuPointerGetAttribute: "If ptr was not allocated by, mapped by, or registered with a CUcontext which
+     * uses unified virtual addressing then CUDA_ERROR_INVALID_VALUE is returned." */
     CU_EXPECT(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)&stackvar),
               CUDA_ERROR_INVALID_VALUE);
+    /* cuPointerGetAttributes: "Unlike cuPointerGetAttribute, this function will not return an error when
+     * the ptr encountered is not a valid CUDA pointer. Instead, the attributes are assigned default NULL
+     * values and CUDA_SUCCESS is returned." */
+    type = 99;
+    data[0] = &type;
+    CU_CHECK(cuPointerGetAttributes(1, attrs, data, (CUdeviceptr)&stackvar));
+    REQUIRE(type == 0);
 
-    /* ---- streams: a wait on a memory value holds the stream until another stream writes it ---- */
+    /* ---- streams: a wait on a memory value holds the stream until another stream writes it
+     * (cuStreamWaitValue32: "Enqueues a synchronization of the stream on the given memory location. Work
+     * ordered after the operation will block until the given condition on the memory is satisfied.") ---- */
     CUstream s1, s2;
     CU_CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
     CU_CHECK(cuStreamCreateWithPriority(&s2, CU_STREAM_NON_BLOCKING, greatest));

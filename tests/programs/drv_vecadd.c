@@ -10,13 +10,15 @@ int main(int argc, char **argv) {
     CUdevice dev;
     CUcontext ctx;
     CUdeviceptr d = 0;
-    /* CUDA: every call but cuInit/cuDriverGetVersion/cuGetErrorName fails with NOT_INITIALIZED before cuInit */
+    /* Driver API reference, Initialization: "cuInit() must be called before calling any other function
+     * from the driver API"; before it, calls fail with CUDA_ERROR_NOT_INITIALIZED. cuInit: "Currently, the
+     * Flags parameter must be 0"; cuDeviceGet: an ordinal past the count is CUDA_ERROR_INVALID_DEVICE. */
     CU_EXPECT(cuDeviceGet(&dev, 0), CUDA_ERROR_NOT_INITIALIZED);
     CU_EXPECT(cuInit(1), CUDA_ERROR_INVALID_VALUE); /* flags must be 0 */
     CU_CHECK(cuInit(0));
     CU_CHECK(cuDeviceGet(&dev, 0));
     CU_EXPECT(cuDeviceGet(&dev, 4096), CUDA_ERROR_INVALID_DEVICE);
-    /* No context current yet: memory calls fail with INVALID_CONTEXT. */
+    /* No context current yet: cuMemAlloc's documented CUDA_ERROR_INVALID_CONTEXT. */
     CU_EXPECT(cuMemAlloc(&d, 1024), CUDA_ERROR_INVALID_CONTEXT);
     CU_CHECK(cuCtxCreate(&ctx, NULL, 0, dev));
 
@@ -47,6 +49,8 @@ int main(int argc, char **argv) {
     CUfunction add, scale;
     CU_CHECK(cuModuleGetFunction(&add, mod, "vecadd"));
     CU_CHECK(cuModuleGetFunction(&scale, mod, "scale"));
+    /* cuModuleGetFunction: "If no function of that name exists, cuModuleGetFunction() returns
+     * CUDA_ERROR_NOT_FOUND." */
     CU_EXPECT(cuModuleGetFunction(&scale, mod, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
 
     enum { N = 50000 };
@@ -70,6 +74,7 @@ int main(int argc, char **argv) {
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
                      CU_LAUNCH_PARAM_END};
     CU_CHECK(cuLaunchKernel(scale, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, NULL, extra));
+    /* cuLaunchKernel: "It is an error to specify both kernelParams and extra (both non-NULL)" */
     CU_EXPECT(cuLaunchKernel(scale, 1, 1, 1, 32, 1, 1, 0, NULL, args, extra), CUDA_ERROR_INVALID_VALUE);
     CU_CHECK(cuCtxSynchronize());
     CU_CHECK(cuMemcpyDtoH(c, dc, N * sizeof(float)));
