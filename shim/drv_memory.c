@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "drv_api.h"
+#include "gs_capture.h"
 
 #define PTR(d) ((void *)(uintptr_t)(d))
 enum { MT_HOST = 1, MT_DEVICE = 2, MT_ARRAY = 3, MT_UNIFIED = 4 };
@@ -424,6 +425,7 @@ static CUresult memset_wide(CUdeviceptr d, size_t pitch, unsigned value, size_t 
     gs_w_uint(c.w, height);
     gs_w_uint(c.w, (uint64_t)elem);
     gs_w_uint(c.w, stream);
+    if (gs_capture_record(stream, &c, &e)) return gs_drv_err(e); /* a stream being captured records it */
     if (async) return gs_drv_err(gs_call_post(&c));
     e = gs_call_run(&c); /* like CUDA's memsets of device memory, it need not be complete on return */
     gs_call_end(&c);

@@ -1,6 +1,7 @@
 /* The driver face: streams, events, host functions and stream memory operations. CUstream is the
  * runtime's cudaStream_t and CUevent its cudaEvent_t (the flag values are the same in both APIs). */
 #include "drv_api.h"
+#include "gs_capture.h"
 
 #define DRV_ENTER()                          \
     do {                                     \
@@ -140,6 +141,7 @@ static CUresult wait_value(CUstream s, CUdeviceptr addr, uint64_t value, unsigne
     gs_w_uint(c.w, width == 4 ? (uint32_t)value : value);
     gs_w_uint(c.w, flags & 3u);
     gs_w_uint(c.w, (uint64_t)width);
+    if (gs_capture_record(stream, &c, &e)) return gs_drv_err(e); /* a stream being captured records it */
     e = gs_call_run(&c); /* the wait is queued when the reply comes; the stream is held, not the caller */
     gs_call_end(&c);
     return gs_drv_err(e);

@@ -81,6 +81,11 @@ def test_device_model_through_the_driver(drv: Server) -> None:
     assert "device NVIDIA H100 80GB HBM3 cc 9.0, 132 SMs" in p.stdout and "uuid set" in p.stdout
 
 
+def test_stream_capture_and_graphs(drv: Server) -> None:
+    p = run(drv, "drv_graph", KERNELS)
+    assert "graph ok: captured memset and launch, replayed twice" in p.stdout
+
+
 def test_runtime_and_driver_on_one_stream(drv: Server) -> None:
     p = run(drv, "mixed_drv")
     assert "mixed ok" in p.stdout
