@@ -31,11 +31,13 @@ all: shim programs
 
 shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB)
 
-shim/gen/exports.c shim/gen/libgpushim.map shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
+SHIM_GEN = shim/gen/exports.c shim/gen/libgpushim.map shim/gen/ops.h shim/gen/errors.h shim/gen/layouts.c \
+	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c
+$(SHIM_GEN): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
 		$(wildcard shim/api_*.c shim/drv_*.c)
 	$(PYTHON) shim/generate.py
 
-$(SHIM_LIB): shim/gen/exports.c shim/gen/libgpushim.map shim/gen/drv_table.c shim/gen/drv_errors.h $(SHIM_SRC)
+$(SHIM_LIB): $(filter-out shim/gen/libcuda_stub.c,$(SHIM_GEN)) $(SHIM_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) $(SHIM_CFLAGS) -shared -o $@ shim/gen/exports.c -Wl,--version-script=shim/gen/libgpushim.map \
 		-Wl,-soname,libcuda.so.1 -Wl,-z,defs -ldl
