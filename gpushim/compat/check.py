@@ -350,9 +350,9 @@ def check_binary(path: str, driver: int, devices: list[dict[str, Any]], target_s
         rep.problems.append(f"{path} is a CUDA runtime library itself ({scan.soname}); check the application instead")
         return rep
     if scan.dlopens_cuda and not scan.driver_imports:
-        rep.notes.append("loads libcuda.so.1 with dlopen (as cuda-bindings and CuPy do): its driver calls go "
-                         "through cuGetProcAddress, which gpushim's libcuda.so.1 answers for every CUDA "
-                         f"{fmt(max(_driver_exports().values(), default=0))} entry point")
+        rep.notes.append("reaches libcuda.so.1 by dlopen and look-ups by name (as cuda-bindings and CuPy do): "
+                         "its driver calls go through cuGetProcAddress, which gpushim's libcuda.so.1 answers for "
+                         f"every CUDA {fmt(max(_driver_exports().values(), default=0))} entry point")
     if runtime is None and scan.driver_imports:
         runtime, source = driver_client_version(scan)
         rep.client_runtime, rep.client_runtime_source = runtime, source

@@ -274,3 +274,14 @@ def test_server_never_uses_gpushims_own_driver(tmp_path: Path, built: Path) -> N
     finally:
         proc.terminate()
         proc.wait(15)
+
+
+def test_compat_check_reads_python_driver_bindings() -> None:
+    """A Python extension that reaches the driver by name (cuda-bindings' cydriver) is recognised as such."""
+    spec = importlib.util.find_spec("cuda.bindings.cydriver")
+    if spec is None or not spec.origin or not spec.origin.endswith(".so"):
+        pytest.skip("cuda-bindings' cydriver extension is not installed")
+    from gpushim.compat.check import check_binary
+
+    rep = check_binary(spec.origin, 13000, [{"name": "H100", "cc": "9.0"}])
+    assert not rep.problems and any("cuGetProcAddress" in n for n in rep.notes), rep.notes
