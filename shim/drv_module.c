@@ -28,11 +28,15 @@
 #define LINK_MAGIC 0x4b4e4c47u /* "GLNK" */
 #define MAX_IMAGE ((size_t)1 << 30)
 
+enum { FUNC_ATTRS = 16 };
+
 typedef struct drv_function {
     uint32_t magic;
     gs_entry entry; /* entry.module points into the owning drv_module */
     struct drv_module *owner;
     struct drv_function *next;
+    _Atomic int set[FUNC_ATTRS]; /* values given with cuFuncSetAttribute, read back by cuFuncGetAttribute */
+    _Atomic unsigned char is_set[FUNC_ATTRS];
 } drv_function;
 
 typedef struct drv_module {
@@ -354,7 +358,7 @@ static CUresult func_attribute(int *value, int attr, drv_function *f) {
         return CUDA_ERROR_INVALID_VALUE;
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
     DRV_ENTER();
-    *value = gs_entry_attr(&f->entry, func_attr_names[attr]);
+    *value = f->is_set[attr] ? f->set[attr] : gs_entry_attr(&f->entry, func_attr_names[attr]);
     return CUDA_SUCCESS;
 }
 
@@ -366,11 +370,21 @@ GS_DRV CUresult gs_cuKernelGetAttribute(int *value, int attr, drv_function *k, C
     return func_attribute(value, attr, as_function(k));
 }
 
+enum { ATTR_MAX_DYNAMIC_SHARED = 8, ATTR_CARVEOUT = 9 };
+
 static CUresult func_set_attribute(drv_function *f, int attr, int value) {
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
     int dev;
     CUresult r = gs_drv_enter(&dev);
     if (r) return r;
+    if (attr == ATTR_MAX_DYNAMIC_SHARED) { /* at most the device's opt-in limit less the static part */
+        int optin = 0;
+        r = GS_DRV_CALL(gs_cudaDeviceGetAttribute(&optin, 97, dev));
+        if (r) return r;
+        if (value < 0 || value > optin - gs_entry_attr(&f->entry, "sharedSizeBytes")) return CUDA_ERROR_INVALID_VALUE;
+    } else if (attr == ATTR_CARVEOUT && (value < -1 || value > 100)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     gs_call c;
     gs_call_begin(&c, GS_OP_FUNC_SET_ATTR, 5);
     gs_w_int(c.w, dev);
@@ -380,6 +394,10 @@ static CUresult func_set_attribute(drv_function *f, int attr, int value) {
     gs_w_int(c.w, value);
     cudaError_t e = gs_call_run(&c);
     gs_call_end(&c);
+    if (!e && attr >= 0 && attr < FUNC_ATTRS) {
+        f->set[attr] = value;
+        f->is_set[attr] = 1;
+    }
     return gs_drv_err(e);
 }
 

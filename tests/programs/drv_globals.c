@@ -69,6 +69,15 @@ int main(int argc, char **argv) {
     CU_CHECK(cuKernelGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kern, dev));
     CU_CHECK(cuFuncGetAttribute(&nregs, CU_FUNC_ATTRIBUTE_NUM_REGS, kf));
     REQUIRE(max_threads > 0 && nregs >= 0);
+    /* cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) raises the limit up to the device's
+     * opt-in maximum; cuFuncGetAttribute reads the new value back, and a value past the maximum is refused */
+    int optin = 0, dyn = 0;
+    CU_CHECK(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+    CU_CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin, kern, dev));
+    CU_CHECK(cuFuncGetAttribute(&dyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kf));
+    REQUIRE(dyn == optin);
+    CU_EXPECT(cuFuncSetAttribute(kf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin + 1),
+              CUDA_ERROR_INVALID_VALUE);
     CUdeviceptr lib_counter;
     CU_CHECK(cuLibraryGetGlobal(&lib_counter, &bytes, lib, "counter"));
     CU_CHECK(cuMemsetD32(lib_counter, 7, 1));
