@@ -4,6 +4,7 @@
 #include "gs_api.h"
 
 int gs_drv_entry_point(const char *symbol, void **pfn, int cuda_version, int per_thread);
+void gs_drv_mark_initialised(void);
 
 enum { ENABLE_DEFAULT = 0, ENABLE_LEGACY_STREAM = 1, ENABLE_PER_THREAD = 2 };
 
@@ -14,6 +15,7 @@ static cudaError_t entry_point(const char *symbol, void **fn, int version, unsig
      * default stream builds call. */
     int per_thread = flags == ENABLE_PER_THREAD || (flags == ENABLE_DEFAULT && ptsz);
     int s = gs_drv_entry_point(symbol, fn, version, per_thread);
+    gs_drv_mark_initialised(); /* the runtime has initialised the driver whose functions it hands out */
     if (status) *status = s;
     /* CUDA: success with *funcPtr NULL and the query result naming why when the symbol is missing */
     return cudaSuccess;

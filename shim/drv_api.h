@@ -56,6 +56,8 @@ typedef gs_ctx *CUcontext;
 /* The current context's device (it becomes the runtime's current device of this thread), or
  * CUDA_ERROR_INVALID_CONTEXT when the thread has none. Connects and checks the sticky error. */
 CUresult gs_drv_enter(int *dev);
+/* The runtime face handed out driver functions: the driver counts as initialised (cuInit). */
+void gs_drv_mark_initialised(void);
 /* The primary context of dev (never freed). */
 gs_ctx *gs_drv_primary(int dev);
 

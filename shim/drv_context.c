@@ -23,6 +23,17 @@ static _Thread_local int depth;        /* contexts on this thread's stack */
 static _Thread_local int explicit_none; /* cuCtxSetCurrent(NULL) / pops emptied the stack */
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* cuInit was called, or the process uses the runtime face, which initialises the driver itself (a
+ * runtime program may call driver functions, or ones cudaGetDriverEntryPoint gave it, without cuInit). */
+static int driver_ready(void) {
+    if (initialised) return 1;
+    if (gs_runtime_detecting()) return 0; /* a real libcudart asking, inside the shim's detection */
+    if (gs_runtime_soname()[0]) initialised = 1;
+    return initialised;
+}
+
+void gs_drv_mark_initialised(void) { initialised = 1; }
+
 CUresult gs_drv_err(cudaError_t e) {
     switch (e) {
     case 0: case 1: case 2: case 3: case 4: case 46: return e;
@@ -63,7 +74,7 @@ static void make_current(gs_ctx *c) {
 }
 
 CUresult gs_drv_enter(int *dev) {
-    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     cudaError_t e = gs_sticky();
     if (!e) e = gs_ensure_connected();
     if (e) return gs_drv_err(e);
@@ -75,7 +86,7 @@ CUresult gs_drv_enter(int *dev) {
 }
 
 static CUresult check_device(CUdevice dev) {
-    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     cudaError_t e = gs_ensure_connected();
     if (e) return gs_drv_err(e);
     int n = 0;
@@ -104,7 +115,7 @@ GS_DRV CUresult gs_cuDriverGetVersion(int *v) {
 
 GS_DRV CUresult gs_cuDeviceGetCount(int *n) {
     if (!n) return CUDA_ERROR_INVALID_VALUE;
-    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     return GS_DRV_CALL(gs_cudaGetDeviceCount(n));
 }
 
@@ -191,7 +202,7 @@ GS_DRV CUresult gs_cuDeviceGetPCIBusId(char *bus, int len, CUdevice dev) {
 
 GS_DRV CUresult gs_cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus) {
     if (!dev || !bus) return CUDA_ERROR_INVALID_VALUE;
-    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     return GS_DRV_CALL(gs_cudaDeviceGetByPCIBusId(dev, bus));
 }
 
@@ -351,7 +362,7 @@ GS_DRV CUresult gs_cuCtxSetCurrent(CUcontext ctx) {
 
 GS_DRV CUresult gs_cuCtxGetCurrent(CUcontext *pctx) {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     *pctx = current();
     return CUDA_SUCCESS;
 }
