@@ -10,10 +10,20 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 SHIM_CFLAGS = -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 SHIM_SRC = $(wildcard shim/*.c shim/*.h)
-ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt)
+ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt adapters/cudadrv/*/*.json)
 SHIM_LIB = gpushim/lib/libgpushim.so
+# The driver face: libgpushim.so has the soname libcuda.so.1, and this directory links that name to it, so
+# dlopen("libcuda.so.1") and -lcuda find the one loaded object (one session, one connection).
+DRIVER_DIR = gpushim/lib/driver
+DRIVER_LIB = $(DRIVER_DIR)/libcuda.so.1
+# What -lcuda programs link against: the driver's names only (as the toolkit's stubs/libcuda.so), so their
+# libcudart stays a dependency of their own.
+DRIVER_STUB = $(DRIVER_DIR)/stubs/libcuda.so
 CUDA_LIB = $(if $(wildcard $(CUDA_HOME)/lib64),$(CUDA_HOME)/lib64,$(CUDA_HOME)/lib)
-PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu))
+PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu)) \
+	$(patsubst tests/programs/%.c,tests/programs/bin/%,$(wildcard tests/programs/drv_*.c)) \
+	$(patsubst tests/programs/drv_kernels/%.cu,tests/programs/bin/drv_kernels/%.ptx,$(wildcard tests/programs/drv_kernels/*.cu)) \
+	tests/programs/bin/drv_kernels/vecadd.fatbin tests/programs/bin/drv_kernels/vecadd.cubin
 # Per-thread default stream builds (nvcc --default-stream per-thread) of the programs that test stream semantics
 PTDS_PROGRAMS = tests/programs/bin/sync_ptds
 
@@ -21,16 +31,28 @@ PTDS_PROGRAMS = tests/programs/bin/sync_ptds
 
 all: shim programs
 
-shim: $(SHIM_LIB)
+shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB)
 
-shim/gen/exports.c shim/gen/libgpushim.map: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) $(wildcard shim/api_*.c)
+SHIM_GEN = shim/gen/exports.c shim/gen/libgpushim.map shim/gen/ops.h shim/gen/errors.h shim/gen/layouts.c \
+	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c
+$(SHIM_GEN): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
+		$(wildcard shim/api_*.c shim/drv_*.c)
 	$(PYTHON) shim/generate.py
 
-$(SHIM_LIB): shim/gen/exports.c shim/gen/libgpushim.map $(SHIM_SRC)
+$(SHIM_LIB): $(filter-out shim/gen/libcuda_stub.c,$(SHIM_GEN)) $(SHIM_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) $(SHIM_CFLAGS) -shared -o $@ shim/gen/exports.c -Wl,--version-script=shim/gen/libgpushim.map \
-		-Wl,-z,defs -ldl
+		-Wl,-soname,libcuda.so.1 -Wl,-z,defs -ldl
 	@! ldd $@ | grep -q libpython || (echo "libgpushim.so must not link libpython" && false)
+
+$(DRIVER_LIB): $(SHIM_LIB)
+	@mkdir -p $(DRIVER_DIR)
+	ln -sfn ../libgpushim.so $(DRIVER_LIB)
+	ln -sfn libcuda.so.1 $(DRIVER_DIR)/libcuda.so
+
+$(DRIVER_STUB): shim/gen/libcuda_stub.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -o $@ $< -Wl,-soname,libcuda.so.1
 
 programs: $(PROGRAMS) $(PTDS_PROGRAMS)
 
@@ -45,6 +67,29 @@ tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 tests/programs/bin/%_ptds: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared --default-stream per-thread -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
+
+# Driver-API test programs: C host code linked with -lcuda (gpushim's libcuda.so.1); their kernels are PTX,
+# a fat binary and a cubin built from tests/programs/drv_kernels/.
+tests/programs/bin/drv_%: tests/programs/drv_%.c tests/programs/drv_common.h $(DRIVER_STUB)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(CUDA_HOME)/include -o $@ $< -L$(dir $(DRIVER_STUB)) -lcuda -lm -ldl
+
+# Runtime and driver API in one program: -cudart shared like the others, and gpushim's libcuda.
+tests/programs/bin/mixed_drv: tests/programs/mixed_drv.cu tests/programs/common.h $(DRIVER_STUB) | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB) -L$(dir $(DRIVER_STUB)) -lcuda
+
+tests/programs/bin/drv_kernels/%.ptx: tests/programs/drv_kernels/%.cu | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -ptx -rdc=true -arch=compute_75 -o $@ $<
+
+tests/programs/bin/drv_kernels/%.fatbin: tests/programs/drv_kernels/%.cu | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -fatbin -gencode arch=compute_75,code=compute_75 -gencode arch=compute_90,code=sm_90 -o $@ $<
+
+tests/programs/bin/drv_kernels/%.cubin: tests/programs/drv_kernels/%.cu | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cubin -arch=sm_90 -o $@ $<
 
 install:
 	$(PYTHON) -m pip install -e '.[test]'

@@ -23,8 +23,16 @@ def build_shim() -> Path:
     subprocess.check_call([
         cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden", "-pthread", "-O2", "-g",
         "-shared", "-o", str(out), str(ROOT / "shim" / "gen" / "exports.c"),
-        f"-Wl,--version-script={ROOT / 'shim' / 'gen' / 'libgpushim.map'}", "-Wl,-z,defs", "-ldl",
+        f"-Wl,--version-script={ROOT / 'shim' / 'gen' / 'libgpushim.map'}", "-Wl,-soname,libcuda.so.1",
+        "-Wl,-z,defs", "-ldl",
     ], cwd=ROOT)
+    driver = out.parent / "driver"  # the driver face's names (see the Makefile)
+    driver.mkdir(exist_ok=True)
+    for name, target in (("libcuda.so.1", "../libgpushim.so"), ("libcuda.so", "libcuda.so.1")):
+        link = driver / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
     return out
 
 
@@ -42,13 +50,16 @@ setup(
     packages=["gpushim", "gpushim.backends", "gpushim.backends.emulator", "gpushim.backends.cuda", "gpushim.server",
               "gpushim.ptx", "gpushim.fatbin", "gpushim.compat", "gpushim.adapters"],
     package_dir={"gpushim.adapters": "adapters"},
-    package_data={"gpushim": ["lib/libgpushim.so"], "gpushim.adapters": ["cudart/*/*", "cudart/*.json", "compat.json"]},
+    package_data={"gpushim": ["lib/libgpushim.so", "lib/driver/*"],
+                  "gpushim.adapters": ["cudart/*/*", "cudart/*.json", "cudadrv/*/*", "compat.json"]},
     install_requires=["click>=8", "msgpack>=1.0", "numpy>=1.26", "rich>=13", "pyelftools>=0.30", "zstandard>=0.22"],
     extras_require={
         # cuda-bindings 12.x drives any driver >= 525, 13.x needs >= 580: tools/gpu_check.sh picks by driver.
         "cuda": ["cuda-python>=12.4", "nvidia-ml-py>=12.535"],
         # the bindings import without a driver; tests/cuda_backend type-checks gpushim's calls against them
-        "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff", "cuda-bindings>=12.4"],
+        "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff", "cuda-bindings>=12.4",
+                 # frameworks the driver face is tested with (tests/e2e/test_driver.py; ~45 s to install)
+                 "numba-cuda==0.30.4", "cuda-core==1.2.2", "nvidia-cuda-nvrtc>=13.0,<14"],
     },
     entry_points={"console_scripts": ["gpushim = gpushim.cli:main"]},
     cmdclass={"build_py": BuildPyWithShim},

@@ -134,6 +134,8 @@ def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: i
     from gpushim.server.modules import ModuleLimits
     from gpushim.server.supervisor import ServeError, Supervisor
 
+    _without_own_driver()
+
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper()),
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver, memory_cap)
@@ -274,6 +276,13 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
     env = dict(os.environ)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
+    # The driver face: libgpushim.so's soname is libcuda.so.1, so once preloaded it is what
+    # dlopen("libcuda.so.1") and -lcuda programs get, ahead of any installed driver; the directory also
+    # answers loaders that look for libcuda.so or open the library by path.
+    driver = lib.parent / "driver"
+    if driver.is_dir():
+        ld_path = env.get("LD_LIBRARY_PATH", "")
+        env["LD_LIBRARY_PATH"] = f"{driver}:{ld_path}" if ld_path else str(driver)
     env["GPUSHIM_SERVER"] = url
     try:
         proc = subprocess.Popen(list(command), env=env)
@@ -290,6 +299,27 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
         if tmp:
             tmp.cleanup()
     sys.exit(code if code >= 0 else 128 - code)
+
+
+def _without_own_driver() -> None:
+    """The server must reach the real driver: started from an environment that preloads gpushim or puts its
+    libcuda.so.1 on the search path (say, `export`ed by hand), it would be its own client. Such a server
+    starts itself again without them."""
+    lib = shim_path()
+    driver = str(lib.parent / "driver")
+    preload = [p for p in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
+    paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    own_preload = [p for p in preload if Path(p).name == lib.name]
+    own_paths = [p for p in paths if os.path.realpath(p) == os.path.realpath(driver)]
+    if not own_preload and not own_paths:
+        return
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = ":".join(p for p in preload if p not in own_preload)
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in paths if p not in own_paths)
+    for key in ("LD_PRELOAD", "LD_LIBRARY_PATH"):
+        if not env[key]:
+            del env[key]
+    os.execve(sys.executable, [sys.executable, "-m", "gpushim", *sys.argv[1:]], env)
 
 
 def _warn_if_static(program: str) -> None:

@@ -120,7 +120,8 @@ OPS: tuple[Op, ...] = (
     _op(55, "EVENT_DESTROY", "event", "", "cudaEventDestroy"),
     # modules and kernels
     _op(60, "MODULE_QUERY", "hash", "known", "does the server hold the fatbin with this SHA-256"),
-    _op(61, "MODULE_LOAD", "hash fatbin", "", "upload a fatbin (the server checks the hash)"),
+    _op(61, "MODULE_LOAD", "hash fatbin", "", "upload a module image, keyed by its SHA-256 (the server checks it): "
+        "a fatbin, or from the driver face a cubin or PTX text"),
     _op(62, "FUNC_INFO", "dev hash name", "params param_bytes attrs", "parameter layout [[offset,size],...] and "
         "cudaFuncAttributes fields of a kernel"),
     _op(63, "LAUNCH", "dev hash name grid block shared stream params", "", "launch a kernel with packed params"),
@@ -128,6 +129,13 @@ OPS: tuple[Op, ...] = (
     _op(65, "FUNC_SET_ATTR", "dev hash name attr value", "", "cudaFuncSetAttribute"),
     # session
     _op(70, "SESSION_INFO", "", "info", "what this session holds (for tests and status)"),
+    # the driver face (libcuda.so.1) beyond the runtime's operations
+    _op(80, "LINK_PTX", "count data", "image", "cuLinkComplete: link count PTX modules (NUL-separated) into one "
+        "image (MODULE_LOAD takes a fat binary, a cubin or PTX)"),
+    _op(81, "MEMSET_WIDE", "dst pitch value width height elem stream", "", "cuMemsetD16/D32 (and 2D): width "
+        "elements of elem (2 or 4) bytes per row, height rows pitch bytes apart"),
+    _op(82, "STREAM_WAIT_VALUE", "stream addr value cmp width", "", "cuStreamWaitValue32/64: the stream waits "
+        "until the width-byte value at addr compares (0 GEQ, 1 EQ, 2 AND, 3 NOR) with value"),
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}

@@ -160,6 +160,8 @@ static int stream_arg(int op) {
     case GS_OP_LAUNCH: return 6;
     case GS_OP_MEMSET: return 3;
     case GS_OP_MEMSET2D: return 5;
+    case GS_OP_MEMSET_WIDE: return 6;      /* the driver face's cuMemsetD16/D32 */
+    case GS_OP_STREAM_WAIT_VALUE: return 0; /* the driver face's cuStreamWaitValue32/64 */
     default: return -1;
     }
 }

@@ -15,7 +15,7 @@
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Uploads the entry's fat binary unless the server already holds its hash. */
-static cudaError_t ensure_module(gs_module *m) {
+cudaError_t gs_module_ensure(gs_module *m) {
     if (m->uploaded) return cudaSuccess;
     pthread_mutex_lock(&module_lock);
     cudaError_t e = cudaSuccess;
@@ -50,11 +50,11 @@ static cudaError_t find_kernel(const void *func, gs_entry **out) {
     gs_entry *k = gs_registry_find(func);
     if (!k || k->is_var) return cudaErrorInvalidDeviceFunction;
     *out = k;
-    return ensure_module(k->module);
+    return gs_module_ensure(k->module);
 }
 
 /* Fetches a kernel's parameter layout and attributes once. */
-static cudaError_t ensure_layout(gs_entry *k) {
+cudaError_t gs_entry_layout(gs_entry *k) {
     if (k->have_layout) return cudaSuccess;
     pthread_mutex_lock(&module_lock);
     cudaError_t e = cudaSuccess;
@@ -100,7 +100,7 @@ static cudaError_t ensure_layout(gs_entry *k) {
     return e;
 }
 
-static int attr_int(gs_entry *k, const char *name) {
+int gs_entry_attr(gs_entry *k, const char *name) {
     gs_reader r = k->attrs;
     uint32_t n;
     gs_r_map(&r, &n);
@@ -130,18 +130,17 @@ static cudaError_t check_config(gs_entry *k, dim3 grid, dim3 block, size_t shmem
     if (!grid.x || !grid.y || !grid.z || !threads || threads > (unsigned)lim[0] || block.x > (unsigned)lim[1] ||
         block.y > (unsigned)lim[2] || block.z > (unsigned)lim[3] || grid.x > (unsigned)lim[4] ||
         grid.y > (unsigned)lim[5] || grid.z > (unsigned)lim[6] ||
-        shmem + (size_t)attr_int(k, "sharedSizeBytes") > (size_t)lim[7])
+        shmem + (size_t)gs_entry_attr(k, "sharedSizeBytes") > (size_t)lim[7])
         return cudaErrorInvalidConfiguration;
     return cudaSuccess;
 }
 
-static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t s,
-                          int ptsz) {
-    GS_ENTER();
-    gs_entry *k;
-    cudaError_t e = find_kernel(func, &k);
-    if (!e) e = ensure_layout(k);
-    if (!e) e = check_config(k, grid, block, shmem);
+/* Launches kernel k (whose module is uploaded and layout fetched) with its arguments as CUDA's args
+ * array, or, when packed is not NULL, as the packed parameter buffer of packed_len bytes (the driver's
+ * CU_LAUNCH_PARAM_BUFFER_POINTER). */
+cudaError_t gs_launch_entry(gs_entry *k, dim3 grid, dim3 block, void **args, const void *packed, size_t packed_len,
+                            size_t shmem, cudaStream_t s, int ptsz) {
+    cudaError_t e = check_config(k, grid, block, shmem);
     if (e) return gs_ret(e);
     uint64_t stream;
     e = gs_stream_handle(s, ptsz, &stream);
@@ -150,8 +149,13 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
     uint8_t *params = k->param_bytes <= sizeof small ? small : calloc(1, k->param_bytes);
     if (!params) return gs_ret(cudaErrorMemoryAllocation);
     memset(params, 0, k->param_bytes);
-    if (k->nparams && !args) e = cudaErrorInvalidValue;
-    for (int i = 0; !e && i < k->nparams; i++) {
+    if (packed) {
+        if (packed_len < k->param_bytes) e = cudaErrorInvalidValue;
+        else if (k->param_bytes) memcpy(params, packed, k->param_bytes);
+    } else if (k->nparams && !args) {
+        e = cudaErrorInvalidValue;
+    }
+    for (int i = 0; !e && !packed && i < k->nparams; i++) {
         if (k->param_offsets[i] + k->param_sizes[i] > k->param_bytes) { e = cudaErrorInvalidValue; break; }
         memcpy(params + k->param_offsets[i], args[i], k->param_sizes[i]);
     }
@@ -178,6 +182,16 @@ static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, 
     }
     if (params != small) free(params);
     return gs_ret(e);
+}
+
+static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t s,
+                          int ptsz) {
+    GS_ENTER();
+    gs_entry *k;
+    cudaError_t e = find_kernel(func, &k);
+    if (!e) e = gs_entry_layout(k);
+    if (e) return gs_ret(e);
+    return gs_launch_entry(k, grid, block, args, NULL, 0, shmem, s, ptsz);
 }
 
 GS_IMPL cudaError_t gs_cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size_t sh, cudaStream_t s) {
@@ -238,7 +252,7 @@ static cudaError_t func_attributes(void *attr, const void *func, int major) {
     GS_ENTER();
     gs_entry *k;
     cudaError_t e = find_kernel(func, &k);
-    if (!e) e = ensure_layout(k);
+    if (!e) e = gs_entry_layout(k);
     if (e) return gs_ret(e);
     const gs_layout *l = gs_layout_for("cudaFuncAttributes", major);
     if (!l) return gs_ret(cudaErrorNotSupported);
@@ -285,13 +299,8 @@ GS_IMPL cudaError_t gs_cudaGetFuncBySymbol(void **fn, const void *symbol) {
 
 /* Occupancy from the device's limits and the kernel's registers and shared memory, as the CUDA
  * occupancy calculator computes it (allocation granularities: warps, 256 registers, 128 B shared). */
-static cudaError_t occupancy(int *nblocks, const void *func, int block_size, size_t dyn_smem) {
-    if (!nblocks || block_size <= 0) return gs_ret(cudaErrorInvalidValue);
-    GS_ENTER();
-    gs_entry *k;
-    cudaError_t e = find_kernel(func, &k);
-    if (!e) e = ensure_layout(k);
-    if (e) return gs_ret(e);
+cudaError_t gs_entry_occupancy(gs_entry *k, int *nblocks, int block_size, size_t dyn_smem) {
+    cudaError_t e;
     int dev = gs_thread()->device, max_threads = 0, max_blocks = 0, regs_sm = 0, smem_sm = 0, max_tpb = 0;
     e = gs_cudaDeviceGetAttribute(&max_threads, 39, dev); /* MaxThreadsPerMultiProcessor */
     if (!e) e = gs_cudaDeviceGetAttribute(&max_blocks, 106, dev); /* MaxBlocksPerMultiprocessor */
@@ -302,10 +311,10 @@ static cudaError_t occupancy(int *nblocks, const void *func, int block_size, siz
     if (block_size > max_tpb) { *nblocks = 0; return cudaSuccess; }
     int warps = (block_size + 31) / 32;
     int by_threads = max_threads / (warps * 32);
-    int regs = attr_int(k, "numRegs");
+    int regs = gs_entry_attr(k, "numRegs");
     int regs_per_warp = ((regs * 32 + 255) / 256) * 256;
     int by_regs = regs_per_warp ? regs_sm / (regs_per_warp * warps) : max_blocks;
-    size_t smem = (size_t)attr_int(k, "sharedSizeBytes") + dyn_smem + 1024; /* 1 KiB reserved per block */
+    size_t smem = (size_t)gs_entry_attr(k, "sharedSizeBytes") + dyn_smem + 1024; /* 1 KiB reserved per block */
     smem = (smem + 127) / 128 * 128;
     int by_smem = (int)((size_t)smem_sm / smem);
     int n = max_blocks;
@@ -314,6 +323,16 @@ static cudaError_t occupancy(int *nblocks, const void *func, int block_size, siz
     if (by_smem < n) n = by_smem;
     *nblocks = n;
     return cudaSuccess;
+}
+
+static cudaError_t occupancy(int *nblocks, const void *func, int block_size, size_t dyn_smem) {
+    if (!nblocks || block_size <= 0) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    gs_entry *k;
+    cudaError_t e = find_kernel(func, &k);
+    if (!e) e = gs_entry_layout(k);
+    if (e) return gs_ret(e);
+    return gs_entry_occupancy(k, nblocks, block_size, dyn_smem);
 }
 
 GS_IMPL cudaError_t gs_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *f, int bs, size_t sm) {
@@ -331,7 +350,7 @@ static cudaError_t symbol_address(const void *symbol, uintptr_t *ptr, size_t *si
     gs_entry *v = gs_registry_find(symbol);
     if (!v || !v->is_var) return cudaErrorInvalidSymbol;
     int dev = gs_thread()->device;
-    cudaError_t e = ensure_module(v->module);
+    cudaError_t e = gs_module_ensure(v->module);
     if (e) return e;
     if (!v->sym_ptr || v->sym_dev != dev) {
         gs_call c;

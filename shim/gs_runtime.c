@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int version;
 static char soname[64] = "";
 static char path[PATH_MAX] = "";
+static _Atomic int driver_client_version; /* cuGetProcAddress's cudaVersion, for driver-only clients */
+static _Thread_local int detecting; /* inside the real libcudart's cudaRuntimeGetVersion */
 
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
@@ -79,7 +82,11 @@ static void detect(void) {
             /* The real library's own function: dlsym on its handle never finds the shim's definition. */
             int (*rgv)(int *) = (int (*)(int *))dlsym(h, "cudaRuntimeGetVersion");
             int v = 0;
+            /* The real runtime may initialise and open libcuda.so.1, which is gpushim's driver face: that
+             * face must then behave as if no driver were installed (it cannot connect before this ends). */
+            detecting = 1;
             if (rgv && rgv(&v) == 0 && v > 0) version = v;
+            detecting = 0;
             dlclose(h);
         }
         if (!version) {
@@ -98,11 +105,25 @@ static void detect(void) {
     gs_log(2, "client runtime: %s (%s), API version %d", soname[0] ? soname : "none found", path, version);
 }
 
+int gs_runtime_detecting(void) { return detecting; }
+
 void gs_detect_runtime(void) { pthread_once(&once, detect); }
 
 int gs_runtime_version(void) {
     gs_detect_runtime();
-    return version;
+    if (version) return version;
+    int v = driver_client_version;
+    return v >= 11000 ? v : 0; /* older look-ups say nothing of the client: the server assumes its driver's */
+}
+
+/* A process without libcudart tells its CUDA version only through the driver look-ups it makes (some
+ * bindings ask each entry point at its own introduction version): the newest one before the handshake
+ * (frameworks look their entry points up first) becomes its version. */
+void gs_drv_note_version(int cuda_version) {
+    if (cuda_version < 2000 || cuda_version >= 100000) return;
+    int cur = driver_client_version;
+    while (cuda_version > cur && !atomic_compare_exchange_weak(&driver_client_version, &cur, cuda_version)) {
+    }
 }
 
 const char *gs_runtime_soname(void) {

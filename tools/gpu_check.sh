@@ -5,7 +5,8 @@
 #   programs and bench/cuda_bench;  4. runs tests/e2e against `gpushim serve --backend cuda`;
 #   5. runs bench/cuda_bench natively and through gpushim and prints a table.
 # Environment: PYTHON (default python3), GPU_CHECK_OFFLINE=1 (never pip install), GPU_CHECK_OUT (where the
-# logs go; default a temporary directory), GPU_CHECK_E2E_TIMEOUT (seconds, default 200).
+# logs go; default a temporary directory), GPU_CHECK_E2E_TIMEOUT (seconds, default 200), GPU_CHECK_TORCH=1
+# (install PyTorch so the driver tests run torch add/sum/matmul through gpushim).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -46,6 +47,12 @@ if ! have_packages; then
     say "installing gpushim[cuda,test] with cuda-bindings$PIN"
     pip_install -e '.[cuda,test]' "cuda-python$PIN" "cuda-bindings$PIN" || die "pip install failed"
     have_packages || die "cuda-bindings$PIN is still not importable after pip install"
+fi
+
+# PyTorch for tests/e2e/test_driver.py::test_torch (add, sum, matmul through gpushim): several GB, so opt-in
+if [ "${GPU_CHECK_TORCH:-0}" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null; then
+    say "installing torch (GPU_CHECK_TORCH=1)"
+    pip_install torch || say "torch did not install: test_torch will skip"
 fi
 
 # -- 3. build -----------------------------------------------------------------------------------------------

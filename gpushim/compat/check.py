@@ -138,6 +138,8 @@ def shim_stubs(path: str | None = None) -> dict[str, set[str]] | None:
         if sym["st_value"] not in stub_addrs or not sym.name or versym is None:
             continue
         ndx = versym.get_symbol(i)["ndx"]
+        if ndx == "VER_NDX_GLOBAL":  # unversioned: the driver face's cu* (keyed by the base name, libcuda.so.1)
+            ndx = 1
         node = names.get(ndx & 0x7FFF) if isinstance(ndx, int) else None
         if node:
             out.setdefault(node, set()).add(sym.name)
@@ -276,9 +278,48 @@ def _image_rows(policy: Policy, fatbins: list[bytes], ccs: list[tuple[int, int]]
     return rows, notes
 
 
-def _driver_api_problem(scan: ElfScan) -> str:
-    names = ", ".join(n for n, _ in scan.driver_imports[:5])
-    return f"calls the CUDA driver API directly ({names}): gpushim intercepts the runtime API only"
+@cache
+def _driver_exports() -> dict[str, int]:
+    """libcuda's exported functions -> the CUDA version that introduced that variant (adapters/cudadrv)."""
+    from gpushim.adapters import DATA_DIR
+
+    base = DATA_DIR.parent / "cudadrv"
+    files = sorted(base.glob("*/entry_points.json"), key=lambda f: tuple(int(x) for x in f.parent.name.split(".")))
+    if not files:
+        return {}
+    data = json.loads(files[-1].read_text())
+    out: dict[str, int] = {}
+    for e in data["entry_points"].values():
+        for version, name in e["versions"] + e.get("per_thread", []):
+            out[name] = version
+    return out
+
+
+def driver_client_version(scan: ElfScan) -> tuple[int | None, str]:
+    """The oldest CUDA a driver-API binary can have been built with: its newest imported entry-point variant."""
+    table = _driver_exports()
+    known = [(table[n], n) for n, _v in scan.driver_imports if n in table]
+    if not known:
+        return None, "no known driver API imports"
+    version, name = max(known)
+    return version, f"its driver API imports ({name} is CUDA {fmt(version)}'s)"
+
+
+def _driver_rows(scan: ElfScan, stubs: dict[str, set[str]] | None) -> list[Row]:
+    """One row per imported driver function: gpushim's libcuda.so.1 implements it, stubs it, or lacks it."""
+    table = _driver_exports()
+    driver_stubs = (stubs or {}).get("libcuda.so.1", set())
+    rows = []
+    for name, _v in sorted(scan.driver_imports):
+        if name not in table:
+            rows.append(Row(name, "reject", 500, "not a function of the CUDA driver gpushim models "
+                                                  "(adapters/cudadrv): the program will not load", "libcuda.so.1"))
+        elif name in driver_stubs:
+            rows.append(Row(name, "reject", 801, f"gpushim does not implement {name} yet (its libcuda.so.1 returns "
+                                                  "CUDA_ERROR_NOT_SUPPORTED)", "libcuda.so.1"))
+        else:
+            rows.append(Row(name, "native", 0, "gpushim's libcuda.so.1", "libcuda.so.1"))
+    return rows
 
 
 def check_binary(path: str, driver: int, devices: list[dict[str, Any]], target_source: str = "",
@@ -308,14 +349,19 @@ def check_binary(path: str, driver: int, devices: list[dict[str, Any]], target_s
     if scan.soname and _SONAME_MAJOR.match(scan.soname):
         rep.problems.append(f"{path} is a CUDA runtime library itself ({scan.soname}); check the application instead")
         return rep
+    if scan.dlopens_cuda and not scan.driver_imports:
+        rep.notes.append("reaches libcuda.so.1 by dlopen and look-ups by name (as cuda-bindings and CuPy do): "
+                         "its driver calls go through cuGetProcAddress, which gpushim's libcuda.so.1 answers for "
+                         f"every CUDA {fmt(max(_driver_exports().values(), default=0))} entry point")
+    if runtime is None and scan.driver_imports:
+        runtime, source = driver_client_version(scan)
+        rep.client_runtime, rep.client_runtime_source = runtime, source
     if runtime is None:
         if scan.dlopens_cudart:
             rep.notes.append("loads libcudart with dlopen (as PyTorch's wheels do): its calls cannot be listed "
                              "statically; the runtime it loads decides (check that library)")
-        else:
+        elif not scan.dlopens_cuda:
             rep.problems.append("uses no CUDA runtime (no libcudart linkage, no cuda* imports)")
-        if scan.driver_imports:
-            rep.problems.append(_driver_api_problem(scan))
         return rep
 
     policy = build_policy(runtime, driver, ccs or [(9, 0)])
@@ -323,12 +369,11 @@ def check_binary(path: str, driver: int, devices: list[dict[str, Any]], target_s
     rep.session = Row(f"CUDA {fmt(runtime)} application on a CUDA {fmt(driver)} driver", sv.strategy, sv.error,
                       sv.reason)
     rep.adaptations = list(policy.adaptations)
-    if scan.driver_imports:
-        rep.problems.append(_driver_api_problem(scan))
     if not sv.ok:
         return rep
 
     stubs = shim_stubs(shim)
+    rep.apis += _driver_rows(scan, stubs)
     if stubs is None:
         rep.notes.append("libgpushim.so is not built here: whether gpushim implements each call is not checked")
     major_node = {11: "libcudart.so.11.0", 12: "libcudart.so.12", 13: "libcudart.so.13"}.get(runtime // 1000)

@@ -57,6 +57,7 @@ class ElfScan:
     static_cudart: bool
     static_cudart_evidence: list[str]
     dlopens_cudart: bool
+    dlopens_cuda: bool  # reaches libcuda without needing it: dlopen and look-ups by name (cuda-bindings, CuPy)
     fatbins: list[bytes]
     images: list[tuple[str, str, tuple[int, int]]]  # (kind, arch name, version) of every image
     cuda_api_version: int | None  # newest EIATTR_CUDA_API_VERSION among the cubins (e.g. 130)
@@ -227,11 +228,15 @@ def _scan(path: str, raw: bytes, elf, max_cubins: int | None) -> ElfScan:
     dlopens = (cudart_soname is None and not static and not is_cudart and not cuda_exports
                and re.search(rb"libcudart\.so", raw) is not None)
 
+    # names libcuda, or looks driver functions up by name (cuda-bindings' cydriver: its loader is Python)
+    dlopens_cuda = "libcuda.so.1" not in needed and not (soname or "").startswith("libcuda.so") \
+        and (re.search(rb"libcuda\.so", raw) is not None or b"cuGetProcAddress" in raw)
+
     return ElfScan(
         path=path, elf_type=elf_type, is_shared_library=is_lib, soname=soname, needed=needed,
         cudart_soname=cudart_soname, cuda_imports=cuda_imports, driver_imports=driver_imports,
         cuda_exports=cuda_exports, static_cudart=static, static_cudart_evidence=evidence if static else [],
-        dlopens_cudart=dlopens, fatbins=[f.data for f in found], images=images,
+        dlopens_cudart=dlopens, dlopens_cuda=dlopens_cuda, fatbins=[f.data for f in found], images=images,
         cuda_api_version=max(api_versions) if api_versions else None, cuda_api_versions=api_versions,
         ptx_versions=ptx_versions, errors=errors,
     )

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from gpushim.cuda_errors import CudaError
+from gpushim.server.ops_driver import as_fatbin
 
 
 class ModuleOps:
     def _ensure_module(self, key: bytes) -> None:
         if not self.bs.has_module(key):
-            self.bs.load_module(key, self.store.get(key))
+            self.bs.load_module(key, as_fatbin(self.store.get(key)))
 
     def op_module_query(self, hash: bytes) -> list[Any]:
         if self.bs.has_module(hash):
@@ -21,14 +22,15 @@ class ModuleOps:
         data = self.store.find(hash)
         if data is None:
             return [0]
-        self.bs.load_module(hash, data)
+        self.bs.load_module(hash, as_fatbin(data))
         return [1]
 
     def op_module_load(self, hash: bytes, fatbin: bytes) -> list[Any]:
         self.store.check(hash, fatbin)  # size, hash and format, before the upload counts or touches the disk
         self.uploads.charge(len(fatbin))
+        # a fat binary, or (driver face: cuModuleLoadData) a cubin or PTX text, stored as the client sent it
         self.store.put(hash, fatbin, checked=True)
-        self.bs.load_module(hash, fatbin)
+        self.bs.load_module(hash, as_fatbin(fatbin))
         return []
 
     def op_func_info(self, dev: int, hash: bytes, name: str) -> list[Any]:

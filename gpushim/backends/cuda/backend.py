@@ -583,6 +583,13 @@ class CudaSession(BackendSession):
         s = self._stream(stream, a.device)
         check(self.cu.cuMemsetD8Async(self.cu.CUdeviceptr(dst), value & 0xFF, n, s.handle), "cuMemsetD8Async")
 
+    def wait_value(self, stream: Stream | None, addr: int, value: int, cmp: int, width: int) -> None:
+        """cuStreamWaitValue32/64 for the driver face (cmp: CU_STREAM_WAIT_VALUE_GEQ/EQ/AND/NOR)."""
+        a = self._check(addr, width, "cuStreamWaitValue")
+        s = self._stream(stream, a.device)
+        fn = self.cu.cuStreamWaitValue32 if width == 4 else self.cu.cuStreamWaitValue64
+        check(fn(s.handle, self.cu.CUdeviceptr(addr), value, cmp), f"cuStreamWaitValue{8 * width}")
+
     def memset_2d(self, stream: Stream | None, dst: int, pitch: int, value: int, width: int, height: int) -> None:
         a = self._rows(dst, pitch, width, height, "cudaMemset2D")
         if width == 0 or height == 0:

@@ -186,6 +186,24 @@ class EmulatorSession(BackendSession):
         payload = data if self.sched.runs_now(s) else bytes(data)
         self.sched.work(s, lambda: mem.write(dst, payload))
 
+    def wait_value(self, stream: Stream | None, addr: int, value: int, cmp: int, width: int) -> None:
+        """cuStreamWaitValue32/64: the stream's later work waits until the value at addr satisfies cmp
+        (0: (signed)(*addr - value) >= 0, 1: ==, 2: *addr & value != 0, 3: ~(*addr | value) != 0)."""
+        mem = self._check(addr, width, "cuStreamWaitValue")
+        mask = (1 << (8 * width)) - 1
+
+        def ready() -> bool:
+            cur = int.from_bytes(mem.read(addr, width), "little")
+            if cmp == 0:
+                return ((cur - value) & mask) < 1 << (8 * width - 1)
+            if cmp == 1:
+                return cur == value
+            if cmp == 2:
+                return cur & value != 0
+            return ~(cur | value) & mask != 0
+
+        self.sched.submit_wait(self._stream(stream), ready)
+
     def write_shared(self, stream: Stream | None, dst: int, source: memoryview) -> None:
         mem = self._check(dst, len(source), "cudaMemcpy to the device")
         self.sched.work(self._stream(stream), lambda: mem.write(dst, source))

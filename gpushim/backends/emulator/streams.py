@@ -75,6 +75,7 @@ class Scheduler:
         self.legacy: dict[int, EmuStream] = {}
         self.errors: list[tuple[int, str]] = []
         self.fences: dict[int, tuple[EmuStream, int]] = {}  # device -> (stream, count) later work waits for
+        self.value_waits = 0  # queued cuStreamWaitValue items: work that runs at once must re-check them
 
     def legacy_stream(self, dev: int) -> EmuStream:
         s = self.legacy.get(dev)
@@ -178,6 +179,8 @@ class Scheduler:
                 self._internal_error(e)
             finally:
                 s.completed += 1
+            if self.value_waits:  # the work may have written a value another stream waits for
+                self.pump()
             return
 
         def run() -> bool:
@@ -215,6 +218,21 @@ class Scheduler:
             return  # nothing to wait for: the event has completed (or was never recorded)
         # The wait stays at the head of s (returning False) until the record has run, wherever it is queued.
         self.submit(s, lambda: e.completed >= gen)
+
+    def submit_wait(self, s: EmuStream, ready: Callable[[], bool]) -> None:
+        """Holds s until ready() (a memory value condition) is true, re-checked whenever work completes."""
+        state = {"done": False}
+
+        def run() -> bool:
+            if ready():
+                if not state["done"]:
+                    state["done"] = True
+                    self.value_waits -= 1
+                return True
+            return False
+
+        self.value_waits += 1
+        self.submit(s, run)
 
     # -- host functions ------------------------------------------------------------------------------------
     def host_func(self, s: EmuStream, notify: Callable[[], None]) -> Callable[[], None]:

@@ -1,0 +1,478 @@
+/* The driver face: initialisation, versions, devices, contexts and error strings.
+ *
+ * A device's primary context is the runtime's context on it: making it current sets the thread's runtime
+ * device, and a thread that chose a device through the runtime has that primary context current. Contexts
+ * from cuCtxCreate are kept as handles of their own (flags, the current-context stack), but share the
+ * device's memory, modules and streams with its primary context: the server keeps one context per device
+ * and session. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drv_api.h"
+#include "gen/drv_errors.h"
+
+#define GS_CTX_MAGIC 0x43545847u /* "GXTC" */
+#define GS_CTX_STACK 32
+
+static gs_ctx primaries[GS_MAX_DEVICES];
+static _Atomic int initialised;
+static _Thread_local gs_ctx *stack[GS_CTX_STACK];
+static _Thread_local int depth;        /* contexts on this thread's stack */
+static _Thread_local int explicit_none; /* cuCtxSetCurrent(NULL) / pops emptied the stack */
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* cuInit was called, or the process uses the runtime face, which initialises the driver itself (a
+ * runtime program may call driver functions, or ones cudaGetDriverEntryPoint gave it, without cuInit). */
+static int driver_ready(void) {
+    if (initialised) return 1;
+    if (gs_runtime_detecting()) return 0; /* a real libcudart asking, inside the shim's detection */
+    if (gs_runtime_soname()[0]) initialised = 1;
+    return initialised;
+}
+
+void gs_drv_mark_initialised(void) { initialised = 1; }
+
+CUresult gs_drv_err(cudaError_t e) {
+    switch (e) {
+    case 0: case 1: case 2: case 3: case 4: case 46: return e;
+    case 7: return 701;                     /* launch out of resources */
+    case 13: return CUDA_ERROR_NOT_FOUND;   /* invalid symbol */
+    case 35: return 803; /* CUDA_ERROR_SYSTEM_DRIVER_MISMATCH */
+    case 36: return CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE;
+    case 98: return CUDA_ERROR_INVALID_HANDLE; /* invalid device function */
+    default: return e >= 100 ? e : CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+gs_ctx *gs_drv_primary(int dev) {
+    gs_ctx *c = &primaries[dev];
+    if (!c->magic) *c = (gs_ctx){.magic = GS_CTX_MAGIC, .device = dev, .primary = 1};
+    return c;
+}
+
+static int valid_ctx(gs_ctx *c) {
+    if (!c) return 0;
+    if (c >= primaries && c < primaries + GS_MAX_DEVICES) return c->magic == GS_CTX_MAGIC;
+    return c->magic == GS_CTX_MAGIC && !c->destroyed;
+}
+
+/* The thread's current context: its stack's top, else the primary context of a device the runtime face
+ * selected on this thread. */
+static gs_ctx *current(void) {
+    if (depth) return stack[depth - 1];
+    if (!explicit_none && gs_thread()->device_set) return gs_drv_primary(gs_thread()->device);
+    return NULL;
+}
+
+static void make_current(gs_ctx *c) {
+    if (c) {
+        gs_thread()->device = c->device;
+        gs_thread()->device_set = 1;
+    }
+}
+
+CUresult gs_drv_enter(int *dev) {
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    cudaError_t e = gs_sticky();
+    if (!e) e = gs_ensure_connected();
+    if (e) return gs_drv_err(e);
+    gs_ctx *c = current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    make_current(c);
+    if (dev) *dev = c->device;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_device(CUdevice dev) {
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    cudaError_t e = gs_ensure_connected();
+    if (e) return gs_drv_err(e);
+    int n = 0;
+    e = gs_device_count(&n);
+    if (e) return gs_drv_err(e);
+    return dev >= 0 && dev < n && dev < GS_MAX_DEVICES ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* ---- initialisation, versions, devices ---- */
+
+GS_DRV CUresult gs_cuInit(unsigned flags) {
+    if (flags) return CUDA_ERROR_INVALID_VALUE;
+    if (gs_runtime_detecting()) return CUDA_ERROR_NO_DEVICE;
+    cudaError_t e = gs_ensure_connected();
+    /* the server refused this client's version: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH; else no device */
+    if (e) return e == cudaErrorInsufficientDriver ? 803 : CUDA_ERROR_NO_DEVICE;
+    initialised = 1;
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuDriverGetVersion(int *v) {
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    if (gs_runtime_detecting()) return CUDA_ERROR_NOT_INITIALIZED;
+    return GS_DRV_CALL(gs_cudaDriverGetVersion(v));
+}
+
+GS_DRV CUresult gs_cuDeviceGetCount(int *n) {
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    return GS_DRV_CALL(gs_cudaGetDeviceCount(n));
+}
+
+GS_DRV CUresult gs_cuDeviceGet(CUdevice *dev, int ordinal) {
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_device(ordinal);
+    if (!r) *dev = ordinal;
+    return r;
+}
+
+GS_DRV CUresult gs_cuDeviceGetAttribute(int *value, int attr, CUdevice dev) {
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_device(dev);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceGetAttribute(value, attr, dev)); /* same enum values */
+}
+
+/* One field of the device's cudaDeviceProp (CUDA 13 layout), copied raw. */
+static CUresult prop_field(CUdevice dev, const char *name, void *out, size_t n) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    const gs_layout *l = gs_layout_for("cudaDeviceProp", 13);
+    if (!l) return CUDA_ERROR_NOT_SUPPORTED;
+    uint8_t *buf = calloc(1, l->size);
+    if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
+    r = GS_DRV_CALL(gs_cudaGetDeviceProperties__13(buf, dev));
+    if (!r) {
+        r = CUDA_ERROR_NOT_SUPPORTED;
+        for (unsigned i = 0; i < l->nfields; i++) {
+            if (strcmp(l->fields[i].name, name) == 0) {
+                memcpy(out, buf + l->fields[i].offset, n < l->fields[i].size ? n : l->fields[i].size);
+                r = CUDA_SUCCESS;
+                break;
+            }
+        }
+    }
+    free(buf);
+    return r;
+}
+
+GS_DRV CUresult gs_cuDeviceGetName(char *name, int len, CUdevice dev) {
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    char full[256] = "";
+    CUresult r = prop_field(dev, "name", full, sizeof full);
+    if (!r) snprintf(name, (size_t)len, "%s", full);
+    return r;
+}
+
+GS_DRV CUresult gs_cuDeviceGetUuid(void *uuid, CUdevice dev) {
+    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+    return prop_field(dev, "uuid", uuid, 16);
+}
+GS_DRV CUresult gs_cuDeviceGetUuid_v2(void *uuid, CUdevice dev) { return gs_cuDeviceGetUuid(uuid, dev); }
+
+GS_DRV CUresult gs_cuDeviceGetLuid(char *luid, unsigned *mask, CUdevice dev) {
+    (void)luid;
+    (void)mask;
+    CUresult r = check_device(dev);
+    return r ? r : CUDA_ERROR_NOT_SUPPORTED; /* LUIDs exist on Windows only */
+}
+
+GS_DRV CUresult gs_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    return prop_field(dev, "totalGlobalMem", bytes, sizeof *bytes);
+}
+GS_DRV CUresult gs_cuDeviceTotalMem(unsigned *bytes, CUdevice dev) {
+    size_t b = 0;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gs_cuDeviceTotalMem_v2(&b, dev);
+    if (!r) *bytes = b > 0xffffffffu ? 0xffffffffu : (unsigned)b;
+    return r;
+}
+
+GS_DRV CUresult gs_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev) {
+    if (!major || !minor) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gs_cuDeviceGetAttribute(major, 75, dev);
+    return r ? r : gs_cuDeviceGetAttribute(minor, 76, dev);
+}
+
+GS_DRV CUresult gs_cuDeviceGetPCIBusId(char *bus, int len, CUdevice dev) {
+    if (!bus || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_device(dev);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceGetPCIBusId(bus, len, dev));
+}
+
+GS_DRV CUresult gs_cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus) {
+    if (!dev || !bus) return CUDA_ERROR_INVALID_VALUE;
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    return GS_DRV_CALL(gs_cudaDeviceGetByPCIBusId(dev, bus));
+}
+
+GS_DRV CUresult gs_cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+    if (!can) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_device(dev);
+    if (!r) r = check_device(peer);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceCanAccessPeer(can, dev, peer));
+}
+
+/* ---- primary contexts ---- */
+
+GS_DRV CUresult gs_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_device(dev);
+    if (r) return r;
+    pthread_mutex_lock(&ctx_lock);
+    gs_ctx *c = gs_drv_primary(dev);
+    c->refs++;
+    pthread_mutex_unlock(&ctx_lock);
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    pthread_mutex_lock(&ctx_lock);
+    gs_ctx *c = gs_drv_primary(dev);
+    r = c->refs > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (c->refs > 0) c->refs--;
+    pthread_mutex_unlock(&ctx_lock);
+    return r; /* the runtime's context lives on: its resources are freed with the session */
+}
+GS_DRV CUresult gs_cuDevicePrimaryCtxRelease(CUdevice dev) { return gs_cuDevicePrimaryCtxRelease_v2(dev); }
+
+GS_DRV CUresult gs_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags, int *active) {
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_device(dev);
+    if (r) return r;
+    gs_ctx *c = gs_drv_primary(dev);
+    *active = c->refs > 0 || (gs_thread()->device_set && gs_thread()->device == dev);
+    unsigned f = 0;
+    if (GS_DRV_CALL(gs_cudaGetDeviceFlags(&f)) == CUDA_SUCCESS && gs_thread()->device == dev) c->flags = f & 0xff;
+    *flags = c->flags & ~0x8u; /* cudaDeviceMapHost is not a context flag */
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned flags) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (flags & ~0x1fu) return CUDA_ERROR_INVALID_VALUE;
+    gs_drv_primary(dev)->flags = flags;
+    int saved = gs_thread()->device;
+    gs_thread()->device = dev;
+    r = GS_DRV_CALL(gs_cudaSetDeviceFlags(flags));
+    gs_thread()->device = saved;
+    return r;
+}
+GS_DRV CUresult gs_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned flags) {
+    return gs_cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+GS_DRV CUresult gs_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    int saved = gs_thread()->device;
+    gs_thread()->device = dev;
+    r = GS_DRV_CALL(gs_cudaDeviceReset());
+    gs_thread()->device = saved;
+    return r;
+}
+GS_DRV CUresult gs_cuDevicePrimaryCtxReset(CUdevice dev) { return gs_cuDevicePrimaryCtxReset_v2(dev); }
+
+/* ---- contexts ---- */
+
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_device(dev);
+    if (r) return r;
+    gs_ctx *c = calloc(1, sizeof *c);
+    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+    *c = (gs_ctx){.magic = GS_CTX_MAGIC, .device = dev, .flags = flags};
+    if (depth == GS_CTX_STACK) { free(c); return CUDA_ERROR_OUT_OF_MEMORY; }
+    stack[depth++] = c; /* a new context is pushed onto the thread's stack */
+    explicit_none = 0;
+    make_current(c);
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice dev) { return ctx_create(pctx, flags, dev); }
+GS_DRV CUresult gs_cuCtxCreate(CUcontext *pctx, unsigned flags, CUdevice dev) { return ctx_create(pctx, flags, dev); }
+GS_DRV CUresult gs_cuCtxCreate_v3(CUcontext *pctx, void *affinity, int n, unsigned flags, CUdevice dev) {
+    if (affinity && n > 0) return CUDA_ERROR_NOT_SUPPORTED; /* execution affinity (MPS SM partitions) */
+    return ctx_create(pctx, flags, dev);
+}
+GS_DRV CUresult gs_cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned flags, CUdevice dev) {
+    if (params) {
+        gs_warn_once("cuCtxCreate_v4", "cuCtxCreate_v4 with CUctxCreateParams (affinity, CIG) is not supported");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return ctx_create(pctx, flags, dev);
+}
+
+GS_DRV CUresult gs_cuCtxDestroy_v2(CUcontext ctx) {
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_VALUE;
+    if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    for (int i = 0; i < depth; i++) {
+        if (stack[i] == ctx) {
+            memmove(&stack[i], &stack[i + 1], (size_t)(depth - i - 1) * sizeof *stack);
+            depth--;
+            i--;
+        }
+    }
+    make_current(current());
+    ctx->destroyed = 1; /* kept allocated: a stale handle is then recognised, not a use after free */
+    return CUDA_SUCCESS;
+}
+GS_DRV CUresult gs_cuCtxDestroy(CUcontext ctx) { return gs_cuCtxDestroy_v2(ctx); }
+
+GS_DRV CUresult gs_cuCtxPushCurrent_v2(CUcontext ctx) {
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth == GS_CTX_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
+    stack[depth++] = ctx;
+    explicit_none = 0;
+    make_current(ctx);
+    return CUDA_SUCCESS;
+}
+GS_DRV CUresult gs_cuCtxPushCurrent(CUcontext ctx) { return gs_cuCtxPushCurrent_v2(ctx); }
+
+GS_DRV CUresult gs_cuCtxPopCurrent_v2(CUcontext *pctx) {
+    gs_ctx *c = current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth) depth--;
+    else explicit_none = 1; /* popping the runtime's implicit current context */
+    if (!depth) explicit_none = 1;
+    if (pctx) *pctx = c;
+    make_current(current());
+    return CUDA_SUCCESS;
+}
+GS_DRV CUresult gs_cuCtxPopCurrent(CUcontext *pctx) { return gs_cuCtxPopCurrent_v2(pctx); }
+
+GS_DRV CUresult gs_cuCtxSetCurrent(CUcontext ctx) {
+    if (ctx && !valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!ctx) {
+        if (depth) depth--;
+        explicit_none = depth == 0;
+        return CUDA_SUCCESS;
+    }
+    if (depth) stack[depth - 1] = ctx;
+    else stack[depth++] = ctx;
+    explicit_none = 0;
+    make_current(ctx);
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuCtxGetCurrent(CUcontext *pctx) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    *pctx = current();
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuCtxGetDevice(CUdevice *dev) {
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    return gs_drv_enter(dev);
+}
+
+/* CUDA 13: the context as an argument; NULL means the current one. Every context of a device shares its
+ * device and its work here. */
+GS_DRV CUresult gs_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx) {
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx) return gs_drv_enter(dev);
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = ctx->device;
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuCtxGetFlags(unsigned *flags) {
+    if (!flags) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gs_drv_enter(NULL);
+    if (!r) *flags = current()->flags;
+    return r;
+}
+
+GS_DRV CUresult gs_cuCtxSetFlags(unsigned flags) {
+    CUresult r = gs_drv_enter(NULL);
+    if (r) return r;
+    if (flags & ~0x1fu) return CUDA_ERROR_INVALID_VALUE;
+    current()->flags = flags;
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuCtxGetApiVersion(CUcontext ctx, unsigned *version) {
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    if (ctx && !valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!ctx && gs_drv_enter(NULL)) return CUDA_ERROR_INVALID_CONTEXT;
+    *version = 3020; /* what every context created through the v2 API reports */
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuCtxGetId(CUcontext ctx, unsigned long long *id) {
+    if (!id) return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx) {
+        CUresult r = gs_drv_enter(NULL);
+        if (r) return r;
+        ctx = current();
+    }
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    *id = (unsigned long long)(uintptr_t)ctx;
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuCtxSynchronize(void) {
+    CUresult r = gs_drv_enter(NULL);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceSynchronize());
+}
+
+GS_DRV CUresult gs_cuCtxSynchronize_v2(CUcontext ctx) {
+    if (!ctx) return gs_cuCtxSynchronize();
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult r = gs_drv_enter(NULL);
+    if (r) return r;
+    int saved = gs_thread()->device;
+    gs_thread()->device = ctx->device;
+    r = GS_DRV_CALL(gs_cudaDeviceSynchronize());
+    gs_thread()->device = saved;
+    return r;
+}
+
+GS_DRV CUresult gs_cuCtxGetLimit(size_t *value, int limit) {
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gs_drv_enter(NULL);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceGetLimit(value, limit)); /* CUlimit == cudaLimit */
+}
+
+GS_DRV CUresult gs_cuCtxSetLimit(int limit, size_t value) {
+    CUresult r = gs_drv_enter(NULL);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceSetLimit(limit, value));
+}
+
+GS_DRV CUresult gs_cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+    CUresult r = gs_drv_enter(NULL);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceGetStreamPriorityRange(least, greatest));
+}
+
+GS_DRV CUresult gs_cuCtxGetCacheConfig(int *cfg) {
+    if (!cfg) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gs_drv_enter(NULL);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceGetCacheConfig(cfg));
+}
+
+GS_DRV CUresult gs_cuCtxSetCacheConfig(int cfg) {
+    CUresult r = gs_drv_enter(NULL);
+    return r ? r : GS_DRV_CALL(gs_cudaDeviceSetCacheConfig(cfg));
+}
+
+/* ---- errors ---- */
+
+GS_DRV CUresult gs_cuGetErrorString(CUresult e, const char **str) {
+    if (!str) return CUDA_ERROR_INVALID_VALUE;
+    const gs_drv_error_entry *x = gs_drv_error_lookup(e);
+    *str = x ? x->message : NULL;
+    return x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+GS_DRV CUresult gs_cuGetErrorName(CUresult e, const char **str) {
+    if (!str) return CUDA_ERROR_INVALID_VALUE;
+    const gs_drv_error_entry *x = gs_drv_error_lookup(e);
+    *str = x ? x->name : NULL;
+    return x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
