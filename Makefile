@@ -21,7 +21,7 @@ all: shim programs
 
 shim: $(SHIM_LIB)
 
-shim/gen/exports.c shim/gen/libgpushim.map: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) $(wildcard shim/api_*.c)
+shim/gen/exports.c shim/gen/libgpushim.map: shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) $(wildcard shim/*.c)
 	$(PYTHON) shim/generate.py
 
 $(SHIM_LIB): shim/gen/exports.c shim/gen/libgpushim.map $(SHIM_SRC)

@@ -9,6 +9,7 @@ import logging
 import os
 import selectors
 import socket
+import ssl
 import threading
 from typing import Any
 
@@ -156,6 +157,10 @@ def _answer_status(control: socket.socket, session: Session, log: logging.Logger
 
 def _send_pieces(conn: socket.socket, pieces: list[bytes | memoryview]) -> None:
     views = [memoryview(p).cast("B") for p in pieces]
+    if isinstance(conn, ssl.SSLSocket):  # TLS has no sendmsg: each piece on its own (still not copied)
+        for v in views:
+            conn.sendall(v)
+        return
     while views:
         sent = conn.sendmsg(views)
         while views and sent >= len(views[0]):
