@@ -103,10 +103,12 @@ def main() -> None:
 @click.option("--socket-mode", default="0600", show_default=True, callback=lambda c, p, v: _octal_mode(v),
               help="Permissions of a Unix socket, in octal (0660: the server's group may connect too; see "
                    "docs/security.md).")
+@click.option("--max-pending", type=click.IntRange(1, 1 << 20), default=256, show_default=True,
+              help="Connections that may wait for their handshake at once; beyond it the oldest is dropped.")
 def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,
           token_file: str | None, memory_quota: int | None, max_priority: int, module_cache: Path | None,
           log_level: str, insecure_no_token: bool, tls_cert: str | None, tls_key: str | None,
-          socket_mode: int) -> None:
+          socket_mode: int, max_pending: int) -> None:
     """Run a gpushim server."""
     from gpushim.server.supervisor import ServeError, Supervisor
 
@@ -117,7 +119,7 @@ def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: i
     try:
         sup = Supervisor(be, listen or server_url(), token=token, memory_quota=memory_quota, module_cache=module_cache,
                          max_priority=max_priority, insecure_no_token=insecure_no_token, tls_cert=tls_cert,
-                         tls_key=tls_key, socket_mode=socket_mode)
+                         tls_key=tls_key, socket_mode=socket_mode, max_pending=max_pending)
     except ServeError as e:
         raise click.ClickException(str(e)) from None
     sup.serve_forever()

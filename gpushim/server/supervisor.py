@@ -33,7 +33,7 @@ from gpushim.server.worker import run_worker
 from gpushim.wire import FrameError, pack, unpack_body
 
 HANDSHAKE_TIMEOUT_S = 5.0  # a connection must complete its first frame (and TLS handshake) within this
-MAX_PENDING = 256  # connections waiting for their first frame; beyond it the oldest is dropped
+MAX_PENDING = 256  # default cap on connections waiting for their first frame; beyond it the oldest is dropped
 # what STATUS leaves out for a peer that is not the server's user
 REDACTED = ("pid", "worker", "program", "nice")
 REPLY_TIMEOUT_S = 5.0  # a STATUS answer or a refusal that the peer does not read is abandoned after this
@@ -109,13 +109,14 @@ class Supervisor:
     def __init__(self, backend: Backend, listen: str, token: str | None = None,
                  memory_quota: int | None = None, max_sessions: int = 64, module_cache: Path | None = None,
                  max_priority: int = 0, insecure_no_token: bool = False, tls_cert: str | None = None,
-                 tls_key: str | None = None, socket_mode: int = 0o600) -> None:
+                 tls_key: str | None = None, socket_mode: int = 0o600, max_pending: int = MAX_PENDING) -> None:
         self.backend = backend
         self.max_priority = max_priority
         self.store = ModuleStore(module_cache or default_module_cache())
         self.listen_url = listen
         self.kind, self.addr = parse_listen(listen)
         self.socket_mode = socket_mode
+        self.max_pending = max_pending
         if self.kind != "unix" and not token:
             if not is_loopback(self.addr[0]):
                 raise ServeError(f"listening on {self.addr[0]} (not loopback) requires --token-file: anyone who "
@@ -243,7 +244,7 @@ class Supervisor:
                     continue
                 log.warning("accept failed: %s", e)
                 return
-            if len(self.pending) >= MAX_PENDING:
+            if len(self.pending) >= self.max_pending:
                 self._shed(next(iter(self.pending.values())))
             sock.setblocking(False)
             p = Pending(sock, str(peer) or "a local process")
@@ -262,12 +263,12 @@ class Supervisor:
         self.dropped += 1
         if time.monotonic() - self.dropped_logged > 5:
             log.warning("more than %d connections are waiting for a handshake: dropped the oldest (%d so far)",
-                        MAX_PENDING, self.dropped)
+                        self.max_pending, self.dropped)
             self.dropped_logged = time.monotonic()
         if p.tls_done and not p.out:
             try:
                 p.sock.send(pack([HELLO, {"proto": PROTOCOL_VERSION, "error": int(Err.DEVICES_UNAVAILABLE),
-                                          "message": f"the server has more than {MAX_PENDING} connections waiting "
+                                          "message": f"the server has more than {self.max_pending} connections waiting "
                                                      "for a handshake; try again"}]))
             except OSError:
                 pass

@@ -25,9 +25,10 @@ def _name(cn: str) -> x509.Name:
 
 
 def make_certs(d: Path, prefix: str = "") -> Certs:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(_name(f"{prefix}gpushim test CA")).issuer_name(_name(f"{prefix}gpushim test CA"))
+    ca_name = _name(f"{prefix}gpushim test CA")
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
           .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
