@@ -189,7 +189,8 @@ def test_tcp_needs_a_token_unless_explicitly_insecure(tmp_path):
     r = subprocess.run(cmd[:-2] + ["--listen", "tcp://0.0.0.0:0", "--insecure-no-token"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "not loopback" in r.stderr  # the opt-out is for loopback only
-    r = subprocess.run(cmd + ["--insecure-no-token", "--tls-cert", __file__], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(cmd + ["--insecure-no-token", "--tls-cert", __file__], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
     assert r.returncode != 0 and "need a tls://" in r.stderr
     empty = tmp_path / "empty"
     empty.write_text("\n")
