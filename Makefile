@@ -15,7 +15,7 @@ SHIM_LIB = gpushim/lib/libgpushim.so
 CUDA_LIB = $(if $(wildcard $(CUDA_HOME)/lib64),$(CUDA_HOME)/lib64,$(CUDA_HOME)/lib)
 PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/programs/*.cu))
 
-.PHONY: all shim programs test demo lint bench gpu-check clean install deps
+.PHONY: all shim programs test demo lint bench gpu-check clean install deps fuzz
 
 all: shim programs
 
@@ -61,6 +61,11 @@ bench: all
 # and prints sync latency, launch cost and copy bandwidth through gpushim beside the native numbers.
 gpu-check:
 	PYTHON=$(PYTHON) bash tools/gpu_check.sh
+
+# The protocol fuzzer of tests/server for 10 minutes (the test suite runs it for 20 s); FUZZ_SEED picks the run.
+fuzz: deps all
+	GPUSHIM_FUZZ_SECONDS=$${FUZZ_SECONDS:-600} GPUSHIM_FUZZ_SEED=$${FUZZ_SEED:-$$RANDOM} \
+		$(PYTHON) -m pytest -q -s tests/server/test_protocol_fuzz.py
 
 lint:
 	ruff check gpushim adapters tests bench shim/generate.py
