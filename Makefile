@@ -64,7 +64,7 @@ gpu-check:
 
 # The protocol fuzzer of tests/server for 10 minutes (the test suite runs it for 20 s); FUZZ_SEED picks the run.
 fuzz: deps all
-	GPUSHIM_FUZZ_SECONDS=$${FUZZ_SECONDS:-600} GPUSHIM_FUZZ_SEED=$${FUZZ_SEED:-$$RANDOM} \
+	GPUSHIM_FUZZ_SECONDS=$${FUZZ_SECONDS:-600} GPUSHIM_FUZZ_SEED=$${FUZZ_SEED:-$$(date +%s)} \
 		$(PYTHON) -m pytest -q -s tests/server/test_protocol_fuzz.py
 
 lint:

@@ -23,7 +23,7 @@ from conftest import connect, kv, recv
 from gpushim.protocol import CALL, HELLO, HELLO_FIELDS, OPS, OPS_BY_NAME, POST, PROTOCOL_VERSION, STATUS, arg_spec
 
 SECONDS = float(os.environ.get("GPUSHIM_FUZZ_SECONDS", "20"))
-SEED = int(os.environ.get("GPUSHIM_FUZZ_SEED", "11"))
+SEED = int(os.environ.get("GPUSHIM_FUZZ_SEED") or "11")
 TOKEN = "fuzz-token"
 CHEAP = [OPS_BY_NAME[n] for n in ("DEVICE_COUNT", "DRIVER_VERSION", "SESSION_INFO", "MEM_INFO", "STREAM_QUERY")]
 BAD_LOG = ("Traceback", "internal error", "worker crashed")
@@ -176,5 +176,5 @@ def test_the_server_survives_a_protocol_fuzzer(make_server, tmp_path):
         bad = [line for line in log.splitlines() if any(b in line for b in BAD_LOG)]
         assert not bad, f"seed {SEED}: {bad[:5]}"
         assert "malformed" in log  # the fuzzer did reach the validators
-    print(f"fuzzed connections: {counts}")
+    print(f"fuzzed connections (seed {SEED}): {counts}")
     assert all(n > 20 for n in counts.values()), counts
