@@ -1,6 +1,13 @@
 """The supervisor: listens, admits clients after their handshake and forks one worker process per
 session (DESIGN decision 7). It never initialises CUDA, so forking it is safe, and it is single-threaded.
-It answers STATUS requests by asking each worker over a control socket."""
+It answers STATUS requests by asking each worker over a control socket.
+
+Nothing a peer sends may end it (issue 11): first frames are validated (gpushim/server/validate.py),
+connections are watched with epoll (no descriptor ceiling below the process's limit, which is raised to
+the hard limit), a connection before its handshake holds at most one small frame for a few seconds, the
+number of such connections is capped, answers are sent without blocking, and an unexpected exception
+while serving one connection is logged and costs only that connection. Over TLS (tls://) the handshake
+runs here, non-blocking, before the first frame; the worker inherits the TLS connection."""
 
 from __future__ import annotations
 

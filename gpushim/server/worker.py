@@ -120,6 +120,9 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
         nread, fds = frames.read()
     except ConnectionResetError:
         nread, fds = 0, []
+    except ssl.SSLError as e:  # a TLS client whose stream broke (or was tampered with): it is gone
+        log.info("the client's TLS connection failed: %s", e)
+        nread, fds = 0, []
     except FrameError as e:
         log.warning("malformed frame from the client; ending the session: %s", e)
         _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
