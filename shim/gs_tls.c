@@ -74,11 +74,12 @@ static int tls_load_locked(void) {
     if (ossl.loaded) return ossl.loaded > 0 ? 0 : -1;
     ossl.loaded = -1;
     const char *names[] = {"libssl.so.3", "libssl.so.1.1"};
+    const char *chosen = getenv("GPUSHIM_LIBSSL"); /* a libssl elsewhere than the linker's search path */
     void *lib = NULL;
     const char *soname = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) {
-        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL); /* local: the application may have its own OpenSSL */
-        soname = names[i];
+    for (size_t i = 0; i < (chosen && *chosen ? 1 : sizeof names / sizeof *names) && !lib; i++) {
+        soname = chosen && *chosen ? chosen : names[i];
+        lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL); /* local: the application may have its own OpenSSL */
     }
     if (!lib) {
         snprintf(ossl.why, sizeof ossl.why, "tls:// needs the system's OpenSSL (libssl.so.3), which cannot be "

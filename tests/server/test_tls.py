@@ -165,3 +165,16 @@ def test_a_plain_tcp_client_of_a_tls_server_fails_clearly(tls_server):
     assert r.returncode != 0 and "no usable gpushim server" in r.stderr
     assert tls_server.proc.poll() is None
     assert "Traceback" not in tls_server.log.read_text()
+
+
+def test_without_openssl_a_tls_client_fails_clearly(tls_server, certs, tmp_path):
+    """The shim loads libssl only for tls:// (GPUSHIM_LIBSSL names another one); when it cannot, every call
+    fails with the reason. The shim itself never links it."""
+    r = tls_server.run("device_query", GPUSHIM_TOKEN=TOKEN, GPUSHIM_TLS_CA=str(certs.ca),
+                       GPUSHIM_LIBSSL=str(tmp_path / "libssl.so.3"))
+    assert r.returncode != 0
+    assert "tls:// needs the system's OpenSSL (libssl.so.3), which cannot be loaded" in r.stderr, r.stderr
+    from conftest import SHIM
+
+    needed = subprocess.run(["readelf", "-d", str(SHIM)], capture_output=True, text=True).stdout
+    assert "NEEDED" in needed and "libssl" not in needed and "libcrypto" not in needed
