@@ -64,8 +64,9 @@ def check_args(op: Op, args: list) -> str | None:
     if len(args) != len(spec):
         return f"{op.name} takes {len(spec)} arguments, got {len(args)}"
     for (name, f), value in zip(spec, args, strict=True):
-        # the common case, an in-range int, without a function call
-        if type(value) is int and f.type is int and f.lo <= value <= f.hi:
+        # the common cases, an in-range int or a bin/str of a fitting length, without a function call
+        t = type(value)
+        if t is f.type and (f.lo <= value <= f.hi if t is int else t is not list and f.lo <= len(value) <= f.hi):
             continue
         problem = check_value(f"{op.name}: argument {name}", value, f)
         if problem:
