@@ -43,6 +43,7 @@ HANDSHAKE_TIMEOUT_S = 5.0  # a connection must complete its first frame (and TLS
 MAX_PENDING = 256  # default cap on connections waiting for their first frame; beyond it the oldest is dropped
 # what STATUS leaves out for a peer that is not the server's user
 REDACTED = ("pid", "worker", "program", "nice")
+STATUS_TIMEOUT_S = 2.0  # a status request waits at most this long for the workers' summaries, in all
 REPLY_TIMEOUT_S = 5.0  # a STATUS answer or a refusal that the peer does not read is abandoned after this
 log = logging.getLogger("gpushim.server")
 
@@ -553,26 +554,61 @@ class Supervisor:
                 how = "ended" if code == 0 else f"ended with status {code}"
                 log.info("session %d (%s) %s; its resources are freed", w.info.session_id, w.info.program, how)
 
+    def _ask_workers(self, timeout: float) -> dict[int, dict[str, Any]]:
+        """Each worker's summary, asked of all at once: a status request costs at most timeout in all,
+        however many workers are busy."""
+        asked: dict[socket.socket, tuple[Worker, bytearray]] = {}
+        sel = selectors.DefaultSelector()
+        for w in self.workers.values():
+            try:
+                w.control.setblocking(False)
+                while w.control.recv(65536):  # a late answer to an earlier request is stale now
+                    pass
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                continue
+            try:
+                w.control.send(b"s")
+            except OSError:
+                continue
+            asked[w.control] = (w, bytearray())
+            sel.register(w.control, selectors.EVENT_READ)
+        out: dict[int, dict[str, Any]] = {}
+        deadline = time.monotonic() + timeout
+        try:
+            while asked and (left := deadline - time.monotonic()) > 0:
+                for key, _ in sel.select(left):
+                    w, line = asked[key.fileobj]  # type: ignore[index]
+                    try:
+                        chunk = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        chunk = b""
+                    line += chunk
+                    if chunk and not line.endswith(b"\n"):
+                        continue
+                    del asked[key.fileobj]  # type: ignore[arg-type]
+                    sel.unregister(key.fileobj)
+                    try:
+                        out[w.pid] = json.loads(line)
+                    except ValueError:
+                        pass
+        finally:
+            sel.close()
+        return out
+
     def status(self, full: bool = True) -> dict[str, Any]:
         """The server's devices and sessions. Without full (a peer that is not the server's user), no
         process ids or program names: those are not for other users (docs/security.md)."""
         self._reap()
+        summaries = self._ask_workers(STATUS_TIMEOUT_S)
         sessions = []
         for w in list(self.workers.values()):
             entry: dict[str, Any] = {"session": w.info.session_id, "program": w.info.program, "pid": w.info.pid,
                                      "worker": w.pid, "runtime": w.info.runtime}
-            try:
-                w.control.settimeout(2.0)
-                w.control.sendall(b"s")
-                line = b""
-                while not line.endswith(b"\n"):
-                    chunk = w.control.recv(65536)
-                    if not chunk:
-                        break
-                    line += chunk
-                entry.update(json.loads(line))
-            except (OSError, ValueError):
-                entry["state"] = "busy (did not answer within 2 s)"
+            entry.update(summaries.get(w.pid) or {"state": f"busy (did not answer within {STATUS_TIMEOUT_S:.0f} s)"})
             if not full:
                 for key in REDACTED:
                     entry.pop(key, None)

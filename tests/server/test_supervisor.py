@@ -235,3 +235,33 @@ def test_the_unix_socket_is_private_by_default(server):
         r = subprocess.run([sys.executable, "-m", "gpushim", "serve", "--socket-mode", mode], cwd=ROOT,
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and why in r.stderr, r.stderr
+
+
+def test_status_waits_for_busy_workers_at_most_two_seconds_in_all(server):
+    """Stopped (SIGSTOP) workers cannot answer; a status request still returns within about 2 s in all,
+    not 2 s each, and their late answers are not mistaken for the next request's."""
+    import signal
+
+    held = [server.start("hold", "1", str(i + 1), "60") for i in range(3)]
+    for h in held:
+        assert h.stdout.readline().startswith("ready")
+    workers = [s["worker"] for s in server.status()["sessions"]]
+    assert len(workers) == 3
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        st = server.status()
+        took = time.monotonic() - t0
+        assert all(s["state"].startswith("busy") for s in st["sessions"]), st
+        assert took < 4, took
+    finally:
+        for pid in workers:
+            os.kill(pid, signal.SIGCONT)
+    time.sleep(0.2)
+    st = server.status()
+    assert sorted(s["session"] for s in st["sessions"]) == [1, 2, 3]
+    assert all("allocations" in s and "state" not in s for s in st["sessions"]), st
+    for h in held:
+        h.kill()
+        h.wait()
