@@ -118,6 +118,9 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
     is over (the client left, or broke the protocol), else None."""
     try:
         nread, fds = frames.read()
+        while nread and isinstance(conn, ssl.SSLSocket) and conn.pending():  # decrypted bytes select cannot see
+            more, _ = frames.read()
+            nread += more
     except ConnectionResetError:
         nread, fds = 0, []
     except ssl.SSLError as e:  # a TLS client whose stream broke (or was tampered with): it is gone
