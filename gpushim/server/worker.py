@@ -118,9 +118,6 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
     is over (the client left, or broke the protocol), else None."""
     try:
         nread, fds = frames.read()
-        while nread and isinstance(conn, ssl.SSLSocket) and conn.pending():  # decrypted bytes select cannot see
-            more, _ = frames.read()
-            nread += more
     except ConnectionResetError:
         nread, fds = 0, []
     except ssl.SSLError as e:  # a TLS client whose stream broke (or was tampered with): it is gone
@@ -134,7 +131,11 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
     if not nread:
         log.info("client disconnected after %d calls; freeing its resources", session.calls)
         return 0
-    return None if _handle_frames(session, frames, conn, log) else 1
+    if not _handle_frames(session, frames, conn, log):
+        return 1
+    if isinstance(conn, ssl.SSLSocket) and conn.pending():  # decrypted bytes that select cannot see
+        return _receive(session, frames, conn, log)
+    return None
 
 
 def _answer_status(control: socket.socket, session: Session, log: logging.Logger) -> None:
