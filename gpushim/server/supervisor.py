@@ -254,17 +254,25 @@ class Supervisor:
                 return
             if len(self.pending) >= self.max_pending:
                 self._shed(next(iter(self.pending.values())))
-            sock.setblocking(False)
-            p = Pending(sock, str(peer) or "a local process")
-            if self.kind == "unix":
-                uid = peer_uid(sock)
-                p.owner = uid in (os.getuid(), 0)
-                p.peer = f"a local process of uid {uid}"
-            if self.tls is not None:
-                p.sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-                p.tls_done = False
-            self.pending[p.sock.fileno()] = p
-            self.sel.register(p.sock, selectors.EVENT_READ)
+            try:
+                self._admit(sock, str(peer) or "a local process")
+            except Exception:
+                sock.close()  # not left open behind the guard's back
+                raise
+
+    def _admit(self, sock: socket.socket, peer: str) -> None:
+        """A new connection joins the pending table, to send its first frame."""
+        sock.setblocking(False)
+        p = Pending(sock, peer)
+        if self.kind == "unix":
+            uid = peer_uid(sock)
+            p.owner = uid in (os.getuid(), 0)
+            p.peer = f"a local process of uid {uid}"
+        if self.tls is not None:
+            p.sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            p.tls_done = False
+        self.sel.register(p.sock, selectors.EVENT_READ)
+        self.pending[p.sock.fileno()] = p
 
     def _shed(self, p: Pending) -> None:
         """Drops the oldest connection still waiting for its handshake, telling it why."""
