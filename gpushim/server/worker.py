@@ -85,7 +85,7 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
                 ended = _receive(session, frames, conn, log)
                 if ended is not None:
                     return ended
-    except (BrokenPipeError, ConnectionResetError):
+    except (BrokenPipeError, ConnectionResetError, ssl.SSLError):  # SSLError: a TLS client that left mid-send
         log.info("client connection lost; freeing its resources")
     finally:
         session.close()

@@ -1,8 +1,8 @@
-"""A protocol fuzzer against a real `gpushim serve`, over a Unix socket and over TCP: random and mutated
+"""A protocol fuzzer against a real `gpushim serve`, over a Unix socket, TCP and TLS: random and mutated
 frames before and after the handshake. The supervisor must survive, a session running meanwhile must not
 notice, and nothing may be logged as an internal error or with a traceback (issue 11).
 
-Seeded and bounded in time: GPUSHIM_FUZZ_SECONDS (default 20, split between the transports) and
+Seeded and bounded in time: GPUSHIM_FUZZ_SECONDS (default 21, split between the transports) and
 GPUSHIM_FUZZ_SEED (default 11); `make fuzz` runs it for 10 minutes. Operations with in-range random
 arguments are fuzzed in-process by test_session_fuzz.py; here the frames are wrong in shape, type or range,
 plus a few cheap valid calls, so that the test exercises validation and the supervisor, not emulator speed."""
@@ -13,16 +13,19 @@ import collections
 import os
 import random
 import socket
+import ssl
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 import msgpack
+from certs import make_certs
 from conftest import connect, kv, recv
 
 from gpushim.protocol import CALL, HELLO, HELLO_FIELDS, OPS, OPS_BY_NAME, POST, PROTOCOL_VERSION, STATUS, arg_spec
 
-SECONDS = float(os.environ.get("GPUSHIM_FUZZ_SECONDS", "20"))
+SECONDS = float(os.environ.get("GPUSHIM_FUZZ_SECONDS") or "21")
 SEED = int(os.environ.get("GPUSHIM_FUZZ_SEED") or "11")
 TOKEN = "fuzz-token"
 CHEAP = [OPS_BY_NAME[n] for n in ("DEVICE_COUNT", "DRIVER_VERSION", "SESSION_INFO", "MEM_INFO", "STREAM_QUERY")]
@@ -115,8 +118,31 @@ def bad_call(rng: random.Random, seq: int) -> bytes:
     return rng.randbytes(rng.randrange(1, 100))
 
 
-def one_connection(rng: random.Random, url: str, trail: collections.deque) -> None:
-    s = connect(url, timeout=5)
+def open_connection(rng: random.Random, url: str, ca: Path | None, trail: collections.deque) -> socket.socket:
+    """A connection; to a tls:// server mostly with TLS, sometimes raw bytes that are not TLS at all."""
+    if not url.startswith("tls://"):
+        return connect(url, timeout=5)
+    host, _, port = url[6:].rpartition(":")
+    s = socket.create_connection((host, int(port)), timeout=5)
+    if rng.random() < 0.15:
+        garbage = rng.randbytes(rng.randrange(1, 300))
+        trail.append(("tls-raw", garbage[:120]))
+        try:
+            s.sendall(garbage)
+            s.settimeout(5)
+            while s.recv(4096):  # the server ends the TLS handshake (perhaps with an alert), then closes
+                pass
+        finally:
+            s.close()
+        raise ConnectionAbortedError  # nothing more on this connection
+    return ssl.create_default_context(cafile=str(ca)).wrap_socket(s, server_hostname=host)
+
+
+def one_connection(rng: random.Random, url: str, trail: collections.deque, ca: Path | None = None) -> None:
+    try:
+        s = open_connection(rng, url, ca, trail)
+    except (OSError, TimeoutError):
+        return  # a refused TLS handshake (after raw garbage) is the server doing its job
     try:
         if rng.random() < 0.4:
             frame = first_frame(rng)
@@ -135,7 +161,8 @@ def one_connection(rng: random.Random, url: str, trail: collections.deque) -> No
         if rng.random() < 0.3:  # leave without reading, with a reset
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return
-        s.shutdown(socket.SHUT_WR)  # no more frames: the server answers what it has, then closes
+        if not isinstance(s, ssl.SSLSocket):  # (TLS has no half-close: it waits for the answers as they are)
+            s.shutdown(socket.SHUT_WR)  # no more frames: the server answers what it has, then closes
         s.settimeout(2)
         for _ in range(8):  # read the answers until the server closes
             if recv(s) is None:
@@ -146,12 +173,12 @@ def one_connection(rng: random.Random, url: str, trail: collections.deque) -> No
         s.close()
 
 
-def fuzz(url: str, server, seconds: float, rng: random.Random) -> int:
+def fuzz(url: str, server, seconds: float, rng: random.Random, ca: Path | None = None) -> int:
     trail: collections.deque = collections.deque(maxlen=20)
     deadline = time.monotonic() + seconds
     n = 0
     while time.monotonic() < deadline:
-        one_connection(rng, url, trail)
+        one_connection(rng, url, trail, ca)
         n += 1
         assert server.proc.poll() is None, f"the server died (seed {SEED}, connection {n}); last frames: {trail}"
     return n
@@ -162,15 +189,22 @@ def test_the_server_survives_a_protocol_fuzzer(make_server, tmp_path):
     token.write_text(TOKEN + "\n")
     rng = random.Random(SEED)
     counts = {}
-    for listen in (None, "tcp://127.0.0.1:0"):
-        srv = make_server("--token-file", str(token), listen=listen)
+    certs = make_certs(tmp_path / "pki")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        tls_port = probe.getsockname()[1]
+    transports = [([], None), ([], "tcp://127.0.0.1:0"),
+                  (["--tls-cert", str(certs.cert), "--tls-key", str(certs.key)], f"tls://127.0.0.1:{tls_port}")]
+    share = SECONDS / len(transports)
+    for extra, listen in transports:
+        srv = make_server("--token-file", str(token), *extra, listen=listen)
         # a well-behaved session holds memory through the whole fuzzing
-        held = srv.start("hold", "4", "7", str(int(SECONDS / 2) + 3), GPUSHIM_TOKEN=TOKEN)
+        held = srv.start("hold", "4", "7", str(int(share) + 3), GPUSHIM_TOKEN=TOKEN, GPUSHIM_TLS_CA=str(certs.ca))
         assert held.stdout.readline().startswith("ready")
-        counts[srv.url.split(":")[0]] = fuzz(srv.url, srv, SECONDS / 2, rng)
+        counts[srv.url.split(":")[0]] = fuzz(srv.url, srv, share, rng, certs.ca)
         out, err = held.communicate(timeout=120)
         assert held.returncode == 0 and "intact 7" in out, err  # it never noticed
-        r = srv.run("device_query", GPUSHIM_TOKEN=TOKEN)  # and the server still serves
+        r = srv.run("device_query", GPUSHIM_TOKEN=TOKEN, GPUSHIM_TLS_CA=str(certs.ca))  # the server still serves
         assert r.returncode == 0 and kv(r.stdout)["count"] == "1", r.stderr
         log = srv.log.read_text()
         bad = [line for line in log.splitlines() if any(b in line for b in BAD_LOG)]
