@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -135,6 +136,8 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps):
             results = result or []
         except CudaError as e:
             err, msg_text = e.code, e.message
+        except (ConnectionError, ssl.SSLError):  # the client left while we answered: the worker ends the session
+            raise
         except Exception as e:  # a server bug: report it, keep the session
             self.log.exception("internal error in %s", op.name)
             err, msg_text = Err.UNKNOWN, f"internal server error in {op.name}: {e.__class__.__name__}: {e}"
