@@ -43,6 +43,7 @@ HANDSHAKE_TIMEOUT_S = 5.0  # a connection must complete its first frame (and TLS
 MAX_PENDING = 256  # default cap on connections waiting for their first frame; beyond it the oldest is dropped
 # what STATUS leaves out for a peer that is not the server's user
 REDACTED = ("pid", "worker", "program", "nice")
+PEER_LOG_BURST, PEER_LOG_WINDOW_S = 100, 10.0  # lines about misbehaving peers, at most this many per window
 STATUS_TIMEOUT_S = 2.0  # a status request waits at most this long for the workers' summaries, in all
 REPLY_TIMEOUT_S = 5.0  # a STATUS answer or a refusal that the peer does not read is abandoned after this
 log = logging.getLogger("gpushim.server")
@@ -145,6 +146,7 @@ class Supervisor:
         self.stopping = False
         self.dropped = 0  # connections dropped because too many waited for a handshake (logged in batches)
         self.dropped_logged = 0.0
+        self.peer_log_window, self.peer_log_count, self.peer_log_suppressed = 0.0, 0, 0
         self.fd_limit = raise_fd_limit()
         self.listener = self._bind()
         self.sel = selectors.DefaultSelector()
@@ -235,6 +237,21 @@ class Supervisor:
             if p is not None:
                 self._drop(p)
 
+    def _peer_log(self, level: int, msg: str, *args: Any) -> None:
+        """What misbehaving peers cause, logged at most PEER_LOG_BURST times per PEER_LOG_WINDOW_S: a flood of
+        bad connections must not fill the disk with log lines."""
+        now = time.monotonic()
+        if now - self.peer_log_window >= PEER_LOG_WINDOW_S:
+            if self.peer_log_suppressed:
+                log.warning("%d more messages about connections that broke the protocol were not logged",
+                            self.peer_log_suppressed)
+            self.peer_log_window, self.peer_log_count, self.peer_log_suppressed = now, 0, 0
+        self.peer_log_count += 1
+        if self.peer_log_count <= PEER_LOG_BURST:
+            log.log(level, msg, *args)
+        else:
+            self.peer_log_suppressed += 1
+
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.stopping = True
 
@@ -246,8 +263,8 @@ class Supervisor:
                 return
             except OSError as e:
                 if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM) and self.pending:
-                    log.warning("out of file descriptors (limit %d): dropping the oldest unauthenticated "
-                                "connection", self.fd_limit)
+                    self._peer_log(logging.WARNING, "out of file descriptors (limit %d): dropping the oldest "
+                                   "unauthenticated connection", self.fd_limit)
                     self._drop(next(iter(self.pending.values())))
                     continue
                 log.warning("accept failed: %s", e)
@@ -295,8 +312,8 @@ class Supervisor:
         for p in list(self.pending.values()):
             if now > p.deadline:
                 if not p.out:
-                    log.info("closing a connection from %s that sent no handshake in %.0f s", p.peer,
-                             HANDSHAKE_TIMEOUT_S)
+                    self._peer_log(logging.INFO, "closing a connection from %s that sent no handshake in %.0f s",
+                                   p.peer, HANDSHAKE_TIMEOUT_S)
                 self._drop(p)
 
     def _set_events(self, p: Pending, events: int) -> None:
@@ -319,7 +336,7 @@ class Supervisor:
                 self._set_events(p, selectors.EVENT_WRITE)
                 return
             except (ssl.SSLError, OSError) as e:
-                log.info("TLS handshake with %s failed: %s", p.peer, e)
+                self._peer_log(logging.INFO, "TLS handshake with %s failed: %s", p.peer, e)
                 self._drop(p)
                 return
             p.tls_done = True
@@ -345,8 +362,8 @@ class Supervisor:
             if len(p.buf) >= 4:
                 (n,) = struct.unpack_from("<I", p.buf)
                 if n > MAX_FIRST_FRAME:
-                    log.warning("%s announced a first frame of %d bytes (the limit before a handshake is %d); "
-                                "closed", p.peer, n, MAX_FIRST_FRAME)
+                    self._peer_log(logging.WARNING, "%s announced a first frame of %d bytes (the limit before a "
+                                   "handshake is %d); closed", p.peer, n, MAX_FIRST_FRAME)
                     self._answer(p, [HELLO, self._refusal(Err.INVALID_VALUE,
                                  f"malformed frame: a first frame of {n} bytes exceeds the {MAX_FIRST_FRAME}-byte "
                                  "limit before a handshake")])
@@ -405,12 +422,12 @@ class Supervisor:
         try:
             msg = unpack_body(body)
         except FrameError as e:
-            log.warning("malformed handshake from %s: %s", p.peer, e)
+            self._peer_log(logging.WARNING, "malformed handshake from %s: %s", p.peer, e)
             self._refuse(p, Err.INVALID_VALUE, f"malformed frame: {e}")
             return
         kind = first_frame_kind(msg)
         if isinstance(kind, str):
-            log.warning("connection from %s did not start with a handshake; closed", p.peer)
+            self._peer_log(logging.WARNING, "connection from %s did not start with a handshake; closed", p.peer)
             self._refuse(p, Err.INVALID_VALUE, f"malformed frame: {kind}")
             return
         if kind == STATUS:
@@ -418,12 +435,12 @@ class Supervisor:
             return
         hello = check_hello(msg[1])
         if isinstance(hello, str):
-            log.warning("malformed handshake from %s: %s", p.peer, hello)
+            self._peer_log(logging.WARNING, "malformed handshake from %s: %s", p.peer, hello)
             self._refuse(p, Err.INVALID_VALUE, f"malformed handshake: {hello}")
             return
         refusal = self._check_hello(hello)
         if refusal:
-            log.warning("refused %s (pid %s): %s", hello["program"], hello["pid"], refusal[1])
+            self._peer_log(logging.WARNING, "refused %s (pid %s): %s", hello["program"], hello["pid"], refusal[1])
             self._refuse(p, *refusal)
             return
         devices = self._devices_for(hello["devices"])

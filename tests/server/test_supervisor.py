@@ -265,3 +265,15 @@ def test_status_waits_for_busy_workers_at_most_two_seconds_in_all(server):
     for h in held:
         h.kill()
         h.wait()
+
+
+def test_a_flood_of_bad_connections_does_not_flood_the_log(server):
+    """Lines about misbehaving peers are capped (100 per 10 s), then counted."""
+    for _ in range(300):
+        s = connect(server.url)
+        send(s, [7, {}])
+        recv(s)
+        s.close()
+    text = server.log.read_text()
+    assert 90 <= text.count("did not start with a handshake") <= 100
+    assert_alive_and_serving(server)
