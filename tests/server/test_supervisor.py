@@ -254,14 +254,15 @@ def test_status_waits_for_busy_workers_at_most_two_seconds_in_all(server):
         st = server.status()
         took = time.monotonic() - t0
         assert all(s["state"].startswith("busy") for s in st["sessions"]), st
-        assert took < 4, took
+        assert took < 5, took  # asked one after the other, three stopped workers would take 6 s
     finally:
         for pid in workers:
             os.kill(pid, signal.SIGCONT)
-    time.sleep(0.2)
+    # awake again, they answer (the late answers to the request above are drained, not taken for these)
+    wait_for(lambda: all("state" not in s for s in server.status()["sessions"]), what="the workers to answer")
     st = server.status()
     assert sorted(s["session"] for s in st["sessions"]) == [1, 2, 3]
-    assert all("allocations" in s and "state" not in s for s in st["sessions"]), st
+    assert all(s["allocations"] == 1 for s in st["sessions"]), st
     for h in held:
         h.kill()
         h.wait()
