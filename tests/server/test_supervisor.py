@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, connect, kv, recv, rss_kib, send, wait_for
+from conftest import BIN, ROOT, SHIM, connect, kv, recv, rss_kib, send, wait_for
 
 from gpushim.protocol import HELLO, MAX_FIRST_FRAME, PROTOCOL_VERSION, STATUS
 
@@ -283,3 +283,35 @@ def test_a_flood_of_bad_connections_does_not_flood_the_log(server):
     text = server.log.read_text()
     assert 90 <= text.count("did not start with a handshake") <= 100
     assert_alive_and_serving(server)
+
+
+def test_the_server_raises_its_open_file_limit_to_the_hard_limit(built, tmp_path):
+    """Started with a soft limit of 256 descriptors, the server raises it to the hard limit, so 400 idle
+    connections plus a real client fit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 1024:
+        pytest.skip(f"the hard limit is only {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1024), hard))
+    url = f"unix://{tmp_path}/s.sock"
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpushim", "serve", "--backend", "emulator", "--listen", url, "--max-pending",
+             "1000", "--module-cache", str(tmp_path / "modules")], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))
+    try:
+        wait_for(lambda: "listening on" in log.read_text(), timeout=60, what="the server")
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        line = next(ln for ln in limits.splitlines() if ln.startswith("Max open files"))
+        assert line.split()[3:5] == [str(hard), str(hard)], line
+        idle = [connect(url) for _ in range(400)]
+        wait_for(lambda: len(os.listdir(f"/proc/{proc.pid}/fd")) > 400, what="the server to accept them")
+        env = {**os.environ, "LD_PRELOAD": str(SHIM), "GPUSHIM_SERVER": url}
+        r = subprocess.run([str(BIN / "device_query")], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and kv(r.stdout)["count"] == "1", r.stderr
+        for s in idle:
+            s.close()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert "Traceback" not in log.read_text()
