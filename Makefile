@@ -27,7 +27,7 @@ PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/
 # Per-thread default stream builds (nvcc --default-stream per-thread) of the programs that test stream semantics
 PTDS_PROGRAMS = tests/programs/bin/sync_ptds
 
-.PHONY: all shim programs test demo lint bench gpu-check clean install deps soak
+.PHONY: all shim programs test demo lint bench gpu-check clean install deps soak fuzz
 
 all: shim programs
 
@@ -36,7 +36,7 @@ shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB)
 SHIM_GEN = shim/gen/exports.c shim/gen/libgpushim.map shim/gen/ops.h shim/gen/errors.h shim/gen/layouts.c \
 	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c
 $(SHIM_GEN): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
-		$(wildcard shim/api_*.c shim/drv_*.c)
+		$(wildcard shim/*.c)
 	$(PYTHON) shim/generate.py
 
 $(SHIM_LIB): $(filter-out shim/gen/libcuda_stub.c,$(SHIM_GEN)) $(SHIM_SRC)
@@ -116,6 +116,11 @@ bench: all
 # and prints sync latency, launch cost and copy bandwidth through gpushim beside the native numbers.
 gpu-check:
 	PYTHON=$(PYTHON) bash tools/gpu_check.sh
+
+# The protocol fuzzer of tests/server for 10 minutes (the test suite runs it for 20 s); FUZZ_SEED picks the run.
+fuzz: deps all
+	GPUSHIM_FUZZ_SECONDS=$${FUZZ_SECONDS:-600} GPUSHIM_FUZZ_SEED=$${FUZZ_SEED:-$$(date +%s)} \
+		$(PYTHON) -m pytest -q -s tests/server/test_protocol_fuzz.py
 
 lint:
 	ruff check gpushim adapters tests bench shim/generate.py

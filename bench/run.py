@@ -127,7 +127,8 @@ def server(url: str, tmp: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]
     with open(log, "w") as logf:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gpushim", "serve", "--listen", url, "--backend", "emulator",
-             "--log-level", "error", "--module-cache", str(tmp / "modules")],
+             "--log-level", "error", "--module-cache", str(tmp / "modules"),
+             *(["--insecure-no-token"] if url.startswith("tcp://") else [])],  # loopback, for measurements
             cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT,
         )
         try:

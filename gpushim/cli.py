@@ -126,10 +126,23 @@ def main() -> None:
               help="Number of modules one session may upload.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
+@click.option("--insecure-no-token", is_flag=True,
+              help="Allow a tcp:// or tls:// loopback address without --token-file (development only: any local "
+                   "user could then use the GPUs).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="PEM certificate (chain) of a tls://host:port server.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="PEM private key of --tls-cert (if not in the same file).")
+@click.option("--socket-mode", default="0600", show_default=True, callback=lambda c, p, v: _octal_mode(v),
+              help="Permissions of a Unix socket, in octal (0660: the server's group may connect too; see "
+                   "docs/security.md).")
+@click.option("--max-pending", type=click.IntRange(1, 1 << 20), default=256, show_default=True,
+              help="Connections that may wait for their handshake at once; beyond it the oldest is dropped.")
 def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,
           token_file: str | None, memory_quota: int | None, memory_cap: int | None, max_priority: int,
           module_cache: Path | None, module_cache_size: int, max_module_size: int, session_upload_bytes: int,
-          session_uploads: int, log_level: str) -> None:
+          session_uploads: int, log_level: str, insecure_no_token: bool, tls_cert: str | None,
+          tls_key: str | None, socket_mode: int, max_pending: int) -> None:
     """Run a gpushim server."""
     from gpushim.server.modules import ModuleLimits
     from gpushim.server.supervisor import ServeError, Supervisor
@@ -140,13 +153,32 @@ def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: i
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver, memory_cap)
     limits = ModuleLimits(module_cache_size, max_module_size, session_upload_bytes, session_uploads)
-    token = Path(token_file).read_text().splitlines()[0].strip() if token_file else None
+    token = read_token_file(token_file) if token_file else None
     try:
         sup = Supervisor(be, listen or server_url(), token=token, memory_quota=memory_quota, module_cache=module_cache,
-                         max_priority=max_priority, module_limits=limits)
+                         max_priority=max_priority, module_limits=limits, insecure_no_token=insecure_no_token,
+                         tls_cert=tls_cert, tls_key=tls_key, socket_mode=socket_mode, max_pending=max_pending)
     except ServeError as e:
         raise click.ClickException(str(e)) from None
     sup.serve_forever()
+
+
+def _octal_mode(value: str) -> int:
+    try:
+        mode = int(value, 8)
+    except ValueError:
+        raise click.BadParameter(f"{value} is not an octal mode such as 0600 or 0660") from None
+    if not 0 <= mode <= 0o777 or mode & 0o600 != 0o600:
+        raise click.BadParameter(f"{value}: the mode must give the server's own user read and write (0600-0777)")
+    return mode
+
+
+def read_token_file(path: str) -> str:
+    lines = Path(path).read_text().splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise click.ClickException(f"the token file {path} is empty")
+    return token
 
 
 def query_status(url: str, timeout: float = 5.0) -> dict:
@@ -184,10 +216,34 @@ def connect(url: str, timeout: float) -> socket.socket:
         s.settimeout(timeout)
         s.connect(path)
         return s
-    if url.startswith("tcp://"):
-        host, _, port = url[6:].rpartition(":")
-        return socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-    raise click.ClickException(f"server address must be unix:///path or tcp://host:port, not '{url}'")
+    for scheme in ("tcp://", "tls://"):
+        if url.startswith(scheme):
+            host, _, port = url[6:].rpartition(":")
+            host = host.strip("[]")
+            if not host or not port.isdigit():
+                raise click.ClickException(f"a server address needs host and port: {scheme}HOST:PORT, not '{url}'")
+            sock = socket.create_connection((host, int(port)), timeout=timeout)
+            return tls_wrap(sock, host) if scheme == "tls://" else sock
+    raise click.ClickException(f"server address must be unix:///path, tcp://host:port or tls://host:port, "
+                               f"not '{url}'")
+
+
+def tls_wrap(sock: socket.socket, host: str) -> socket.socket:
+    """TLS over a connected socket, verifying the server's certificate against GPUSHIM_TLS_CA (a PEM file)
+    or the system's store -- the same rule as the shim's."""
+    import ssl
+
+    ca = os.environ.get("GPUSHIM_TLS_CA") or None
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+        return ctx.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as e:
+        sock.close()
+        raise click.ClickException(f"the server's TLS certificate is not trusted: {e.verify_message} "
+                                   "(set GPUSHIM_TLS_CA to the CA that signed it)") from None
+    except (ssl.SSLError, OSError) as e:
+        sock.close()
+        raise click.ClickException(f"TLS with {host} failed: {e}") from None
 
 
 @main.command()
@@ -214,7 +270,7 @@ def status(server: str | None, as_json: bool) -> None:
                f"{s.get('streams', '?')} streams, {s.get('events', '?')} events, {s.get('calls', '?')} calls"
         if "launches" in s:
             held += f", {s['launches']} launches ({s.get('thread_instructions', 0)} thread-instructions)"
-        click.echo(f"  [{s['session']}] {s['program']} pid {s['pid']} CUDA {s['runtime']}: "
+        click.echo(f"  [{s['session']}] {s.get('program', '(hidden)')} pid {s.get('pid', '-')} CUDA {s['runtime']}: "
                    f"{s.get('state', held)}")
 
 

@@ -141,30 +141,72 @@ OPS: tuple[Op, ...] = (
 OPS_BY_NAME = {op.name: op for op in OPS}
 OPS_BY_ID = {op.id: op for op in OPS}
 
-# Argument types by name; every argument not listed is an integer.
-ARG_TYPES: dict[str, type] = {
-    "data": bytes, "fatbin": bytes, "hash": bytes, "params": bytes, "bus_id": str, "name": str,
-    "grid": list, "block": list,
+
+# -- the schema: every field of every frame, by type and range --------------------------------------------
+# gpushim/server/validate.py checks each frame against these before anything reads it; the shim writes
+# exactly these types (gs_w_int for the signed fields, gs_w_uint for the rest).
+I32 = (-(1 << 31), (1 << 31) - 1)
+U32 = (0, (1 << 32) - 1)
+U64 = (0, (1 << 64) - 1)
+MAX_STR = 4096  # strings in a handshake or status request
+
+
+@dataclass(frozen=True)
+class Field:
+    """One value: its type, and for an int its range, for str/bytes/list its length range. A list holds
+    ints in item_range. nullable: nil is accepted (and means "not given")."""
+    type: type
+    lo: int = 0
+    hi: int = U64[1]
+    item_range: tuple[int, int] = U32
+    nullable: bool = False
+
+
+def _int(r: tuple[int, int]) -> Field:
+    return Field(int, r[0], r[1])
+
+
+# Operation arguments by name; an argument not listed is an unsigned 64-bit integer (pointers, sizes,
+# handles, callback ids).
+ARG_SPECS: dict[str, Field] = {
+    "dev": _int(I32), "peer": _int(I32), "attr": _int(I32), "limit": _int(I32), "priority": _int(I32),
+    "flags": _int(U32), "shared": _int(U32), "set": Field(int, 0, 1),
+    "data": Field(bytes, 0, MAX_FRAME), "fatbin": Field(bytes, 1, MAX_FRAME), "hash": Field(bytes, 32, 32),
+    "params": Field(bytes, 0, 1 << 20), "bus_id": Field(str, 0, 64), "name": Field(str, 1, 1 << 16),
+    "grid": Field(list, 3, 3), "block": Field(list, 3, 3),
 }
+# Where one name means different things in different operations:
+OP_ARG_SPECS: dict[tuple[str, str], Field] = {
+    ("MEMSET", "value"): _int(I32), ("MEMSET2D", "value"): _int(I32), ("FUNC_SET_ATTR", "value"): _int(I32),
+}
+# Argument types by name (derived from ARG_SPECS; kept for existing users).
+ARG_TYPES: dict[str, type] = {name: f.type for name, f in ARG_SPECS.items() if f.type is not int}
 
 
-_ARG_TYPES_BY_OP: dict[int, tuple[type, ...]] = {}
+def arg_spec(op: Op, name: str) -> Field:
+    return OP_ARG_SPECS.get((op.name, name)) or ARG_SPECS.get(name) or _int(U64)
+
+
+# Frames other than CALL/POST are maps; unknown keys are ignored (a newer client may send more), at most
+# MAX_MAP_KEYS of them. A HELLO needs only proto; the others default to 0 / "".
+MAX_MAP_KEYS = 32
+HELLO_FIELDS: dict[str, Field] = {
+    "proto": _int(U32), "runtime": Field(int, 0, 999_999), "soname": Field(str, 0, MAX_STR, nullable=True),
+    "pid": Field(int, 0, I32[1]), "program": Field(str, 0, MAX_STR, nullable=True),
+    "devices": Field(str, 0, MAX_STR, nullable=True), "priority": _int(I32),
+    "token": Field(str, 0, MAX_STR, nullable=True), "shim": Field(str, 0, MAX_STR, nullable=True),
+}
+STATUS_FIELDS: dict[str, Field] = {"token": Field(str, 0, MAX_STR, nullable=True)}
+SEQ = _int(U64)
+# Before the handshake a peer is unknown: its first frame may be at most this long.
+MAX_FIRST_FRAME = 64 << 10
 
 
 def check_args(op: Op, args: list) -> str | None:
-    """Why args do not fit op, or None. On every call's path: exact type checks (msgpack decodes to
-    exactly int, bytes, str and list; a bool is not an int here)."""
-    types = _ARG_TYPES_BY_OP.get(op.id)
-    if types is None:
-        types = _ARG_TYPES_BY_OP[op.id] = tuple(ARG_TYPES.get(a, int) for a in op.args)  # type: ignore[misc]
-    if len(args) != len(types):
-        return f"{op.name} takes {len(types)} arguments, got {len(args)}"
-    for name, value, want in zip(op.args, args, types, strict=True):
-        if type(value) is not want and not (want is bytes and type(value) is memoryview):
-            return f"{op.name}: argument {name} must be {want.__name__}, got {type(value).__name__}"
-        if want is list and not all(type(v) is int for v in value):
-            return f"{op.name}: argument {name} must be a list of integers"
-    return None
+    """Why args do not fit op, or None (see gpushim/server/validate.py)."""
+    from gpushim.server.validate import check_args as check
+
+    return check(op, args)
 
 
 def c_header() -> str:

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "gen/ops.h"
+#include "gs_tls.h"
 
 void gs_transport_address(char *out, size_t n) {
     const char *env = getenv("GPUSHIM_SERVER");
@@ -99,13 +101,33 @@ static int connect_tcp(const char *hostport, char *why, size_t whylen) {
     return fd;
 }
 
+/* The host part of host:port or [v6]:port, into out. */
+static void host_of(const char *hostport, char *out, size_t n) {
+    snprintf(out, n, "%s", hostport);
+    char *colon = strrchr(out, ':');
+    if (colon) *colon = 0;
+    if (out[0] == '[') {
+        memmove(out, out + 1, strlen(out));
+        char *e = strchr(out, ']');
+        if (e) *e = 0;
+    }
+}
+
 int gs_transport_connect(char *why, size_t whylen) {
     char addr[512];
     gs_transport_address(addr, sizeof addr);
     if (strncmp(addr, "unix://", 7) == 0) return connect_unix(addr + 7, why, whylen);
     if (strncmp(addr, "unix:", 5) == 0) return connect_unix(addr + 5, why, whylen);
     if (strncmp(addr, "tcp://", 6) == 0) return connect_tcp(addr + 6, why, whylen);
-    snprintf(why, whylen, "GPUSHIM_SERVER must be unix:///path or tcp://host:port, not '%s'", addr);
+    if (strncmp(addr, "tls://", 6) == 0) {
+        int fd = connect_tcp(addr + 6, why, whylen);
+        if (fd < 0) return -1;
+        char host[512];
+        host_of(addr + 6, host, sizeof host);
+        return gs_tls_start(fd, host, why, whylen); /* the client talks to a local end; a thread encrypts */
+    }
+    snprintf(why, whylen, "GPUSHIM_SERVER must be unix:///path, tcp://host:port or tls://host:port, not '%s'",
+             addr);
     return -1;
 }
 

@@ -19,13 +19,14 @@ from typing import Any
 from gpushim.backends.base import Backend, Event, Stream
 from gpushim.compat.policy import Policy, build_policy
 from gpushim.cuda_errors import STICKY, CudaError, Err
-from gpushim.protocol import HANDLE_BASE, OPS_BY_ID, POST, REPLY, Op, check_args
+from gpushim.protocol import HANDLE_BASE, OPS_BY_ID, POST, REPLY, Op
 from gpushim.server.modules import ModuleStore
 from gpushim.server.ops_devices import DeviceOps
 from gpushim.server.ops_driver import DriverOps
 from gpushim.server.ops_memory import MemoryOps
 from gpushim.server.ops_modules import ModuleOps
 from gpushim.server.ops_streams import StreamOps
+from gpushim.server.validate import check_call
 from gpushim.server.wait import Wait
 
 # The runtime API an operation serves, for the policy's per-API verdicts.
@@ -117,18 +118,11 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps):
 
     # -- dispatch ----------------------------------------------------------------------------------------
     def dispatch(self, msg: Any) -> None:
-        if type(msg) is not list or len(msg) != 4 or msg[0] not in (1, POST):
-            raise ProtocolError(f"expected [CALL|POST, seq, op, args], got {_describe(msg)}")
-        kind, seq, op_id, args = msg
-        if type(seq) is not int or type(args) is not list:
-            raise ProtocolError("CALL fields have the wrong types")
-        route = self.routes.get(op_id) if type(op_id) is int else None
-        if route is None:
-            raise ProtocolError(f"unknown operation {op_id}")
-        op, handler, refusal = route
-        problem = check_args(op, args)
+        problem = check_call(msg)  # types and ranges of every field, from the protocol's schema
         if problem:
             raise ProtocolError(problem)
+        kind, seq, op_id, args = msg
+        op, handler, refusal = self.routes[op_id]
         self.calls += 1
         err, msg_text, results = 0, "", []
         try:
@@ -148,7 +142,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps):
             results = result or []
         except CudaError as e:
             err, msg_text = e.code, e.message
-        except ClientGone:
+        except ClientGone:  # the client left while we answered (TLS errors included): the worker ends the session
             raise
         except Exception as e:  # a server bug: report it, keep the session
             self.log.exception("internal error in %s", op.name)

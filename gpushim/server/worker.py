@@ -18,6 +18,7 @@ import os
 import select
 import selectors
 import socket
+import ssl
 import threading
 from typing import Any
 
@@ -32,7 +33,8 @@ BULK_INLINE = 64 << 10  # replies with more data than this are sent without copy
 H2D_OP = OPS_BY_NAME["MEMCPY_H2D"].id
 BULK_DECODE_MIN = 4096  # smaller frames are not worth the in-place decoding
 HANGUP_GRACE_S = 0.5  # after the client hangs up, how long the worker may take to end by itself
-GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+# how a client that went away shows up while sending to it (SSLError: a TLS client that left mid-send)
+GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, ssl.SSLError)
 
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
@@ -179,6 +181,9 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
         nread, fds = frames.read()
     except (ConnectionResetError, TimeoutError):  # the client went away (or TCP keepalive gave up on it)
         nread, fds = 0, []
+    except ssl.SSLError as e:  # a TLS client whose stream broke (or was tampered with): it is gone
+        log.info("the client's TLS connection failed: %s", e)
+        nread, fds = 0, []
     except FrameError as e:
         log.warning("malformed frame from the client; ending the session: %s", e)
         _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
@@ -187,7 +192,11 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
     if not nread:
         log.info("client disconnected after %d calls; freeing its resources", session.calls)
         return 0
-    return None if _handle_frames(session, frames, conn, log) else 1
+    if not _handle_frames(session, frames, conn, log):
+        return 1
+    if isinstance(conn, ssl.SSLSocket) and conn.pending():  # decrypted bytes that select cannot see
+        return _receive(session, frames, conn, log)
+    return None
 
 
 def _answer_status(control: socket.socket, session: Session, log: logging.Logger) -> None:
@@ -220,6 +229,10 @@ def _answer_status(control: socket.socket, session: Session, log: logging.Logger
 
 def _send_pieces(conn: socket.socket, pieces: list[bytes | memoryview]) -> None:
     views = [memoryview(p).cast("B") for p in pieces]
+    if isinstance(conn, ssl.SSLSocket):  # TLS has no sendmsg: each piece on its own (still not copied)
+        for v in views:
+            conn.sendall(v)
+        return
     while views:
         sent = conn.sendmsg(views)
         while views and sent >= len(views[0]):

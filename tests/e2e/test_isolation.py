@@ -122,6 +122,8 @@ def test_malformed_frames_end_only_that_session(server):
     # an oversized length prefix and a missing handshake
     s = raw_client(server)
     s.sendall(struct.pack("<I", 0xFFFFFFF0))
+    reply = recv(s)  # refused with the reason, then closed
+    assert reply[0] == HELLO and "exceeds" in reply[1]["message"], reply
     assert recv(s) is None
     s = raw_client(server)
     send(s, [CALL, 1, 1, []])

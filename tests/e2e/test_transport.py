@@ -9,7 +9,7 @@ from .conftest import ROOT, kv
 
 
 def test_tcp_loopback_runs_programs(make_server):
-    s = make_server(listen="tcp://127.0.0.1:0")
+    s = make_server("--insecure-no-token", listen="tcp://127.0.0.1:0")
     assert s.url.startswith("tcp://127.0.0.1:")
     r = s.run("memory")
     assert r.returncode == 0, r.stderr
@@ -20,7 +20,7 @@ def test_tcp_loopback_runs_programs(make_server):
 
 
 def test_managed_memory_needs_the_same_host(make_server):
-    s = make_server(listen="tcp://127.0.0.1:0")
+    s = make_server("--insecure-no-token", listen="tcp://127.0.0.1:0")
     r = s.run("managed")
     assert r.returncode == 1
     assert "cudaErrorNotSupported" in r.stderr

@@ -10,22 +10,25 @@ from pathlib import Path
 import pytest
 
 from gpushim.backends.emulator.backend import EmulatorBackend
-from gpushim.protocol import ARG_TYPES, CALL, OPS, POST, REPLY
+from gpushim.protocol import CALL, OPS, POST, REPLY, Op, arg_spec
 from gpushim.server.modules import ModuleStore
 from gpushim.server.session import ProtocolError, Session, SessionInfo
 
 INTS = [0, 1, -1, 7, 4096, 2**31 - 1, 2**32, 2**63 - 1, -(2**63), 0x3000_0000_0000, 0x3000_0000_0200, 0x6000_0010]
 
 
-def value(rng: random.Random, name: str) -> object:
-    t = ARG_TYPES.get(name, int)
-    if t is int:
-        return rng.choice(INTS + [rng.randrange(-(2**40), 2**40)])
-    if t is bytes:
+def value(rng: random.Random, op: Op, name: str) -> object:
+    """A value of the argument's type; an int is absurd but mostly inside the protocol's range (the rest,
+    outside it, must end the session with a protocol error)."""
+    f = arg_spec(op, name)
+    if f.type is int:
+        v = rng.choice(INTS + [rng.randrange(-(2**40), 2**40), f.lo, f.hi])
+        return v if rng.random() < 0.05 else min(max(v, f.lo), f.hi)
+    if f.type is bytes:
         return rng.choice([b"", b"\x00" * 32, rng.randbytes(rng.randrange(0, 300))])
-    if t is str:
+    if f.type is str:
         return rng.choice(["", "x", "_Z6kernelPf", "\u00e9" * 10, "0000:10:00.0"])
-    return [rng.choice(INTS) for _ in range(rng.choice([0, 1, 3, 4]))]
+    return [rng.choice(INTS) for _ in range(rng.choice([0, 1, 3, 3, 3, 4]))]
 
 
 @pytest.fixture
@@ -48,7 +51,7 @@ def test_hostile_arguments_never_break_the_session(session, caplog) -> None:
         op = rng.choice(OPS)
         if op.name in ("CALLBACK_DONE",):
             continue
-        args = [value(rng, a) for a in op.args]
+        args = [value(rng, op, a) for a in op.args]
         seq += 1
         kind = rng.choice([CALL, POST])
         sent.clear()
