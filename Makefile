@@ -35,11 +35,14 @@ shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB)
 
 SHIM_GEN = shim/gen/exports.c shim/gen/libgpushim.map shim/gen/ops.h shim/gen/errors.h shim/gen/layouts.c \
 	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c
-$(SHIM_GEN): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
-		$(wildcard shim/*.c)
+# generate.py rewrites only the files whose content changes, so a stamp records that it ran
+SHIM_STAMP = shim/gen/.stamp
+$(SHIM_STAMP): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) $(wildcard shim/*.c)
 	$(PYTHON) shim/generate.py
+	@touch $@
+$(SHIM_GEN): $(SHIM_STAMP) ;
 
-$(SHIM_LIB): $(filter-out shim/gen/libcuda_stub.c,$(SHIM_GEN)) $(SHIM_SRC)
+$(SHIM_LIB): $(SHIM_STAMP) $(SHIM_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) $(SHIM_CFLAGS) -shared -o $@ shim/gen/exports.c -Wl,--version-script=shim/gen/libgpushim.map \
 		-Wl,-soname,libcuda.so.1 -Wl,-z,defs -ldl
