@@ -99,8 +99,9 @@ def test_wait_with_a_bad_2d_copy_gets_an_error_and_later_calls_work(server):
     hello(s)
     send(s, [CALL, 1, OPS["MALLOC"].id, [0, 4096]])
     ptr = recv(s)[3][0]
-    # MEMCPY2D_D2H with height -1 (a synchronising call, answered through the session's waiting list)
-    send(s, [CALL, 2, OPS["MEMCPY2D_D2H"].id, [ptr, 64, 64, -1, 0]])
+    # MEMCPY2D_D2H of 2^62 rows (a synchronising call, answered through the session's waiting list); a height
+    # of -1 no longer reaches the session: the protocol's validator ends it (tests/server/test_validate.py)
+    send(s, [CALL, 2, OPS["MEMCPY2D_D2H"].id, [ptr, 64, 64, 1 << 62, 0]])
     r = recv(s)
     assert r[1] == 2 and r[2] == 1  # cudaErrorInvalidValue
     send(s, [CALL, 3, OPS["DEVICE_SYNC"].id, [0]])

@@ -145,7 +145,7 @@ def test_the_same_rules_without_shared_memory(make_server, build, transport):
     # pageable paths (inline frames, pipelined chunks), which follow the same rules.
     cases = ["pinned_h2d", "h2d_order", "legacy_nb", "blocking_d2h", "from_symbol"]
     if transport == "tcp":
-        s = make_server(listen="tcp://127.0.0.1:0")
+        s = make_server("--insecure-no-token", listen="tcp://127.0.0.1:0")
         r = s.run(build, *cases, timeout=60)
     else:
         s = make_server()

@@ -13,7 +13,7 @@ from gpushim.backends.emulator.backend import EmulatorBackend
 from gpushim.cuda_errors import Err
 from gpushim.protocol import CALL, OPS_BY_NAME, POST, REPLY
 from gpushim.server.modules import ModuleStore
-from gpushim.server.session import Session, SessionInfo
+from gpushim.server.session import ProtocolError, Session, SessionInfo
 from gpushim.server.wait import Wait
 
 OPS = OPS_BY_NAME
@@ -82,9 +82,13 @@ def test_a_negative_2d_copy_is_a_clear_cuda_error(session) -> None:
     s, sent = session
     s.dispatch([CALL, 1, OPS["MALLOC"].id, [0, 4096]])
     ptr = replies(sent)[1][3][0]
-    s.dispatch([CALL, 2, OPS["MEMCPY2D_D2H"].id, [ptr, 64, 64, -1, 0]])
+    # height -1 is no uint64: the protocol's validator ends the session (tests/server/test_validate.py); a
+    # height that fits the schema but reaches far beyond the allocation is the call's CUDA error
+    s.dispatch([CALL, 2, OPS["MEMCPY2D_D2H"].id, [ptr, 64, 64, 1 << 62, 0]])
     r = replies(sent)[2]
     assert r[2] == Err.INVALID_VALUE and s.waiting == []
+    with pytest.raises(ProtocolError, match="height = -1 is out of range"):
+        s.dispatch([CALL, 3, OPS["MEMCPY2D_D2H"].id, [ptr, 64, 64, -1, 0]])
 
 
 def test_queued_stream_work_that_raises_is_a_sticky_internal_error(session, caplog) -> None:
