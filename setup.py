@@ -57,7 +57,7 @@ setup(
         # cuda-bindings 12.x drives any driver >= 525, 13.x needs >= 580: tools/gpu_check.sh picks by driver.
         "cuda": ["cuda-python>=12.4", "nvidia-ml-py>=12.535"],
         # the bindings import without a driver; tests/cuda_backend type-checks gpushim's calls against them
-        "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff", "cuda-bindings>=12.4",
+        "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff", "cuda-bindings>=12.4", "cryptography>=41",
                  # frameworks the driver face is tested with (tests/e2e/test_driver.py; ~45 s to install)
                  "numba-cuda==0.30.4", "cuda-core==1.2.2", "nvidia-cuda-nvrtc>=13.0,<14"],
     },
