@@ -1,0 +1,154 @@
+"""A compiled kernel: native code from codegen.py, its launch driver and the compile cache."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+import time
+
+import numpy as np
+from llvmlite import binding as llvm
+
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit import log
+from gpushim.ptx.jit.codegen import JitUnsupported, generate
+from gpushim.ptx.link import Program, align_up
+from gpushim.ptx.nodes import Module
+
+_lock = threading.Lock()
+_target_machine = None
+_cache: dict[tuple[str, str], JitKernel | str] = {}  # (PTX hash, kernel) -> compiled kernel or why not
+_CACHE_MAX = 512
+_RUN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+
+
+def _tm():
+    global _target_machine
+    if _target_machine is None:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_default_triple()
+        _target_machine = target.create_target_machine(
+            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+        )
+    return _target_machine
+
+
+class JitKernel:
+    def __init__(self, mod: Module, prog: Program, name: str) -> None:
+        t0 = time.perf_counter()
+        g = generate(mod, prog, name)
+        self.sites = g.sites
+        self.globals = g.globals_used
+        self.nregs = max(len(g.regs), 1)
+        self.ncache = g.ncache
+        self.kernel = prog.kernel
+        tm = _tm()
+        ref = llvm.parse_assembly(str(g.m))
+        ref.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=2)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(ref, pb)
+        self.engine = llvm.create_mcjit_compiler(ref, tm)
+        self.engine.finalize_object()
+        self._run = _RUN(self.engine.get_function_address("run"))
+        self.compile_s = time.perf_counter() - t0
+
+    def launch(self, plan, shared_bytes: int, memory, symbols, pbuf: np.ndarray, psize: int, watchdog_s: float) -> int:
+        """Run every block of a launch; the thread-instructions executed. Raises CudaError as the interpreter."""
+        geo = plan.geo
+        grid, block = geo.grid, geo.block
+        tpb = block[0] * block[1] * block[2]
+        prog = plan.kern.prog
+        lo_stride = align_up(max(prog.frame_bytes, 1), 16)
+        ctx = np.zeros(L.SLOTS, np.int64)
+        allocs = memory.allocations()
+        tab = np.empty(2 * max(len(allocs), 1), np.int64)
+        pairs = sorted((a.addr, a.addr + a.size) for a in allocs)
+        if pairs:
+            tab[: 2 * len(pairs)] = np.array(pairs, np.int64).ravel()
+        syms = np.array([symbols[g] for g in self.globals] or [0], np.int64)
+        shbuf = np.zeros(max(plan.shared_total, 1) + 16, np.uint8)
+        lobuf = np.zeros(tpb * lo_stride, np.uint8)
+        spill = np.zeros(tpb * self.nregs, np.int64)
+        state = np.zeros(tpb, np.int32)
+        ctx[L.ARENA] = memory.arena.ctypes.data
+        ctx[L.BASE] = memory.base
+        ctx[L.ALLOCS] = tab.ctypes.data
+        ctx[L.NALLOCS] = len(pairs)
+        ctx[L.PARAM] = pbuf.ctypes.data
+        ctx[L.PSIZE] = psize
+        ctx[L.SYMS] = syms.ctypes.data
+        ctx[L.GRID : L.GRID + 3] = grid
+        ctx[L.BLOCK : L.BLOCK + 3] = block
+        ctx[L.SHSIZE] = plan.shared_total
+        ctx[L.DYNSH] = shared_bytes
+        ctx[L.LOSIZE] = prog.frame_bytes
+        ctx[L.LOSTRIDE] = lo_stride
+        ctx[L.SHBUF] = shbuf.ctypes.data
+        ctx[L.LOBUF] = lobuf.ctypes.data
+        ctx[L.SPILL] = spill.ctypes.data
+        ctx[L.STATE] = state.ctypes.data
+        ctx[L.BEGIN] = 0
+        ctx[L.END] = plan.nblocks
+        cache = np.zeros(2 * max(self.ncache, 1), np.int64)
+        cache[0::2] = 1  # empty ranges: the first access of each site searches
+        ctx[L.CACHE] = cache.ctypes.data
+        timer = threading.Timer(watchdog_s, lambda: ctx.__setitem__(L.ABORT, 1))
+        timer.daemon = True
+        timer.start()
+        try:
+            rc = self._run(ctx.ctypes.data)
+        finally:
+            timer.cancel()
+        if rc:
+            raise self._error(ctx, grid, block, watchdog_s)
+        return int(ctx[L.COUNT])
+
+    def _error(self, ctx, grid, block, watchdog_s: float) -> CudaError:
+        code = int(ctx[L.ERR])
+        site = int(ctx[L.ERR_SITE])
+        _, msg = self.sites[site]
+        b, t = int(ctx[L.ERR_BLOCK]), int(ctx[L.ERR_THREAD])
+        bc = (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1]))
+        tc = (t % block[0], t // block[0] % block[1], t // (block[0] * block[1]))
+        who = f"block ({bc[0]},{bc[1]},{bc[2]}) thread ({tc[0]},{tc[1]},{tc[2]}) of kernel {self.kernel}"
+        if code == Err.LAUNCH_TIMEOUT:
+            return CudaError(code, f"kernel {self.kernel} ran longer than the watchdog's {watchdog_s:g} s")
+        addr = int(ctx[L.ERR_ADDR]) & (2**64 - 1)
+        return CudaError(code, f"{msg} at {addr:#x} by {who}")
+
+
+def get_kernel(mod: Module, prog: Program, source_hash: str, name: str) -> JitKernel | None:
+    """The compiled kernel, or None when the JIT does not support it (logged once per PTX and kernel)."""
+    key = (source_hash, prog.kernel)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is None:
+            try:
+                hit = JitKernel(mod, prog, name)
+                log.debug("compiled %s in %.1f ms", prog.kernel, hit.compile_s * 1e3)
+            except JitUnsupported as e:
+                hit = f"{e}"
+                log.info("PTX kernel %s runs on the interpreter: the JIT does not support %s", prog.kernel, e)
+            except Exception as e:  # a JIT bug: the interpreter still runs the kernel
+                hit = f"internal error of the JIT: {type(e).__name__}: {e}"
+                log.warning("PTX kernel %s runs on the interpreter: %s", prog.kernel, hit)
+            if len(_cache) >= _CACHE_MAX:
+                _cache.clear()
+            _cache[key] = hit
+    return hit if isinstance(hit, JitKernel) else None
+
+
+def fallback_reason(source_hash: str, kernel: str) -> str | None:
+    hit = _cache.get((source_hash, kernel))
+    return hit if isinstance(hit, str) else None
+
+
+def ptx_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+__all__ = ["JitKernel", "get_kernel", "ptx_hash", "fallback_reason", "CudaError", "Err"]
