@@ -192,11 +192,21 @@ class PtxModule:
         psize = len(params)
         if self.engine != "interp" and self.source_hash:
             jk = self.jit_kernel(kernel)
+            if jk is not None and self.engine == "diff":
+                from gpushim.ptx.jit.diff import launch_both
+
+                count = launch_both(
+                    jk,
+                    lambda: self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output),
+                    lambda: jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s),
+                    kernel,
+                    memory,
+                )
+                return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
             if jk is not None:
                 count = jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s)
                 return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
-        deadline = time.monotonic() + self.watchdog_s
-        count = _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline)
+        count = self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output)
         return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
 
     def _plan(self, kernel: str, grid, block, shared_bytes: int, params: bytes) -> _Plan:
@@ -260,6 +270,10 @@ class PtxModule:
         except TypeError:  # unhashable grid or block
             pass
         return plan
+
+    def _interpret(self, plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output) -> int:
+        deadline = time.monotonic() + self.watchdog_s
+        return _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline)
 
     def jit_kernel(self, kernel: str):
         """The kernel compiled to native code (gpushim.ptx.jit), or None when it runs on the interpreter."""

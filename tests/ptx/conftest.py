@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -8,7 +9,29 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
+import harness  # noqa: E402
 from harness import Dev, compile_ptx  # noqa: E402
+
+# Every test runs on both PTX engines: the interpreter (the reference) and the compiling engine (kernels it
+# does not support fall back to the interpreter; the summary lists them). $PTX_TEST_ENGINES narrows the list.
+ENGINES = [e for e in os.environ.get("PTX_TEST_ENGINES", "interp,jit").split(",") if e]
+
+
+@pytest.fixture(params=ENGINES, autouse=True)
+def engine(request):
+    harness.ENGINE["name"] = request.param
+    yield request.param
+    harness.ENGINE["name"] = "auto"
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not harness.LAUNCHED:
+        return
+    jit = sorted({k for k, how in harness.LAUNCHED if how == "jit"})
+    fb = sorted({k for k, how in harness.LAUNCHED if how == "fallback"})
+    terminalreporter.write_line(
+        f"PTX JIT: {len(jit)} kernels compiled, {len(fb)} on the interpreter (fallback): {', '.join(fb)}"
+    )
 
 
 @pytest.fixture
