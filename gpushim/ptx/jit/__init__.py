@@ -2,7 +2,8 @@
 
 `engine()` reads $GPUSHIM_PTX_ENGINE: `interp` (the interpreter only), `jit` or `auto` (the default; both mean:
 compile kernels the JIT supports, interpret the rest, logging each fallback once) or `diff` (run compiled
-kernels on both engines and compare memory afterwards, jit/diff.py). The interpreter is the reference; see README.md in this folder for what the JIT covers and how it differs.
+kernels on both engines and compare memory afterwards, jit/diff.py). The interpreter is the reference; see
+README.md in this folder for what the JIT covers and how it differs.
 """
 
 from __future__ import annotations

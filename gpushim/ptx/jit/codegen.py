@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit.liveness import live_after
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, PredPair, Reg, Sym, Vec
 from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
@@ -182,6 +183,8 @@ class Codegen:
 
     def _emit_code(self) -> None:
         code = self.prog.code
+        bars = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
+        self.live = live_after(self.prog, bars) if bars else {}
         starts: dict[int, ir.Block] = {}
         for _, idx in self.prog.labels.items():
             if idx not in starts:
@@ -223,10 +226,9 @@ class Codegen:
             return b.not_(self.read(op.inner, "pred"))
         if isinstance(op, Reg):
             if op.name in self.regs:
-                a, rt = self.regs[op.name]
-                v = b.load(a)
+                v = b.load(self.regs[op.name][0])
             else:
-                v, rt = self._special(op.name), I32
+                v = self._special(op.name)
             return self._from_bits(v, typ, lt)
         if isinstance(op, Imm):
             return self._imm(op, typ, lt)
@@ -620,8 +622,10 @@ class Codegen:
             raise JitUnsupported(f"{ins.op} with a barrier id or thread count")
         b = self.b
         k = len(self.barriers) + 1
-        # save the registers, return the resume point; resuming restores them and continues after the barrier
-        for j, (a, rt) in enumerate(self.regs.values()):
+        # save the registers live after the barrier, return the resume point; resuming restores them and
+        # continues after the barrier
+        live = [(j, self.regs[r]) for j, r in enumerate(self.regs) if r in self.live[self.i]]
+        for j, (a, _) in live:
             b.store(self._conv_bits(b.load(a), I64, False), b.gep(self.spill, [ir.Constant(I64, j)]))
         self._flush_count()
         b.store(ir.Constant(I64, 0), self.count)
@@ -630,7 +634,7 @@ class Codegen:
         self.barriers.append(blk)
         self.dispatch.add_case(ir.Constant(I32, k), blk)
         b.position_at_end(blk)
-        for j, (a, rt) in enumerate(self.regs.values()):
+        for j, (a, rt) in live:
             v = b.load(b.gep(self.spill, [ir.Constant(I64, j)]))
             b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
 
@@ -1013,7 +1017,9 @@ class Codegen:
             yn = b.fcmp_unordered("uno", y, y)
             pick = b.fcmp_ordered("<" if is_min else ">", x, y)
             r = b.select(pick, x, y)
-            both_zero = b.and_(b.fcmp_ordered("==", x, ir.Constant(x.type, 0.0)), b.fcmp_ordered("==", y, ir.Constant(x.type, 0.0)))
+            both_zero = b.and_(
+                b.fcmp_ordered("==", x, ir.Constant(x.type, 0.0)), b.fcmp_ordered("==", y, ir.Constant(x.type, 0.0))
+            )
             xb, yb = b.bitcast(x, it), b.bitcast(y, it)
             zbits = b.bitcast(b.or_(xb, yb) if is_min else b.and_(xb, yb), x.type)
             r = b.select(both_zero, zbits, r)
@@ -1328,7 +1334,9 @@ class Codegen:
         b.branch(blk_loop)
         b.position_at_end(stop)
         b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
-        b.store(ir.Constant(I64, self._site(Err.LAUNCH_TIMEOUT, "watchdog")), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)]))
+        b.store(
+            ir.Constant(I64, self._site(Err.LAUNCH_TIMEOUT, "watchdog")), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)])
+        )
         b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
         b.ret(ir.Constant(I32, 1))
         b.position_at_end(done)

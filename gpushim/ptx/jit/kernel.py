@@ -18,22 +18,23 @@ from gpushim.ptx.link import Program, align_up
 from gpushim.ptx.nodes import Module
 
 _lock = threading.Lock()
-_target_machine = None
+_initialised = False
 _cache: dict[tuple[str, str], JitKernel | str] = {}  # (PTX hash, kernel) -> compiled kernel or why not
 _CACHE_MAX = 512
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 
 
 def _tm():
-    global _target_machine
-    if _target_machine is None:
+    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own."""
+    global _initialised
+    if not _initialised:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
-        _target_machine = target.create_target_machine(
-            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
-        )
-    return _target_machine
+        _initialised = True
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+    )
 
 
 class JitKernel:
