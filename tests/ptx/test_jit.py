@@ -1,0 +1,76 @@
+"""The compiling engine (gpushim/ptx/jit) beside the interpreter: same faults with the same messages, fallback
+of unsupported kernels, the compile cache, the engine switch. (Every other test in tests/ptx also runs on both
+engines: conftest.py's engine fixture.)"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from harness import ENGINE, Dev, compile_ptx
+
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx.jit import engine
+
+
+@pytest.fixture(scope="module")
+def misc():
+    return Dev(compile_ptx("misc"))
+
+
+def _fault(dev: Dev, eng: str, *launch) -> CudaError:
+    ENGINE["name"] = eng
+    with pytest.raises(CudaError) as e:
+        dev.launch(*launch)
+    return e.value
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)  # this test compares the two engines itself
+def test_faults_match_the_interpreter(misc, engine):
+    assert misc.mod.jit_kernel("oob") is not None and misc.mod.jit_kernel("misaligned") is not None
+    p = misc.empty(64)
+    for launch, code in (
+        (("oob", 1, 16, p, 5), Err.ILLEGAL_ADDRESS),  # threads 4.. store past the 64 bytes (p[t * 5])
+        (("oob", 2, 4, 0, 1), Err.ILLEGAL_ADDRESS),  # a null pointer
+        (("misaligned", 1, 8, p), Err.MISALIGNED_ADDRESS),
+    ):
+        ei, ej = _fault(misc, "interp", *launch), _fault(misc, "jit", *launch)
+        assert ei.code == ej.code == code
+        assert str(ej) == str(ei)  # instruction, line, address, block and thread
+    assert "thread (4,0,0)" in str(_fault(misc, "jit", "oob", 1, 16, p, 5))
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_unsupported_kernels_fall_back_to_the_interpreter(engine, caplog):
+    warp = Dev(compile_ptx("warp"))
+    caplog.set_level(logging.INFO, "gpushim.ptx.jit")
+    with_shfl = [k for k in warp.mod.kernels if warp.mod.jit_kernel(k) is None]
+    assert with_shfl, "warp.cu's kernels use warp shuffles and votes, which the JIT leaves to the interpreter"
+    assert any("runs on the interpreter" in r.message for r in caplog.records)
+    caplog.clear()
+    warp.mod.jit_kernel(with_shfl[0])
+    assert not caplog.records  # logged once per kernel
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_compiled_kernels_are_cached_by_ptx(engine):
+    ptx = compile_ptx("basic")
+    a, b = Dev(ptx), Dev(ptx)
+    ka = a.mod.jit_kernel("vectorAdd")
+    assert ka is not None and b.mod.jit_kernel("vectorAdd") is ka
+    n = 1000
+    x = np.arange(n, dtype=np.float32)
+    px, po = b.array(x), b.empty(4 * n)
+    st = b.launch("vectorAdd", 4, 256, px, px, po, n)
+    assert st.thread_instructions > 0
+    assert np.array_equal(b.get(po, np.float32, n), 2 * x)
+
+
+def test_engine_switch(monkeypatch, caplog):
+    for value, want in (("", "auto"), ("jit", "jit"), ("INTERP", "interp"), ("diff", "diff")):
+        monkeypatch.setenv("GPUSHIM_PTX_ENGINE", value)
+        assert engine() == want
+    monkeypatch.setenv("GPUSHIM_PTX_ENGINE", "fast")
+    assert engine() == "auto"
+    assert "GPUSHIM_PTX_ENGINE=fast" in caplog.text
