@@ -14,6 +14,7 @@ from harness import Dev, compile_ptx  # noqa: E402
 
 # Every test runs on both PTX engines: the interpreter (the reference) and the compiling engine (kernels it
 # does not support fall back to the interpreter; the summary lists them). $PTX_TEST_ENGINES narrows the list.
+os.environ.setdefault("GPUSHIM_PTX_JIT_CACHE", "off")  # test_jit.py tests the disk cache in a temporary folder
 ENGINES = [e for e in os.environ.get("PTX_TEST_ENGINES", "interp,jit").split(",") if e]
 
 

@@ -74,3 +74,25 @@ def test_engine_switch(monkeypatch, caplog):
     monkeypatch.setenv("GPUSHIM_PTX_ENGINE", "fast")
     assert engine() == "auto"
     assert "GPUSHIM_PTX_ENGINE=fast" in caplog.text
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_disk_cache(engine, tmp_path, monkeypatch):
+    from gpushim.ptx.jit import kernel
+
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_CACHE", str(tmp_path))
+    dev = Dev(compile_ptx("basic"))
+    n = 300
+    x = np.arange(n, dtype=np.float32)
+    px, po = dev.array(x), dev.empty(4 * n)
+    for round_ in ("compile", "from disk", "corrupt entry: compile again"):
+        kernel._cache.clear()
+        if round_.startswith("corrupt"):
+            for f in tmp_path.glob("*.o"):
+                f.write_bytes(b"junk")
+        jk = dev.mod.jit_kernel("vectorAdd")
+        assert jk is not None and jk.from_disk == (round_ == "from disk"), round_
+        dev.mem.fill(po, 0, 4 * n)
+        dev.launch("vectorAdd", 2, 256, px, px, po, n)
+        assert np.array_equal(dev.get(po, np.float32, n), 2 * x), round_
+    assert len(list(tmp_path.glob("*.o"))) == 1 and len(list(tmp_path.glob("*.json"))) == 1

@@ -11,6 +11,7 @@ import numpy as np
 from llvmlite import binding as llvm
 
 from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx.jit import diskcache
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit import log
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
@@ -38,23 +39,41 @@ def _tm():
 
 
 class JitKernel:
-    def __init__(self, mod: Module, prog: Program, name: str) -> None:
+    def __init__(self, mod: Module, prog: Program, name: str, key: str = "") -> None:
         t0 = time.perf_counter()
-        g = generate(mod, prog, name)
-        self.sites = g.sites
-        self.globals = g.globals_used
-        self.nregs = max(len(g.regs), 1)
-        self.ncache = g.ncache
         self.kernel = prog.kernel
         tm = _tm()
-        ref = llvm.parse_assembly(str(g.m))
-        ref.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=2)
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(ref, pb)
-        self.engine = llvm.create_mcjit_compiler(ref, tm)
+        cached = diskcache.load(key) if key else None
+        if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
+            meta, obj = cached
+            self.sites = [tuple(x) for x in meta["sites"]]
+            self.globals = meta["globals"]
+            self.nregs, self.ncache = meta["nregs"], meta["ncache"]
+            ref = llvm.parse_assembly("")
+            self.engine = llvm.create_mcjit_compiler(ref, tm)
+            self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
+            self.from_disk = True
+        else:
+            g = generate(mod, prog, name)
+            self.sites = g.sites
+            self.globals = g.globals_used
+            self.nregs = max(len(g.regs), 1)
+            self.ncache = g.ncache
+            ref = llvm.parse_assembly(str(g.m))
+            ref.verify()
+            pto = llvm.create_pipeline_tuning_options(speed_level=2)
+            pb = llvm.create_pass_builder(tm, pto)
+            pb.getModulePassManager().run(ref, pb)
+            self.engine = llvm.create_mcjit_compiler(ref, tm)
+            meta = {"sites": self.sites, "globals": self.globals, "nregs": self.nregs, "ncache": self.ncache}
+            if key:
+                self.engine.set_object_cache(notify_func=lambda _m, buf: diskcache.store(key, meta, bytes(buf)))
+            self.from_disk = False
         self.engine.finalize_object()
-        self._run = _RUN(self.engine.get_function_address("run"))
+        addr = self.engine.get_function_address("run")
+        if not addr:
+            raise RuntimeError("compiled kernel has no entry point")
+        self._run = _RUN(addr)
         self.compile_s = time.perf_counter() - t0
 
     def launch(self, plan, shared_bytes: int, memory, symbols, pbuf: np.ndarray, psize: int, watchdog_s: float) -> int:
@@ -129,7 +148,7 @@ def get_kernel(mod: Module, prog: Program, source_hash: str, name: str) -> JitKe
         hit = _cache.get(key)
         if hit is None:
             try:
-                hit = JitKernel(mod, prog, name)
+                hit = JitKernel(mod, prog, name, diskcache.key(source_hash, prog.kernel))
                 log.debug("compiled %s in %.1f ms", prog.kernel, hit.compile_s * 1e3)
             except JitUnsupported as e:
                 hit = f"{e}"
