@@ -11,9 +11,8 @@ import numpy as np
 from llvmlite import binding as llvm
 
 from gpushim.cuda_errors import CudaError, Err
-from gpushim.ptx.jit import diskcache
+from gpushim.ptx.jit import diskcache, log
 from gpushim.ptx.jit import layout as L
-from gpushim.ptx.jit import log
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
 from gpushim.ptx.link import Program, align_up
 from gpushim.ptx.nodes import Module
