@@ -646,6 +646,45 @@ class Codegen:
             raise JitUnsupported(ins.op)
         h(ins)
 
+    def op_trap(self, ins: Instr) -> None:
+        self._check(ir.Constant(I1, 1), Err.LAUNCH_FAILURE, f"trap executed by {{who}} (line {ins.line})", self.t)
+
+    def op_lop3(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if len(ins.args) != 5 or not isinstance(ins.args[4], Imm) or set(ins.parts[1:]) - {typ}:
+            raise JitUnsupported(ins.op)
+        a, c, d = (self.read(x, typ) for x in ins.args[1:4])
+        lut = int(ins.args[4].value) & 0xFF
+        b = self.b
+        r = ir.Constant(a.type, 0)
+        for i in range(8):  # the minterms of the truth table: a is bit 2 of the index, b bit 1, c bit 0
+            if lut >> i & 1:
+                t = b.and_(b.and_(a if i & 4 else b.not_(a), c if i & 2 else b.not_(c)), d if i & 1 else b.not_(d))
+                r = b.or_(r, t)
+        self.write(ins.args[0], r, typ)
+
+    def op_bfi(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if typ not in ("b32", "b64") or len(ins.args) != 5:
+            raise JitUnsupported(ins.op)
+        bits = 8 * type_size(typ)
+        b = self.b
+        a, c = (self._conv_bits(self.read(x, typ), I64, False) for x in ins.args[1:3])
+        pos, ln = (b.and_(b.zext(self.read(x, "u32"), I64), ir.Constant(I64, 0xFF)) for x in ins.args[3:5])
+        room = b.sub(ir.Constant(I64, bits), pos)
+        room = b.select(b.icmp_signed("<", room, ir.Constant(I64, 0)), ir.Constant(I64, 0), room)
+        ln = b.select(b.icmp_signed("<", ln, room), ln, room)
+        ones = ir.Constant(I64, 2**64 - 1)
+        lmask = b.select(
+            b.icmp_signed(">=", ln, ir.Constant(I64, 64)),
+            ones,
+            b.sub(b.shl(ir.Constant(I64, 1), ln), ir.Constant(I64, 1)),
+        )
+        p = b.select(b.icmp_signed("<", pos, ir.Constant(I64, 63)), pos, ir.Constant(I64, 63))
+        m = b.select(b.icmp_signed(">=", pos, ir.Constant(I64, bits)), ir.Constant(I64, 0), b.shl(lmask, p))
+        r = b.or_(b.and_(c, b.not_(m)), b.and_(b.shl(a, p), m))
+        self.write(ins.args[0], self._conv_bits(r, ir.IntType(bits), False), typ)
+
     # moves and conversions
     def op_mov(self, ins: Instr) -> None:
         typ = _itype(ins)
@@ -1029,6 +1068,17 @@ class Codegen:
 
         self._fwrap(ins, typ, m, args, f)
 
+    def op_copysign(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        _ftype(typ)
+        self._fmods(ins, set())
+        a, c = (self.read(x, typ) for x in ins.args[1:3])
+        b = self.b
+        it = I32 if typ == "f32" else I64
+        sign = ir.Constant(it, 1 << (it.width - 1))
+        bits = b.or_(b.and_(b.bitcast(c, it), b.not_(sign)), b.and_(b.bitcast(a, it), sign))  # |c| with a's sign
+        self.write(ins.args[0], b.bitcast(bits, c.type), typ)
+
     def op_sqrt(self, ins: Instr) -> None:
         typ = _itype(ins)
         _ftype(typ)
@@ -1057,6 +1107,38 @@ class Codegen:
         f = lambda a: back(b.fdiv(ir.Constant(F64, 1.0), b.call(self.i_sqrt64, [x64(a)])))  # noqa: E731
         del ft
         self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], f)
+
+    def _libm(self, name: str):
+        """double name(double) from the C library (the interpreter computes these with numpy in f64)."""
+        f = self.m.globals.get(name)
+        if f is None:
+            f = ir.Function(self.m, ir.FunctionType(F64, [F64]), name=name)
+        return f
+
+    def _approx(self, ins: Instr, fname: str) -> None:
+        typ = _itype(ins)
+        if typ != "f32":
+            raise JitUnsupported(ins.op)
+        m = self._fmods(ins, {"approx", "ftz"})
+        b = self.b
+        fn = self._libm(fname)
+        f = lambda a: b.fptrunc(b.call(fn, [b.fpext(a, F64)]), F32)  # noqa: E731
+        self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], f)
+
+    def op_sin(self, ins: Instr) -> None:
+        self._approx(ins, "sin")
+
+    def op_cos(self, ins: Instr) -> None:
+        self._approx(ins, "cos")
+
+    def op_ex2(self, ins: Instr) -> None:
+        self._approx(ins, "exp2")
+
+    def op_lg2(self, ins: Instr) -> None:
+        self._approx(ins, "log2")
+
+    def op_tanh(self, ins: Instr) -> None:
+        self._approx(ins, "tanh")
 
     # comparisons
     def op_setp(self, ins: Instr) -> None:

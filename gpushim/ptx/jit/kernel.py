@@ -135,8 +135,10 @@ class JitKernel:
         tc = (t % block[0], t // block[0] % block[1], t // (block[0] * block[1]))
         who = f"block ({bc[0]},{bc[1]},{bc[2]}) thread ({tc[0]},{tc[1]},{tc[2]}) of kernel {self.kernel}"
         if code == Err.LAUNCH_TIMEOUT:
-            return CudaError(code, f"kernel {self.kernel} ran longer than the watchdog's {watchdog_s:g} s")
+            return CudaError(code, f"kernel {self.kernel} ran past the watchdog deadline ({watchdog_s:g} s)")
         addr = int(ctx[L.ERR_ADDR]) & (2**64 - 1)
+        if msg.startswith("trap"):
+            return CudaError(code, msg.replace("{who}", who))
         return CudaError(code, f"{msg} at {addr:#x} by {who}")
 
 
