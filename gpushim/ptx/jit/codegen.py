@@ -362,7 +362,7 @@ class Codegen:
         site = self._site(code, msg)
         okb = self.f.append_basic_block()
         failb = self.f.append_basic_block()
-        b.cbranch(bad, failb, okb)
+        b.cbranch(bad, failb, okb).set_weights([1, 1 << 20])  # faults are cold: lay out the good path straight
         b.position_at_end(failb)
         for slot, v in (
             (L.ERR, ir.Constant(I64, code)),
@@ -450,7 +450,7 @@ class Codegen:
         hit = b.and_(hit, b.icmp_unsigned(">=", end, a))
         slow = self.f.append_basic_block()
         fast = self.f.append_basic_block()
-        b.cbranch(hit, fast, slow)
+        b.cbranch(hit, fast, slow).set_weights([1 << 10, 1])
         b.position_at_end(slow)
         ok = b.call(self.find_alloc, [self.ctx, a, end, plo, phi_])
         self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds", a)

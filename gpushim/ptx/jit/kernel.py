@@ -24,6 +24,10 @@ _CACHE_MAX = 512
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 
 
+def _addr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
+
+
 def _tm():
     """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own."""
     global _initialised
@@ -37,10 +41,47 @@ def _tm():
     )
 
 
+class _Watchdog:
+    """One thread for all launches: sets the abort flag of launches past their deadline (the compiled code
+    polls it on backward branches and between blocks). Idle while no launch runs."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._active: dict[int, tuple[float, np.ndarray]] = {}
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, ctx: np.ndarray, deadline: float) -> int:
+        with self._cv:
+            self._next += 1
+            self._active[self._next] = (deadline, ctx)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
+                self._thread.start()
+            return self._next  # no notify: waking the thread at every launch would cost more than the launch
+
+    def done(self, token: int) -> None:
+        with self._cv:
+            self._active.pop(token, None)
+
+    def _loop(self) -> None:
+        with self._cv:
+            while True:  # checks four times a second: deadlines are met within 0.25 s
+                now = time.monotonic()
+                for deadline, ctx in self._active.values():
+                    if now >= deadline:
+                        ctx[L.ABORT] = 1
+                self._cv.wait(0.25)
+
+
+_watchdog = _Watchdog()
+
+
 class JitKernel:
     def __init__(self, mod: Module, prog: Program, name: str, key: str = "") -> None:
         t0 = time.perf_counter()
         self.kernel = prog.kernel
+        self._pools: dict[tuple, list[dict]] = {}
         tm = _tm()
         cached = diskcache.load(key) if key else None
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
@@ -75,56 +116,72 @@ class JitKernel:
         self._run = _RUN(addr)
         self.compile_s = time.perf_counter() - t0
 
+    def _workspace(self, plan, tpb: int, lo_stride: int) -> dict:
+        """Buffers of a launch, reused by later launches of the same shape (a pool: concurrent launches of one
+        kernel each take their own)."""
+        key = (tpb, lo_stride, plan.shared_total)
+        pool = self._pools.setdefault(key, [])
+        try:
+            return pool.pop()
+        except IndexError:
+            pass
+        ws = {
+            "key": key,
+            "ctx": np.zeros(L.SLOTS, np.int64),
+            "shbuf": np.zeros(max(plan.shared_total, 1) + 16, np.uint8),
+            "lobuf": np.zeros(tpb * lo_stride, np.uint8),
+            "spill": np.zeros(tpb * self.nregs, np.int64),
+            "state": np.zeros(tpb, np.int32),
+            "cache": np.zeros(2 * max(self.ncache, 1), np.int64),
+        }
+        ctx = ws["ctx"]
+        for slot, name in ((L.SHBUF, "shbuf"), (L.LOBUF, "lobuf"), (L.SPILL, "spill"), (L.STATE, "state"),
+                           (L.CACHE, "cache")):  # fmt: skip
+            ctx[slot] = _addr(ws[name])
+        ctx[L.LOSTRIDE] = lo_stride
+        ctx[L.SHSIZE] = plan.shared_total
+        ws["ctx_addr"] = _addr(ctx)
+        return ws
+
     def launch(self, plan, shared_bytes: int, memory, symbols, pbuf: np.ndarray, psize: int, watchdog_s: float) -> int:
         """Run every block of a launch; the thread-instructions executed. Raises CudaError as the interpreter."""
         geo = plan.geo
         grid, block = geo.grid, geo.block
-        tpb = block[0] * block[1] * block[2]
+        tpb = geo.tpb
         prog = plan.kern.prog
-        lo_stride = align_up(max(prog.frame_bytes, 1), 16)
-        ctx = np.zeros(L.SLOTS, np.int64)
-        allocs = memory.allocations()
-        tab = np.empty(2 * max(len(allocs), 1), np.int64)
-        pairs = sorted((a.addr, a.addr + a.size) for a in allocs)
-        if pairs:
-            tab[: 2 * len(pairs)] = np.array(pairs, np.int64).ravel()
-        syms = np.array([symbols[g] for g in self.globals] or [0], np.int64)
-        shbuf = np.zeros(max(plan.shared_total, 1) + 16, np.uint8)
-        lobuf = np.zeros(tpb * lo_stride, np.uint8)
-        spill = np.zeros(tpb * self.nregs, np.int64)
-        state = np.zeros(tpb, np.int32)
-        ctx[L.ARENA] = memory.arena.ctypes.data
-        ctx[L.BASE] = memory.base
-        ctx[L.ALLOCS] = tab.ctypes.data
-        ctx[L.NALLOCS] = len(pairs)
-        ctx[L.PARAM] = pbuf.ctypes.data
-        ctx[L.PSIZE] = psize
-        ctx[L.SYMS] = syms.ctypes.data
-        ctx[L.GRID : L.GRID + 3] = grid
-        ctx[L.BLOCK : L.BLOCK + 3] = block
-        ctx[L.SHSIZE] = plan.shared_total
-        ctx[L.DYNSH] = shared_bytes
-        ctx[L.LOSIZE] = prog.frame_bytes
-        ctx[L.LOSTRIDE] = lo_stride
-        ctx[L.SHBUF] = shbuf.ctypes.data
-        ctx[L.LOBUF] = lobuf.ctypes.data
-        ctx[L.SPILL] = spill.ctypes.data
-        ctx[L.STATE] = state.ctypes.data
-        ctx[L.BEGIN] = 0
-        ctx[L.END] = plan.nblocks
-        cache = np.zeros(2 * max(self.ncache, 1), np.int64)
-        cache[0::2] = 1  # empty ranges: the first access of each site searches
-        ctx[L.CACHE] = cache.ctypes.data
-        timer = threading.Timer(watchdog_s, lambda: ctx.__setitem__(L.ABORT, 1))
-        timer.daemon = True
-        timer.start()
+        ws = self._workspace(plan, tpb, align_up(max(prog.frame_bytes, 1), 16))
         try:
-            rc = self._run(ctx.ctypes.data)
+            ctx = ws["ctx"]
+            allocs = memory.allocations()
+            tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
+            syms = np.array([symbols[g] for g in self.globals] or [0], np.int64)
+            ctx[L.ARENA] = _addr(memory.arena)
+            ctx[L.BASE] = memory.base
+            ctx[L.ALLOCS] = _addr(tab)
+            ctx[L.NALLOCS] = len(allocs)
+            ctx[L.PARAM] = _addr(pbuf)
+            ctx[L.PSIZE] = psize
+            ctx[L.SYMS] = _addr(syms)
+            ctx[L.GRID : L.GRID + 3] = grid
+            ctx[L.BLOCK : L.BLOCK + 3] = block
+            ctx[L.DYNSH] = shared_bytes
+            ctx[L.LOSIZE] = prog.frame_bytes
+            ctx[L.BEGIN] = 0
+            ctx[L.END] = plan.nblocks
+            ctx[L.ERR] = ctx[L.COUNT] = ctx[L.ABORT] = 0
+            cache = ws["cache"]
+            cache[0::2] = 1  # empty ranges: the first access of each site searches (allocations may have changed)
+            cache[1::2] = 0
+            token = _watchdog.watch(ctx, time.monotonic() + watchdog_s)
+            try:
+                rc = self._run(ws["ctx_addr"])
+            finally:
+                _watchdog.done(token)
+            if rc:
+                raise self._error(ctx, grid, block, watchdog_s)
+            return int(ctx[L.COUNT])
         finally:
-            timer.cancel()
-        if rc:
-            raise self._error(ctx, grid, block, watchdog_s)
-        return int(ctx[L.COUNT])
+            self._pools[ws["key"]].append(ws)
 
     def _error(self, ctx, grid, block, watchdog_s: float) -> CudaError:
         code = int(ctx[L.ERR])
