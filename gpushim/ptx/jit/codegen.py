@@ -330,20 +330,26 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.sites.append((code, msg))
         return len(self.sites) - 1
 
-    def _check(self, bad, code: int, msg: str, addr) -> None:
-        """Branch to a fault exit when bad (i1) holds."""
+    def _check(self, bad, code: int, msg: str, addr, bad2=None, code2: int = 0, msg2: str = "") -> None:
+        """Branch to a fault exit when bad (i1) holds, or bad2 (a second fault, reported when bad does not hold):
+        one branch on the hot path for both."""
         b = self.b
         site = self._site(code, msg)
         okb = self.f.append_basic_block()
         failb = self.f.append_basic_block()
-        b.cbranch(bad, failb, okb).set_weights([1, 1 << 20])  # faults are cold: lay out the good path straight
+        cond = bad if bad2 is None else b.or_(bad, bad2)
+        b.cbranch(cond, failb, okb).set_weights([1, 1 << 20])  # faults are cold: lay out the good path straight
         b.position_at_end(failb)
+        code_v, site_v = ir.Constant(I64, code), ir.Constant(I64, site)
+        if bad2 is not None:
+            code_v = b.select(bad, code_v, ir.Constant(I64, code2))
+            site_v = b.select(bad, site_v, ir.Constant(I64, self._site(code2, msg2)))
         for slot, v in (
-            (L.ERR, ir.Constant(I64, code)),
+            (L.ERR, code_v),
             (L.ERR_THREAD, self.t),
             (L.ERR_BLOCK, self.blk),
             (L.ERR_ADDR, addr),
-            (L.ERR_SITE, ir.Constant(I64, site)),
+            (L.ERR_SITE, site_v),
         ):
             b.store(v, b.gep(self.ctx, [ir.Constant(I32, slot)]))
         b.branch(self.fail_blk)

@@ -67,19 +67,15 @@ class MemOps:
         if space in ("shared", "local"):
             limit = self.shsize if space == "shared" else self.losize
             end = b.add(a, ir.Constant(I64, align))
-            self._check(
-                b.or_(b.icmp_unsigned(">", end, limit), b.icmp_unsigned("<", end, a)),
-                Err.ILLEGAL_ADDRESS,
-                f"{what}: {space} access of {align} bytes out of bounds",
-                a,
-            )
+            oob = b.or_(b.icmp_unsigned(">", end, limit), b.icmp_unsigned("<", end, a))
+            msg = f"{what}: {space} access of {align} bytes out of bounds"
             if align > 1:
+                mis = b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0))
                 self._check(
-                    b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0)),
-                    Err.MISALIGNED_ADDRESS,
-                    f"{what}: misaligned {space} access",
-                    a,
+                    oob, Err.ILLEGAL_ADDRESS, msg, a, mis, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {space} access"
                 )
+            else:
+                self._check(oob, Err.ILLEGAL_ADDRESS, msg, a)
             return b.gep(self.shbuf if space == "shared" else self.lobuf, [a])
         if space == "kparam":
             if store:
@@ -103,21 +99,21 @@ class MemOps:
         phi_ = b.gep(self.acache, [ir.Constant(I64, 2 * k + 1)])
         hit = b.and_(b.icmp_unsigned(">=", a, b.load(plo)), b.icmp_unsigned("<=", end, b.load(phi_)))
         hit = b.and_(hit, b.icmp_unsigned(">=", end, a))
+        mis = b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0)) if align > 1 else None
         slow = self.f.append_basic_block()
         fast = self.f.append_basic_block()
-        b.cbranch(hit, fast, slow).set_weights([1 << 10, 1])
+        # hot path: the allocation this instruction hit last, aligned; anything else takes the checked path
+        b.cbranch(hit if mis is None else b.and_(hit, b.not_(mis)), fast, slow).set_weights([1 << 10, 1])
         b.position_at_end(slow)
         ok = b.call(self.find_alloc, [self.ctx, a, end, plo, phi_])
-        self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds", a)
+        msg = f"{what}: {align} bytes out of bounds"
+        if mis is None:
+            self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, msg, a)
+        else:
+            self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, msg, a, mis, Err.MISALIGNED_ADDRESS,
+                        f"{what}: misaligned {align}-byte access")  # fmt: skip
         b.branch(fast)
         b.position_at_end(fast)
-        if align > 1:
-            self._check(
-                b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0)),
-                Err.MISALIGNED_ADDRESS,
-                f"{what}: misaligned {align}-byte access",
-                a,
-            )
         return b.gep(self.arena, [b.sub(a, self.base)])
 
     def _generic_ptr(self, a, size, align, what, store):
