@@ -26,6 +26,28 @@ class AluOps:
     def op_trap(self, ins: Instr) -> None:
         self._check(ir.Constant(I1, 1), Err.LAUNCH_FAILURE, f"trap executed by {{who}} (line {ins.line})", self.t)
 
+    def op_sad(self, ins: Instr) -> None:
+        typ, (a, c, d) = self._ints(ins, 3)
+        b = self.b
+        lt = (b.icmp_signed if typ[0] == "s" else b.icmp_unsigned)("<", a, c)
+        self.write(ins.args[0], b.add(d, b.select(lt, b.sub(c, a), b.sub(a, c))), typ)
+
+    def op_slct(self, ins: Instr) -> None:
+        parts = ins.parts
+        dtyp, ctyp = parts[-2], parts[-1]
+        if dtyp not in TYPES or ctyp not in ("s32", "f32") or set(parts[1:-2]) - {"ftz"}:
+            raise JitUnsupported(ins.op)
+        a, c = self.read(ins.args[1], dtyp), self.read(ins.args[2], dtyp)
+        d = self.read(ins.args[3], ctyp)
+        b = self.b
+        if ctyp == "f32":
+            if "ftz" in parts:
+                d = self._ftz(d)
+            ge = b.fcmp_ordered(">=", d, ir.Constant(F32, 0.0))  # -0 selects a, NaN selects b
+        else:
+            ge = b.icmp_signed(">=", d, ir.Constant(I32, 0))
+        self.write(ins.args[0], b.select(ge, a, c), dtyp)
+
     def op_lop3(self, ins: Instr) -> None:
         typ = _itype(ins)
         if len(ins.args) != 5 or not isinstance(ins.args[4], Imm) or set(ins.parts[1:]) - {typ}:
