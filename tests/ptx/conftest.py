@@ -13,9 +13,11 @@ import harness  # noqa: E402
 from harness import Dev, compile_ptx  # noqa: E402
 
 # Every test runs on both PTX engines: the interpreter (the reference) and the compiling engine (kernels it
-# does not support fall back to the interpreter; the summary lists them). $PTX_TEST_ENGINES narrows the list.
+# does not support fall back to the interpreter; the summary lists them), and once more with "diff", which runs
+# each compiled kernel on both engines and fails the launch unless device memory and outcome are bit-identical
+# (gpushim/ptx/jit/diff.py). $PTX_TEST_ENGINES narrows the list.
 os.environ.setdefault("GPUSHIM_PTX_JIT_CACHE", "off")  # test_jit.py tests the disk cache in a temporary folder
-ENGINES = [e for e in os.environ.get("PTX_TEST_ENGINES", "interp,jit").split(",") if e]
+ENGINES = [e for e in os.environ.get("PTX_TEST_ENGINES", "interp,jit,diff").split(",") if e]
 
 
 @pytest.fixture(params=ENGINES, autouse=True)
@@ -33,6 +35,12 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(
         f"PTX JIT: {len(jit)} kernels compiled, {len(fb)} on the interpreter (fallback): {', '.join(fb)}"
     )
+    from gpushim.ptx.jit.diff import stats
+
+    if stats["compared"]:
+        terminalreporter.write_line(
+            f"PTX engines compared on {stats['compared']} launches (diff): {stats['differ']} differed"
+        )
 
 
 @pytest.fixture
