@@ -96,3 +96,31 @@ def test_disk_cache(engine, tmp_path, monkeypatch):
         dev.launch("vectorAdd", 2, 256, px, px, po, n)
         assert np.array_equal(dev.get(po, np.float32, n), 2 * x), round_
     assert len(list(tmp_path.glob("*.o"))) == 1 and len(list(tmp_path.glob("*.json"))) == 1
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_bit_field_and_select_instructions_match_the_interpreter(engine, rng):
+    dev = Dev(compile_ptx("jitops"))
+    assert dev.mod.jit_kernel("bitOps") is not None
+    n = 4096
+    x = rng.integers(0, 2**32, n, dtype=np.uint32)
+    y = rng.integers(0, 2**64, n, dtype=np.uint64)
+    # positions and lengths: small ones, the type's edges and the 8-bit wrap (PTX uses the low 8 bits)
+    pl = rng.choice(np.array([0, 1, 7, 31, 32, 33, 63, 64, 65, 200, 255, 256, 300], np.uint32), (n, 2))
+    pl = (pl[:, 0] | (pl[:, 1] << 8)).astype(np.uint32)
+    args = dev.array(x), dev.array(y), dev.array(pl)
+    outs = {}
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        o32, o64 = dev.empty(32 * n), dev.empty(32 * n)
+        dev.launch("bitOps", n // 256, 256, *args, o32, o64, n)
+        outs[eng] = dev.get(o32, np.uint32, 8 * n), dev.get(o64, np.uint64, 4 * n)
+    for k, name in enumerate(("bfe.u32", "bfe.s32", "bfi.b32", "lop3", "sad.s32", "slct.s32", "slct.f32", "copysign")):
+        assert np.array_equal(outs["interp"][0][k::8], outs["jit"][0][k::8]), name
+    for k, name in enumerate(("bfe.u64", "bfe.s64", "bfi.b64", "sad.u64")):
+        assert np.array_equal(outs["interp"][1][k::4], outs["jit"][1][k::4]), name
+    # and the shared answer is right where it is simple: bfe.u32 with the field inside the word
+    p, ln = (pl & 0xFF).astype(np.uint64), ((pl >> 8) & 0xFF).astype(np.uint64)
+    inside = (p + ln <= 32) & (ln < 32)
+    want = (x.astype(np.uint64) >> p) & ((np.uint64(1) << ln) - np.uint64(1))
+    assert inside.sum() > 100 and np.array_equal(outs["jit"][0][0::8][inside], want[inside].astype(np.uint32))

@@ -26,6 +26,37 @@ class AluOps:
     def op_trap(self, ins: Instr) -> None:
         self._check(ir.Constant(I1, 1), Err.LAUNCH_FAILURE, f"trap executed by {{who}} (line {ins.line})", self.t)
 
+    def op_bfe(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if typ not in ("u32", "s32", "u64", "s64") or len(ins.args) != 4 or set(ins.parts[1:]) - {typ}:
+            raise JitUnsupported(ins.op)
+        bits = 8 * type_size(typ)
+        signed = typ[0] == "s"
+        b = self.b
+
+        def k(v):
+            return ir.Constant(I64, v)
+
+        a = self._conv_bits(self.read(ins.args[1], typ), I64, signed)
+        pos, ln = (b.and_(b.zext(self.read(x, "u32"), I64), k(0xFF)) for x in ins.args[2:4])
+        p = b.select(b.icmp_signed("<", pos, k(63)), pos, k(63))
+        if signed:  # an arithmetic shift of the sign-extended value: bits past the msb read as the sign
+            t = b.ashr(a, p)
+        else:
+            t = b.select(b.icmp_signed(">=", pos, k(64)), k(0), b.lshr(a, p))
+        lm = b.select(b.icmp_signed("<", ln, k(63)), ln, k(63))
+        lmask = b.select(b.icmp_signed(">=", ln, k(64)), k(2**64 - 1), b.sub(b.shl(k(1), lm), k(1)))
+        r = b.and_(t, lmask)
+        if signed:
+            sh = b.sub(b.select(b.icmp_signed(">", lm, k(1)), lm, k(1)), k(1))
+            sb = b.and_(b.lshr(r, sh), k(1))
+            ext = b.and_(
+                b.and_(b.icmp_signed(">", ln, k(0)), b.icmp_signed("<", ln, k(bits))), b.icmp_unsigned("==", sb, k(1))
+            )
+            r = b.select(ext, b.or_(r, b.not_(lmask)), r)
+            r = b.select(b.icmp_unsigned("==", ln, k(0)), k(0), r)
+        self.write(ins.args[0], self._conv_bits(r, ir.IntType(bits), False), typ)
+
     def op_sad(self, ins: Instr) -> None:
         typ, (a, c, d) = self._ints(ins, 3)
         b = self.b
