@@ -48,11 +48,12 @@ setup(
     description="Run unmodified CUDA applications against GPUs behind another driver, process or host",
     python_requires=">=3.11",
     packages=["gpushim", "gpushim.backends", "gpushim.backends.emulator", "gpushim.backends.cuda", "gpushim.server",
-              "gpushim.ptx", "gpushim.fatbin", "gpushim.compat", "gpushim.adapters"],
+              "gpushim.ptx", "gpushim.ptx.jit", "gpushim.fatbin", "gpushim.compat", "gpushim.adapters"],
     package_dir={"gpushim.adapters": "adapters"},
     package_data={"gpushim": ["lib/libgpushim.so", "lib/driver/*"],
                   "gpushim.adapters": ["cudart/*/*", "cudart/*.json", "cudadrv/*/*", "compat.json"]},
-    install_requires=["click>=8", "msgpack>=1.0", "numpy>=1.26", "rich>=13", "pyelftools>=0.30", "zstandard>=0.22"],
+    install_requires=["click>=8", "msgpack>=1.0", "numpy>=1.26", "rich>=13", "pyelftools>=0.30", "zstandard>=0.22",
+                      "llvmlite>=0.44"],  # the compiling PTX engine (gpushim/ptx/jit); numba depends on it too
     extras_require={
         # cuda-bindings 12.x drives any driver >= 525, 13.x needs >= 580: tools/gpu_check.sh picks by driver.
         "cuda": ["cuda-python>=12.4", "nvidia-ml-py>=12.535"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import time
@@ -13,6 +14,7 @@ import numpy as np
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.compiler import Kernel, compile_kernel
 from gpushim.ptx.errors import PtxError, PtxUnsupported
+from gpushim.ptx.jit import engine as jit_engine
 from gpushim.ptx.link import align_up, function_address, link_kernel
 from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
 from gpushim.ptx.operands import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
@@ -122,6 +124,8 @@ class PtxModule:
                 init, relocs = _init_bytes(v)
                 self.globals[v.name] = GlobalVar(v.name, v.space, v.size, v.align, init, relocs)
         self._has_relocs = any(g.relocs for g in self.globals.values())
+        self.source_hash = ""  # set by load_module: the key of compiled kernels in the JIT's cache
+        self.engine = jit_engine()
         self.kernels: dict[str, KernelInfo] = {}
         self._compiled: dict[str, Kernel] = {}
         self._relocated: set = set()
@@ -186,8 +190,23 @@ class PtxModule:
         pbuf.extend(plan.param_pad)
         pbuf = np.frombuffer(pbuf, np.uint8)
         psize = len(params)
-        deadline = time.monotonic() + self.watchdog_s
-        count = _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline)
+        if self.engine != "interp" and self.source_hash:
+            jk = self.jit_kernel(kernel)
+            if jk is not None and self.engine == "diff":
+                from gpushim.ptx.jit.diff import launch_both
+
+                count = launch_both(
+                    jk,
+                    lambda: self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output),
+                    lambda: jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s),
+                    kernel,
+                    memory,
+                )
+                return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
+            if jk is not None:
+                count = jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s)
+                return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
+        count = self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output)
         return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
 
     def _plan(self, kernel: str, grid, block, shared_bytes: int, params: bytes) -> _Plan:
@@ -251,6 +270,16 @@ class PtxModule:
         except TypeError:  # unhashable grid or block
             pass
         return plan
+
+    def _interpret(self, plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output) -> int:
+        deadline = time.monotonic() + self.watchdog_s
+        return _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline)
+
+    def jit_kernel(self, kernel: str):
+        """The kernel compiled to native code (gpushim.ptx.jit), or None when it runs on the interpreter."""
+        from gpushim.ptx.jit.kernel import get_kernel
+
+        return get_kernel(self._mod, self._compiled[kernel].prog, self.source_hash, f"{self.name}:{kernel}")
 
     def apply_relocations(self, memory, symbols: dict[str, int]) -> None:
         """Write the address initialisers (GlobalVar.relocs) of the module's variables placed at `symbols`.
@@ -366,4 +395,6 @@ def load_module(ptx_text: str, name: str = "", *, strict: bool = True) -> PtxMod
         raise
     except Exception as e:  # a parser bug or very unusual PTX: report it as malformed, never crash the caller
         raise PtxError(f"cannot parse PTX module {name!r}: {type(e).__name__}: {e}") from e
-    return PtxModule(tree, name, strict)
+    mod = PtxModule(tree, name, strict)
+    mod.source_hash = hashlib.sha256(ptx_text.encode()).hexdigest()[:24]
+    return mod

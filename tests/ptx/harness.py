@@ -18,6 +18,10 @@ HERE = Path(__file__).parent
 KERNELS = HERE / "kernels"
 BUILD = HERE / "build"
 NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+# the PTX engine of Dev.launch ("interp" or "jit"), set per test by conftest.py's engine fixture
+ENGINE = {"name": "auto"}
+# per engine, kernels launched through Dev and whether the JIT ran them: {(kernel, "jit"|"fallback")}
+LAUNCHED: set[tuple[str, str]] = set()
 
 
 def compile_ptx(name: str, arch: str = "sm_75", extra: tuple[str, ...] = ()) -> str:
@@ -84,6 +88,9 @@ class Dev:
     def launch(self, kernel: str, grid, block, *args, shared: int = 0):
         grid = tuple(grid) + (1,) * (3 - len(grid)) if isinstance(grid, tuple) else (grid, 1, 1)
         block = tuple(block) + (1,) * (3 - len(block)) if isinstance(block, tuple) else (block, 1, 1)
+        self.mod.engine = ENGINE["name"]
+        if self.mod.engine != "interp" and kernel in self.mod._compiled:
+            LAUNCHED.add((kernel, "jit" if self.mod.jit_kernel(kernel) is not None else "fallback"))
         return self.mod.launch(
             kernel, grid, block, shared, self.pack(kernel, *args), self.mem, self.symbols, self.out.append
         )

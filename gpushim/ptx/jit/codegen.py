@@ -1,0 +1,578 @@
+"""PTX (a linked kernel, link.Program) -> LLVM IR for the compiling engine.
+
+Each thread runs as scalar code; `@thread(ctx, t, resume, ctaid.x/y/z, block)` runs thread t of a block from a
+resume point until it exits (returns 0), reaches a barrier (returns the barrier's resume point; registers saved
+in the spill area) or faults (returns -2, the fault described in the context). `@run(ctx)` loops over the blocks
+[BEGIN, END) and, per block, runs the threads round after round until all exited: a barrier region of a block
+at a time, as CuPBoP/COX do. Registers are allocas (promoted to SSA by LLVM). Anything outside the supported
+subset raises JitUnsupported and the kernel runs on the interpreter.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from llvmlite import ir
+
+from gpushim.cuda_errors import Err
+from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit.irtypes import (
+    _NOPS,
+    ERR_RET,
+    F32,
+    F64,
+    I1,
+    I8,
+    I32,
+    I64,
+    P8,
+    P64,
+    JitUnsupported,
+    _ltype,
+)
+from gpushim.ptx.jit.liveness import live_after
+from gpushim.ptx.jit.ops_alu import AluOps
+from gpushim.ptx.jit.ops_float import FloatOps
+from gpushim.ptx.jit.ops_mem import MemOps
+from gpushim.ptx.link import Program
+from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
+from gpushim.ptx.types import storage_type
+
+
+class Codegen(AluOps, FloatOps, MemOps):
+    def __init__(self, mod: Module, prog: Program, name: str) -> None:
+        self.mod = mod
+        self.prog = prog
+        self.globals_used = sorted(prog.used_globals)
+        self.gindex = {g: i for i, g in enumerate(self.globals_used)}
+        self.gvars = {v.name: v for v in mod.variables if v.space in ("global", "const")}
+        self.sites: list[tuple[int, str]] = []  # (CUDA error, message prefix)
+        self.m = ir.Module(name=name)
+        self.m.triple = ""
+        self.barriers: list[ir.Block] = []  # resume blocks, by resume point - 1
+        self.ncache = 0  # global access sites
+
+    # -- module ---------------------------------------------------------------------------------------------
+    def build(self) -> str:
+        self._declare_intrinsics()
+        self._thread_fn()
+        self._run_fn()
+        return str(self.m)
+
+    def _declare_intrinsics(self) -> None:
+        m = self.m
+
+        def fn(name, ret, args):
+            return ir.Function(m, ir.FunctionType(ret, args), name=name)
+
+        self.i_fma32 = fn("llvm.fma.f32", F32, [F32, F32, F32])
+        self.i_fma64 = fn("llvm.fma.f64", F64, [F64, F64, F64])
+        self.i_sqrt32 = fn("llvm.sqrt.f32", F32, [F32])
+        self.i_sqrt64 = fn("llvm.sqrt.f64", F64, [F64])
+        self.i_memset = fn("llvm.memset.p0i8.i64", ir.VoidType(), [P8, I8, I64, I1])
+        self.i_ctpop = {b: fn(f"llvm.ctpop.i{b}", ir.IntType(b), [ir.IntType(b)]) for b in (32, 64)}
+        self.i_ctlz = {b: fn(f"llvm.ctlz.i{b}", ir.IntType(b), [ir.IntType(b), I1]) for b in (32, 64)}
+        self.i_brev = {b: fn(f"llvm.bitreverse.i{b}", ir.IntType(b), [ir.IntType(b)]) for b in (32, 64)}
+        self.i_round = {}
+        for nm in ("roundeven", "floor", "ceil", "trunc"):
+            self.i_round[nm, 32] = fn(f"llvm.{nm}.f32", F32, [F32])
+            self.i_round[nm, 64] = fn(f"llvm.{nm}.f64", F64, [F64])
+        self.i_fptosat = {}
+        for s in ("s", "u"):
+            for b in (8, 16, 32, 64):
+                for fb, ft in ((32, F32), (64, F64)):
+                    self.i_fptosat[s, b, fb] = fn(f"llvm.fpto{s}i.sat.i{b}.f{fb}", ir.IntType(b), [ft])
+
+    def _ctx(self, slot: int):
+        return self._invariant(self.b.load(self.b.gep(self.ctx, [ir.Constant(I32, slot)])))
+
+    def _invariant(self, ld):
+        """Mark a load of what does not change during a launch (context slots, parameters, symbol addresses):
+        LLVM may then hoist it out of the thread loop although the kernel stores through other pointers."""
+        ld.set_metadata("invariant.load", self.m.add_metadata([]))
+        return ld
+
+    def _ctx_ptr(self, slot: int, ty=P8):
+        return self.b.inttoptr(self._ctx(slot), ty)
+
+    # -- thread function ------------------------------------------------------------------------------------
+    def _thread_fn(self) -> None:
+        fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64])
+        f = ir.Function(self.m, fty, name="thread")
+        f.linkage = "internal"
+        self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz = f.args
+        self.ctaid = (cx, cy, cz)
+        self.f = f
+        entry = f.append_basic_block("entry")
+        self.b = b = ir.IRBuilder(entry)
+        # registers
+        self.regs: dict[str, tuple] = {}
+        for name, t in self.prog.regs.items():
+            if t == "pred":
+                lt = I1
+            else:
+                sdt = storage_type(t)
+                lt = ir.IntType(8 * sdt.itemsize)
+            a = b.alloca(lt, name=name.replace("%", "r_"))
+            b.store(ir.Constant(lt, 0), a)
+            self.regs[name] = (a, lt)
+        self.count = b.alloca(I64, name="count")
+        b.store(ir.Constant(I64, 0), self.count)
+        # per global access site, the allocation [lo, hi) it hit last (kept from thread to thread)
+        self.acache = self._ctx_ptr(L.CACHE, P64)
+        # constants of the launch
+        self.arena = self._ctx_ptr(L.ARENA)
+        self.base = self._ctx(L.BASE)
+        self.param = self._ctx_ptr(L.PARAM)
+        self.psize = self._ctx(L.PSIZE)
+        self.shsize = self._ctx(L.SHSIZE)
+        self.losize = self._ctx(L.LOSIZE)
+        self.shbuf = self._ctx_ptr(L.SHBUF)
+        self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
+        self.spill = b.gep(self._ctx_ptr(L.SPILL, P64), [b.mul(self.t, ir.Constant(I64, max(len(self.regs), 1)))])
+        self.syms = self._ctx_ptr(L.SYMS, P64)
+        bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
+        self.ntid = (bx, by, bz)
+        self.nctaid = tuple(self._ctx(L.GRID + i) for i in range(3))
+        self.tid = (tx, ty, tz)
+        # the error exit
+        self.fail_blk = f.append_basic_block("fail")
+        self.exit_blk = f.append_basic_block("exit")
+        body = f.append_basic_block("body")
+        self.dispatch = b.switch(resume, body)
+        # code
+        self.b = ir.IRBuilder(body)
+        self._emit_code()
+        b = self.b = ir.IRBuilder(self.exit_blk)
+        self._flush_count()
+        b.ret(ir.Constant(I32, 0))
+        b = self.b = ir.IRBuilder(self.fail_blk)
+        self._flush_count()
+        b.ret(ir.Constant(I32, ERR_RET))
+
+    def _flush_count(self) -> None:
+        b = self.b
+        p = b.gep(self.ctx, [ir.Constant(I32, L.COUNT)])
+        b.store(b.add(b.load(p), b.load(self.count)), p)
+
+    def _emit_code(self) -> None:
+        code = self.prog.code
+        bars = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
+        self.live = live_after(self.prog, bars) if bars else {}
+        starts: dict[int, ir.Block] = {}
+        for _, idx in self.prog.labels.items():
+            if idx not in starts:
+                starts[idx] = self.f.append_basic_block(f"L{idx}")
+        self.label_blk = {name: starts[idx] for name, idx in self.prog.labels.items()}
+        self.label_idx = dict(self.prog.labels)
+        for i, ins in enumerate(code):
+            if i in starts:
+                if not self.b.block.is_terminated:
+                    self.b.branch(starts[i])
+                self.b.position_at_end(starts[i])
+            if self.b.block.is_terminated:  # unreachable code after a branch
+                self.b.position_at_end(self.f.append_basic_block(f"dead{i}"))
+            self.i = i
+            self.ins = ins
+            self._instr(ins)
+        if len(code) in starts:
+            if not self.b.block.is_terminated:
+                self.b.branch(starts[len(code)])
+            self.b.position_at_end(starts[len(code)])
+        if not self.b.block.is_terminated:
+            self.b.branch(self.exit_blk)
+
+    # -- operands -------------------------------------------------------------------------------------------
+    def _conv_bits(self, v, to: ir.IntType, signed: bool):
+        w, tw = v.type.width, to.width
+        if w == tw:
+            return v
+        if tw == 1:
+            return self.b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if w > tw:
+            return self.b.trunc(v, to)
+        return self.b.sext(v, to) if signed and w > 1 else self.b.zext(v, to)
+
+    def read(self, op, typ: str):
+        b = self.b
+        lt = _ltype(typ)
+        if isinstance(op, Neg):
+            return b.not_(self.read(op.inner, "pred"))
+        if isinstance(op, Reg):
+            if op.name in self.regs:
+                v = b.load(self.regs[op.name][0])
+            else:
+                v = self._special(op.name)
+            return self._from_bits(v, typ, lt)
+        if isinstance(op, Imm):
+            return self._imm(op, typ, lt)
+        if isinstance(op, Sym):
+            if op.name == "WARP_SZ":
+                return self._from_bits(ir.Constant(I32, 32), typ, lt)
+            return self._from_bits(self._sym_addr(op.name, op.offset), typ, lt)
+        raise JitUnsupported(f"operand {op}")
+
+    def _from_bits(self, v, typ: str, lt):
+        b = self.b
+        if typ == "pred":
+            return v if v.type.width == 1 else b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if isinstance(lt, ir.IntType):
+            return self._conv_bits(v, lt, False)
+        it = ir.IntType(32 if lt == F32 else 64)
+        return b.bitcast(self._conv_bits(v, it, False), lt)
+
+    def _imm(self, op: Imm, typ: str, lt):
+        if typ == "pred":
+            return ir.Constant(I1, int(op.value != 0))
+        if op.kind in ("f32bits", "f64bits"):
+            bits = int(op.value)
+            if isinstance(lt, ir.IntType):
+                return ir.Constant(lt, bits & ((1 << lt.width) - 1))
+            if op.kind == "f32bits":
+                f = struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+            else:
+                f = struct.unpack("<d", struct.pack("<Q", bits & (2**64 - 1)))[0]
+            return self._fconst(f, lt)
+        if op.kind == "float":
+            if isinstance(lt, ir.IntType):
+                return ir.Constant(lt, int(op.value) & ((1 << lt.width) - 1))
+            return self._fconst(float(op.value), lt)
+        if isinstance(lt, ir.IntType):
+            return ir.Constant(lt, int(op.value) & ((1 << lt.width) - 1))
+        return self._fconst(float(op.value), lt)
+
+    def _fconst(self, f: float, lt):
+        if lt == F32:  # round to f32 (also: the value must be exactly representable for LLVM)
+            bits = struct.unpack("<I", struct.pack("<f", f))[0]
+            return self.b.bitcast(ir.Constant(I32, bits), F32)
+        bits = struct.unpack("<Q", struct.pack("<d", f))[0]
+        return self.b.bitcast(ir.Constant(I64, bits), F64)
+
+    def write(self, op, v, typ: str) -> None:
+        if isinstance(op, Reg) and op.name == "_":
+            return
+        if not isinstance(op, Reg) or op.name not in self.regs:
+            raise JitUnsupported(f"write to {op}")
+        a, rt = self.regs[op.name]
+        b = self.b
+        if typ == "pred" or v.type == I1:
+            bits = v
+        elif v.type in (F32, F64):
+            bits = b.bitcast(v, ir.IntType(32 if v.type == F32 else 64))
+        else:
+            bits = v
+        b.store(self._conv_bits(bits, rt, typ[0] == "s"), a)
+
+    def _special(self, name: str):
+        b = self.b
+        axes = {"x": 0, "y": 1, "z": 2}
+        base, _, ax = name.partition(".")
+        if base in ("%tid", "%ntid", "%ctaid", "%nctaid") and ax in axes:
+            src = {"%tid": self.tid, "%ntid": self.ntid, "%ctaid": self.ctaid, "%nctaid": self.nctaid}[base]
+            return b.trunc(src[axes[ax]], I32)
+        if name == "%laneid":
+            return b.trunc(b.urem(self.t, ir.Constant(I64, 32)), I32)
+        if name == "%warpid":
+            return b.trunc(b.udiv(self.t, ir.Constant(I64, 32)), I32)
+        if name == "%warpsize":
+            return ir.Constant(I32, 32)
+        if name == "%dynamic_smem_size":
+            return b.trunc(self._ctx(L.DYNSH), I32)
+        raise JitUnsupported(f"special register {name}")
+
+    def _sym_addr(self, name: str, off: int):
+        p = self.prog
+        if name in self.gvars:
+            if name not in self.gindex:
+                raise JitUnsupported(f"global {name}")
+            a = self._invariant(self.b.load(self.b.gep(self.syms, [ir.Constant(I32, self.gindex[name])])))
+            return self.b.add(a, ir.Constant(I64, off))
+        for tab in (p.shared, p.frame):
+            if name in tab:
+                return ir.Constant(I64, tab[name] + off)
+        if name in p.dynamic_shared:
+            return ir.Constant(I64, p.dynamic_offset + off)
+        if name in p.kparams:
+            return ir.Constant(I64, p.kparams[name][0] + off)
+        raise JitUnsupported(f"address of {name}")
+
+    def _sym_space(self, name: str) -> str:
+        p = self.prog
+        if name in self.gvars:
+            return "global"
+        if name in p.shared or name in p.dynamic_shared:
+            return "shared"
+        if name in p.frame:
+            return "local"
+        if name in p.kparams:
+            return "kparam"
+        raise JitUnsupported(f"symbol {name}")
+
+    def _address(self, op: Addr):
+        """(explicit space of a symbol base or None, i64 address)"""
+        if not isinstance(op, Addr):
+            raise JitUnsupported(f"address {op}")
+        base = op.base
+        if base is None:
+            return None, ir.Constant(I64, op.offset & (2**64 - 1))
+        if isinstance(base, Sym):
+            return self._sym_space(base.name), self._sym_addr(base.name, base.offset + op.offset)
+        if base.name not in self.regs:
+            raise JitUnsupported(f"address register {base.name}")
+        a, rt = self.regs[base.name]
+        if rt.width not in (32, 64):
+            raise JitUnsupported("narrow address register")
+        v = self.b.add(self.b.load(a), ir.Constant(rt, op.offset & ((1 << rt.width) - 1)))
+        return None, self.b.zext(v, I64) if rt.width == 32 else v
+
+    # -- faults ---------------------------------------------------------------------------------------------
+    def _site(self, code: int, msg: str) -> int:
+        self.sites.append((code, msg))
+        return len(self.sites) - 1
+
+    def _check(self, bad, code: int, msg: str, addr, bad2=None, code2: int = 0, msg2: str = "") -> None:
+        """Branch to a fault exit when bad (i1) holds, or bad2 (a second fault, reported when bad does not hold):
+        one branch on the hot path for both."""
+        b = self.b
+        site = self._site(code, msg)
+        okb = self.f.append_basic_block()
+        failb = self.f.append_basic_block()
+        cond = bad if bad2 is None else b.or_(bad, bad2)
+        b.cbranch(cond, failb, okb).set_weights([1, 1 << 20])  # faults are cold: lay out the good path straight
+        b.position_at_end(failb)
+        code_v, site_v = ir.Constant(I64, code), ir.Constant(I64, site)
+        if bad2 is not None:
+            code_v = b.select(bad, code_v, ir.Constant(I64, code2))
+            site_v = b.select(bad, site_v, ir.Constant(I64, self._site(code2, msg2)))
+        for slot, v in (
+            (L.ERR, code_v),
+            (L.ERR_THREAD, self.t),
+            (L.ERR_BLOCK, self.blk),
+            (L.ERR_ADDR, addr),
+            (L.ERR_SITE, site_v),
+        ):
+            b.store(v, b.gep(self.ctx, [ir.Constant(I32, slot)]))
+        b.branch(self.fail_blk)
+        b.position_at_end(okb)
+
+    # -- instructions ---------------------------------------------------------------------------------------
+    def _instr(self, ins: Instr) -> None:
+        b = self.b
+        b.store(b.add(b.load(self.count), ir.Constant(I64, 1)), self.count)
+        op = ins.parts[0]
+        if op in ("bra", "ret", "exit"):
+            self._control(ins)
+            return
+        if op in ("bar", "barrier"):
+            if ins.guard is not None:
+                raise JitUnsupported("predicated barrier")
+            self._barrier(ins)
+            return
+        if ins.guard is not None:
+            pred = self.read(Reg(ins.guard[0]), "pred")
+            if ins.guard[1]:
+                pred = b.not_(pred)
+            yes = self.f.append_basic_block()
+            join = self.f.append_basic_block()
+            b.cbranch(pred, yes, join)
+            b.position_at_end(yes)
+            self._body(ins, op)
+            b.branch(join)
+            b.position_at_end(join)
+            return
+        self._body(ins, op)
+
+    def _control(self, ins: Instr) -> None:
+        b = self.b
+        op = ins.parts[0]
+        if op == "bra":
+            if len(ins.args) != 1 or not isinstance(ins.args[0], Sym) or ins.args[0].name not in self.label_blk:
+                raise JitUnsupported(f"{ins.op} target")
+            target = self.label_blk[ins.args[0].name]
+            if self.label_idx[ins.args[0].name] <= self.i:
+                target = self._poll(target)
+        else:
+            target = self.exit_blk
+        if ins.guard is None:
+            b.branch(target)
+            return
+        pred = self.read(Reg(ins.guard[0]), "pred")
+        if ins.guard[1]:
+            pred = b.not_(pred)
+        nxt = self.f.append_basic_block()
+        b.cbranch(pred, target, nxt)
+        b.position_at_end(nxt)
+
+    def _poll(self, target: ir.Block) -> ir.Block:
+        """A block on a backward edge that checks the watchdog's abort flag before going on to target."""
+        cur = self.b.block
+        blk = self.f.append_basic_block()
+        b = self.b
+        b.position_at_end(blk)
+        flag = b.load_atomic(b.gep(self.ctx, [ir.Constant(I32, L.ABORT)]), "monotonic", 8)
+        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I64, 0)), self.abort_blk(), target)
+        b.position_at_end(cur)
+        return blk
+
+    def abort_blk(self) -> ir.Block:
+        if not hasattr(self, "_abort"):
+            cur = self.b.block
+            self._abort = blk = self.f.append_basic_block("abort")
+            b = self.b
+            b.position_at_end(blk)
+            site = self._site(Err.LAUNCH_TIMEOUT, "watchdog")
+            b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(self.ctx, [ir.Constant(I32, L.ERR)]))
+            b.store(ir.Constant(I64, site), b.gep(self.ctx, [ir.Constant(I32, L.ERR_SITE)]))
+            b.store(self.t, b.gep(self.ctx, [ir.Constant(I32, L.ERR_THREAD)]))
+            b.store(self.blk, b.gep(self.ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
+            b.branch(self.fail_blk)
+            b.position_at_end(cur)
+        return self._abort
+
+    def _barrier(self, ins: Instr) -> None:
+        parts = ins.parts
+        if not ({"sync"} <= set(parts[1:]) or parts[1:] == ["aligned", "sync"]) or "red" in parts:
+            raise JitUnsupported(ins.op)
+        if len(ins.args) != 1 or not isinstance(ins.args[0], Imm) or int(ins.args[0].value) != 0:
+            raise JitUnsupported(f"{ins.op} with a barrier id or thread count")
+        b = self.b
+        k = len(self.barriers) + 1
+        # save the registers live after the barrier, return the resume point; resuming restores them and
+        # continues after the barrier
+        live = [(j, self.regs[r]) for j, r in enumerate(self.regs) if r in self.live[self.i]]
+        for j, (a, _) in live:
+            b.store(self._conv_bits(b.load(a), I64, False), b.gep(self.spill, [ir.Constant(I64, j)]))
+        self._flush_count()
+        b.store(ir.Constant(I64, 0), self.count)
+        b.ret(ir.Constant(I32, k))
+        blk = self.f.append_basic_block(f"resume{k}")
+        self.barriers.append(blk)
+        self.dispatch.add_case(ir.Constant(I32, k), blk)
+        b.position_at_end(blk)
+        for j, (a, rt) in live:
+            v = b.load(b.gep(self.spill, [ir.Constant(I64, j)]))
+            b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
+
+    def _body(self, ins: Instr, op: str) -> None:
+        h = getattr(self, "op_" + op.replace("@", "at_"), None)
+        if op in _NOPS:
+            return
+        if h is None:
+            raise JitUnsupported(ins.op)
+        h(ins)
+
+    # -- the block driver -----------------------------------------------------------------------------------
+    def _run_fn(self) -> None:
+        f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name="run")
+        (ctx,) = f.args
+        b = ir.IRBuilder(f.append_basic_block("e"))
+
+        def slot(k):
+            return self._invariant(b.load(b.gep(ctx, [ir.Constant(I32, k)])))
+
+        gx, gy = slot(L.GRID), slot(L.GRID + 1)
+        bx, by, bz = slot(L.BLOCK), slot(L.BLOCK + 1), slot(L.BLOCK + 2)
+        tpb = b.mul(b.mul(bx, by), bz)
+        shbuf = b.inttoptr(slot(L.SHBUF), P8)
+        lobuf = b.inttoptr(slot(L.LOBUF), P8)
+        state = b.inttoptr(slot(L.STATE), I32.as_pointer())
+        shsize = slot(L.SHSIZE)
+        lobytes = b.mul(tpb, slot(L.LOSTRIDE))
+        begin, end = slot(L.BEGIN), slot(L.END)
+        entry = b.block
+        blk_loop = f.append_basic_block("blocks")
+        blk_body = f.append_basic_block("block")
+        done = f.append_basic_block("done")
+        failed = f.append_basic_block("failed")
+        b.branch(blk_loop)
+        b.position_at_end(blk_loop)
+        bi = b.phi(I64)
+        bi.add_incoming(begin, entry)
+        b.cbranch(b.icmp_unsigned("<", bi, end), blk_body, done)
+        b.position_at_end(blk_body)
+        cx = b.urem(bi, gx)
+        cy = b.urem(b.udiv(bi, gx), gy)
+        cz = b.udiv(bi, b.mul(gx, gy))
+        false = ir.Constant(I1, 0)
+        b.call(self.i_memset, [shbuf, ir.Constant(I8, 0), shsize, false])
+        b.call(self.i_memset, [lobuf, ir.Constant(I8, 0), lobytes, false])
+        b.call(self.i_memset, [b.bitcast(state, P8), ir.Constant(I8, 0), b.mul(tpb, ir.Constant(I64, 4)), false])
+        rnd = f.append_basic_block("round")
+        thr = f.append_basic_block("thr")
+        run_t = f.append_basic_block("run_t")
+        nxt_t = f.append_basic_block("next_t")
+        rnd_end = f.append_basic_block("round_end")
+        blk_next = f.append_basic_block("block_next")
+        pre = b.block
+        b.branch(rnd)
+        b.position_at_end(rnd)
+        b.branch(thr)
+        b.position_at_end(thr)
+        t = b.phi(I64)
+        live = b.phi(I1)
+        tx, ty, tz = b.phi(I64), b.phi(I64), b.phi(I64)
+        for v in (t, tx, ty, tz):
+            v.add_incoming(ir.Constant(I64, 0), rnd)
+        live.add_incoming(false, rnd)
+        sp = b.gep(state, [t])
+        s = b.load(sp)
+        b.cbranch(b.icmp_signed("<", s, ir.Constant(I32, 0)), nxt_t, run_t)
+        b.position_at_end(run_t)
+        r = b.call(self.f, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz])
+        ok_t = f.append_basic_block("ok_t")
+        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok_t)
+        b.position_at_end(ok_t)
+        exited = b.icmp_signed("==", r, ir.Constant(I32, 0))
+        b.store(b.select(exited, ir.Constant(I32, -1), r), sp)
+        live2 = b.or_(live, b.not_(exited))
+        b.branch(nxt_t)
+        b.position_at_end(nxt_t)
+        lv = b.phi(I1)
+        lv.add_incoming(live, thr)
+        lv.add_incoming(live2, ok_t)
+        t2 = b.add(t, ir.Constant(I64, 1))
+        t.add_incoming(t2, nxt_t)
+        one = ir.Constant(I64, 1)
+        zero = ir.Constant(I64, 0)
+        tx1 = b.add(tx, one)
+        wx = b.icmp_unsigned("==", tx1, bx)
+        ty1 = b.select(wx, b.add(ty, one), ty)
+        wy = b.icmp_unsigned("==", ty1, by)
+        tx.add_incoming(b.select(wx, zero, tx1), nxt_t)
+        ty.add_incoming(b.select(wy, zero, ty1), nxt_t)
+        tz.add_incoming(b.select(wy, b.add(tz, one), tz), nxt_t)
+        live.add_incoming(lv, nxt_t)
+        b.cbranch(b.icmp_unsigned("<", t2, tpb), thr, rnd_end)
+        b.position_at_end(rnd_end)
+        b.cbranch(lv, rnd, blk_next)
+        b.position_at_end(blk_next)
+        # the watchdog, once per block
+        flag = b.load_atomic(b.gep(ctx, [ir.Constant(I32, L.ABORT)]), "monotonic", 8)
+        stop = f.append_basic_block("stop")
+        bi2 = b.add(bi, ir.Constant(I64, 1))
+        cont = f.append_basic_block("cont")
+        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I64, 0)), stop, cont)
+        b.position_at_end(cont)
+        bi.add_incoming(bi2, cont)
+        b.branch(blk_loop)
+        b.position_at_end(stop)
+        b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
+        b.store(
+            ir.Constant(I64, self._site(Err.LAUNCH_TIMEOUT, "watchdog")), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)])
+        )
+        b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
+        b.ret(ir.Constant(I32, 1))
+        b.position_at_end(done)
+        b.ret(ir.Constant(I32, 0))
+        b.position_at_end(failed)
+        b.ret(ir.Constant(I32, 1))
+        del pre
+
+
+def generate(mod: Module, prog: Program, name: str) -> Codegen:
+    g = Codegen(mod, prog, name)
+    g._declare_intrinsics()
+    g._declare_find_alloc()
+    g._thread_fn()
+    g._run_fn()
+    return g

@@ -1,0 +1,83 @@
+"""Registers live after each barrier of a linked kernel: only those are saved and restored around it."""
+
+from __future__ import annotations
+
+from gpushim.ptx.link import Program
+from gpushim.ptx.nodes import Addr, Instr, Neg, Plist, PredPair, Reg, Sym, Vec
+
+_NO_DEST = {"st", "red", "bra", "ret", "exit", "bar", "barrier", "membar", "fence", "prefetch", "prefetchu",
+            "nanosleep", "pmevent", "discard"}  # fmt: skip
+
+
+def _regs(x, out: set[str]) -> None:
+    if isinstance(x, Reg):
+        out.add(x.name)
+    elif isinstance(x, Neg):
+        out.add(x.inner.name)
+    elif isinstance(x, Addr) and isinstance(x.base, Reg):
+        out.add(x.base.name)
+    elif isinstance(x, (Vec, Plist)):
+        for i in x.items:
+            _regs(i, out)
+    elif isinstance(x, PredPair):
+        for r in (x.first, x.second):
+            if r is not None:
+                out.add(r.name)
+
+
+def _use_def(ins: Instr) -> tuple[set[str], set[str]]:
+    uses: set[str] = set()
+    defs: set[str] = set()
+    if ins.guard is not None:
+        uses.add(ins.guard[0])
+    if ins.parts[0] in _NO_DEST or not ins.args:
+        for a in ins.args:
+            _regs(a, uses)
+        return uses, defs
+    for a in ins.args[1:]:
+        _regs(a, uses)
+    d: set[str] = set()
+    _regs(ins.args[0], d)
+    if ins.guard is None:
+        defs = d
+    else:  # a predicated write may not happen: the old value stays live
+        uses |= d
+    return uses, defs
+
+
+def live_after(prog: Program, points: list[int]) -> dict[int, set[str]]:
+    """For instruction indices `points`, the registers live on entry to the next instruction."""
+    code = prog.code
+    n = len(code)
+    succ: list[list[int]] = []
+    ud = []
+    for i, ins in enumerate(code):
+        op = ins.parts[0]
+        s = []
+        if op == "bra":
+            tgt = ins.args[0].name if ins.args and isinstance(ins.args[0], Sym) else None
+            if tgt in prog.labels:
+                s.append(prog.labels[tgt])
+            if ins.guard is not None or tgt not in prog.labels:
+                s.append(i + 1)
+        elif op in ("ret", "exit"):
+            if ins.guard is not None:
+                s.append(i + 1)
+        else:
+            s.append(i + 1)
+        succ.append([j for j in s if j < n])
+        ud.append(_use_def(ins))
+    live_in: list[frozenset] = [frozenset()] * n
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n - 1, -1, -1):
+            out: set[str] = set()
+            for j in succ[i]:
+                out |= live_in[j]
+            uses, defs = ud[i]
+            new = frozenset(uses | (out - defs))
+            if new != live_in[i]:
+                live_in[i] = new
+                changed = True
+    return {p: set(live_in[p + 1]) if p + 1 < n else set() for p in points}

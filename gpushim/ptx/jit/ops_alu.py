@@ -1,0 +1,402 @@
+"""Code generation of integer, bit, move and conversion instructions (a mixin of codegen.Codegen)."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from gpushim.cuda_errors import Err
+from gpushim.ptx.jit.irtypes import (
+    _SPACES,
+    F32,
+    F64,
+    I1,
+    I32,
+    I64,
+    JitUnsupported,
+    _ftype,
+    _itype,
+    _ltype,
+)
+from gpushim.ptx.nodes import Imm, Instr, Reg, Vec
+from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
+from gpushim.ptx.types import TYPES, type_size
+
+
+class AluOps:
+    def op_trap(self, ins: Instr) -> None:
+        self._check(ir.Constant(I1, 1), Err.LAUNCH_FAILURE, f"trap executed by {{who}} (line {ins.line})", self.t)
+
+    def op_bfe(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if typ not in ("u32", "s32", "u64", "s64") or len(ins.args) != 4 or set(ins.parts[1:]) - {typ}:
+            raise JitUnsupported(ins.op)
+        bits = 8 * type_size(typ)
+        signed = typ[0] == "s"
+        b = self.b
+
+        def k(v):
+            return ir.Constant(I64, v)
+
+        a = self._conv_bits(self.read(ins.args[1], typ), I64, signed)
+        pos, ln = (b.and_(b.zext(self.read(x, "u32"), I64), k(0xFF)) for x in ins.args[2:4])
+        p = b.select(b.icmp_signed("<", pos, k(63)), pos, k(63))
+        if signed:  # an arithmetic shift of the sign-extended value: bits past the msb read as the sign
+            t = b.ashr(a, p)
+        else:
+            t = b.select(b.icmp_signed(">=", pos, k(64)), k(0), b.lshr(a, p))
+        lm = b.select(b.icmp_signed("<", ln, k(63)), ln, k(63))
+        lmask = b.select(b.icmp_signed(">=", ln, k(64)), k(2**64 - 1), b.sub(b.shl(k(1), lm), k(1)))
+        r = b.and_(t, lmask)
+        if signed:
+            sh = b.sub(b.select(b.icmp_signed(">", lm, k(1)), lm, k(1)), k(1))
+            sb = b.and_(b.lshr(r, sh), k(1))
+            ext = b.and_(
+                b.and_(b.icmp_signed(">", ln, k(0)), b.icmp_signed("<", ln, k(bits))), b.icmp_unsigned("==", sb, k(1))
+            )
+            r = b.select(ext, b.or_(r, b.not_(lmask)), r)
+            r = b.select(b.icmp_unsigned("==", ln, k(0)), k(0), r)
+        self.write(ins.args[0], self._conv_bits(r, ir.IntType(bits), False), typ)
+
+    def op_sad(self, ins: Instr) -> None:
+        typ, (a, c, d) = self._ints(ins, 3)
+        b = self.b
+        lt = (b.icmp_signed if typ[0] == "s" else b.icmp_unsigned)("<", a, c)
+        self.write(ins.args[0], b.add(d, b.select(lt, b.sub(c, a), b.sub(a, c))), typ)
+
+    def op_slct(self, ins: Instr) -> None:
+        parts = ins.parts
+        dtyp, ctyp = parts[-2], parts[-1]
+        if dtyp not in TYPES or ctyp not in ("s32", "f32") or set(parts[1:-2]) - {"ftz"}:
+            raise JitUnsupported(ins.op)
+        a, c = self.read(ins.args[1], dtyp), self.read(ins.args[2], dtyp)
+        d = self.read(ins.args[3], ctyp)
+        b = self.b
+        if ctyp == "f32":
+            if "ftz" in parts:
+                d = self._ftz(d)
+            ge = b.fcmp_ordered(">=", d, ir.Constant(F32, 0.0))  # -0 selects a, NaN selects b
+        else:
+            ge = b.icmp_signed(">=", d, ir.Constant(I32, 0))
+        self.write(ins.args[0], b.select(ge, a, c), dtyp)
+
+    def op_lop3(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if len(ins.args) != 5 or not isinstance(ins.args[4], Imm) or set(ins.parts[1:]) - {typ}:
+            raise JitUnsupported(ins.op)
+        a, c, d = (self.read(x, typ) for x in ins.args[1:4])
+        lut = int(ins.args[4].value) & 0xFF
+        b = self.b
+        r = ir.Constant(a.type, 0)
+        for i in range(8):  # the minterms of the truth table: a is bit 2 of the index, b bit 1, c bit 0
+            if lut >> i & 1:
+                t = b.and_(b.and_(a if i & 4 else b.not_(a), c if i & 2 else b.not_(c)), d if i & 1 else b.not_(d))
+                r = b.or_(r, t)
+        self.write(ins.args[0], r, typ)
+
+    def op_bfi(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if typ not in ("b32", "b64") or len(ins.args) != 5:
+            raise JitUnsupported(ins.op)
+        bits = 8 * type_size(typ)
+        b = self.b
+        a, c = (self._conv_bits(self.read(x, typ), I64, False) for x in ins.args[1:3])
+        pos, ln = (b.and_(b.zext(self.read(x, "u32"), I64), ir.Constant(I64, 0xFF)) for x in ins.args[3:5])
+        room = b.sub(ir.Constant(I64, bits), pos)
+        room = b.select(b.icmp_signed("<", room, ir.Constant(I64, 0)), ir.Constant(I64, 0), room)
+        ln = b.select(b.icmp_signed("<", ln, room), ln, room)
+        ones = ir.Constant(I64, 2**64 - 1)
+        lmask = b.select(
+            b.icmp_signed(">=", ln, ir.Constant(I64, 64)),
+            ones,
+            b.sub(b.shl(ir.Constant(I64, 1), ln), ir.Constant(I64, 1)),
+        )
+        p = b.select(b.icmp_signed("<", pos, ir.Constant(I64, 63)), pos, ir.Constant(I64, 63))
+        m = b.select(b.icmp_signed(">=", pos, ir.Constant(I64, bits)), ir.Constant(I64, 0), b.shl(lmask, p))
+        r = b.or_(b.and_(c, b.not_(m)), b.and_(b.shl(a, p), m))
+        self.write(ins.args[0], self._conv_bits(r, ir.IntType(bits), False), typ)
+
+    # moves and conversions
+    def op_mov(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        d, s = ins.args[0], ins.args[1]
+        b = self.b
+        if isinstance(s, Vec):  # pack
+            n = len(s.items)
+            w = 8 * type_size(typ) // n
+            it = ir.IntType(w)
+            acc = ir.Constant(ir.IntType(8 * type_size(typ)), 0)
+            for j, item in enumerate(s.items):
+                v = b.zext(self.read(item, f"b{w}"), acc.type) if w < acc.type.width else self.read(item, f"b{w}")
+                acc = b.or_(acc, b.shl(v, ir.Constant(acc.type, j * w))) if j else v
+            del it
+            self.write(d, acc, f"b{8 * type_size(typ)}")
+            return
+        if isinstance(d, Vec):  # unpack
+            n = len(d.items)
+            w = 8 * type_size(typ) // n
+            v = self.read(s, f"b{8 * type_size(typ)}")
+            for j, item in enumerate(d.items):
+                if isinstance(item, Reg) and item.name != "_":
+                    self.write(item, b.trunc(b.lshr(v, ir.Constant(v.type, j * w)), ir.IntType(w)), f"b{w}")
+            return
+        if typ in ("f16", "bf16"):
+            typ = "b16"
+        self.write(d, self.read(s, typ), typ)
+
+    def op_cvta(self, ins: Instr) -> None:
+        parts = ins.parts
+        to = "to" in parts
+        space = next((_SPACES[p] for p in parts[1:] if p in _SPACES), None)
+        typ = _itype(ins)
+        a = self.read(ins.args[1], "u64") if typ == "u64" else self.b.zext(self.read(ins.args[1], "u32"), I64)
+        w = {"global": 0, "shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW}.get(space or "")
+        if w is None:
+            raise JitUnsupported(ins.op)
+        if w:
+            a = self.b.sub(a, ir.Constant(I64, w)) if to else self.b.add(a, ir.Constant(I64, w))
+        self.write(ins.args[0], a if typ == "u64" else self.b.trunc(a, I32), typ)
+
+    def op_cvt(self, ins: Instr) -> None:
+        b = self.b
+        types = [p for p in ins.parts[1:] if p in TYPES]
+        if len(types) != 2:
+            raise JitUnsupported(ins.op)
+        dtyp, atyp = types
+        m = set(ins.parts[1:]) - set(types)
+        if m - {"rn", "rzi", "rni", "rmi", "rpi", "ftz", "sat"} or len(ins.args) != 2:
+            raise JitUnsupported(ins.op)
+        dfl, afl = dtyp in ("f32", "f64"), atyp in ("f32", "f64")
+        if dtyp in ("f16", "bf16") or atyp in ("f16", "bf16"):
+            raise JitUnsupported(ins.op)
+        a = self.read(ins.args[1], atyp)
+        irnd = next((x for x in m if x in ("rzi", "rni", "rmi", "rpi")), None)
+        rmap = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
+        if not dfl and not afl:
+            if "sat" in m:
+                raise JitUnsupported(ins.op)
+            r = self._conv_bits(a, _ltype(dtyp), atyp[0] == "s")
+        elif afl and not dfl:
+            if "sat" in m:
+                pass  # float -> int saturates anyway
+            x = self._ftz(a) if "ftz" in m and atyp == "f32" else a
+            if atyp == "f32":
+                x = b.fpext(x, F64)
+            x = b.call(self.i_round[rmap[irnd or "rzi"], 64], [x])
+            r = b.call(self.i_fptosat[dtyp[0] if dtyp[0] == "s" else "u", 8 * type_size(dtyp), 64], [x])
+        elif not afl and dfl:
+            if m - {"rn", "sat"}:
+                raise JitUnsupported(ins.op)
+            ft = _ftype(dtyp)
+            r = b.sitofp(a, ft) if atyp[0] == "s" else b.uitofp(a, ft)
+            if "sat" in m:
+                r = self._sat(r)
+        else:
+            if "ftz" in m and atyp == "f32":
+                a = self._ftz(a)
+            if m & {"rz", "rm", "rp"}:
+                raise JitUnsupported(ins.op)
+            x = b.fpext(a, F64) if atyp == "f32" else a
+            if irnd:
+                x = b.call(self.i_round[rmap[irnd], 64], [x])
+            if dtyp == "f64":
+                r = x
+            else:
+                r = self._canon(b.fptrunc(x, F32))
+                if "ftz" in m:
+                    r = self._ftz(r)
+            if "sat" in m:
+                r = self._sat(r)
+        self.write(ins.args[0], r, dtyp)
+
+    # integer arithmetic
+    def _ints(self, ins: Instr, n: int, typ: str | None = None):
+        typ = typ or _itype(ins)
+        if typ in ("f32", "f64", "f16", "bf16", "f16x2", "bf16x2", "pred"):
+            raise JitUnsupported(ins.op)
+        return typ, [self.read(a, typ) for a in ins.args[1 : 1 + n]]
+
+    def _fmods(self, ins: Instr, allowed: set[str]) -> set[str]:
+        m = {p for p in ins.parts[1:] if p not in TYPES}
+        if m - allowed:
+            raise JitUnsupported(ins.op)
+        return m
+
+    def op_add(self, ins: Instr, sub: bool = False) -> None:
+        typ = _itype(ins)
+        if typ in ("f32", "f64"):
+            return self._farith(ins, "sub" if sub else "add")
+        if set(ins.parts[1:]) - {typ}:
+            raise JitUnsupported(ins.op)
+        typ, (a, c) = self._ints(ins, 2)
+        self.write(ins.args[0], self.b.sub(a, c) if sub else self.b.add(a, c), typ)
+
+    def op_sub(self, ins: Instr) -> None:
+        self.op_add(ins, sub=True)
+
+    def _mul_parts(self, ins: Instr, a, c, typ: str, mode: str):
+        b = self.b
+        w = a.type.width
+        signed = typ[0] == "s"
+        if mode == "lo":
+            return b.mul(a, c), typ
+        wide = ir.IntType(2 * w)
+        ext = b.sext if signed else b.zext
+        p = b.mul(ext(a, wide), ext(c, wide))
+        if mode == "wide":
+            return p, f"{typ[0]}{2 * w}"
+        return b.trunc(b.lshr(p, ir.Constant(wide, w)), a.type), typ
+
+    def op_mul(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if typ in ("f32", "f64"):
+            return self._farith(ins, "mul")
+        mode = next((p for p in ins.parts[1:] if p in ("lo", "hi", "wide")), "lo")
+        if set(ins.parts[1:]) - {typ, mode}:
+            raise JitUnsupported(ins.op)
+        typ, (a, c) = self._ints(ins, 2)
+        r, rt = self._mul_parts(ins, a, c, typ, mode)
+        self.write(ins.args[0], r, rt)
+
+    def op_mad(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if typ in ("f32", "f64"):
+            return self.op_fma(ins)
+        mode = next((p for p in ins.parts[1:] if p in ("lo", "hi", "wide")), "lo")
+        if set(ins.parts[1:]) - {typ, mode}:
+            raise JitUnsupported(ins.op)
+        typ, (a, c) = self._ints(ins, 2)
+        r, rt = self._mul_parts(ins, a, c, typ, mode)
+        d = self.read(ins.args[3], rt)
+        self.write(ins.args[0], self.b.add(r, d), rt)
+
+    def _divrem(self, ins: Instr, rem: bool) -> None:
+        typ = _itype(ins)
+        if typ in ("f32", "f64"):
+            if rem:
+                raise JitUnsupported(ins.op)
+            return self._farith(ins, "div")
+        typ, (a, c) = self._ints(ins, 2)
+        b = self.b
+        t = a.type
+        zero, one, m1 = ir.Constant(t, 0), ir.Constant(t, 1), ir.Constant(t, (1 << t.width) - 1)
+        z = b.icmp_unsigned("==", c, zero)
+        if typ[0] == "s":
+            neg1 = b.icmp_unsigned("==", c, m1)
+            safe = b.select(b.or_(z, neg1), one, c)
+            if rem:
+                r = b.select(neg1, zero, b.srem(a, safe))
+            else:
+                r = b.select(neg1, b.sub(zero, a), b.sdiv(a, safe))
+        else:
+            safe = b.select(z, one, c)
+            r = b.urem(a, safe) if rem else b.udiv(a, safe)
+        self.write(ins.args[0], b.select(z, m1, r), typ)
+
+    def op_div(self, ins: Instr) -> None:
+        self._divrem(ins, False)
+
+    def op_rem(self, ins: Instr) -> None:
+        self._divrem(ins, True)
+
+    def _minmax(self, ins: Instr, is_min: bool) -> None:
+        typ = _itype(ins)
+        if typ in ("f32", "f64"):
+            return self._fminmax(ins, is_min)
+        if set(ins.parts[1:]) - {typ}:
+            raise JitUnsupported(ins.op)
+        typ, (a, c) = self._ints(ins, 2)
+        b = self.b
+        cmp = b.icmp_signed if typ[0] == "s" else b.icmp_unsigned
+        lt = cmp("<", a, c)
+        self.write(ins.args[0], b.select(lt, a, c) if is_min else b.select(lt, c, a), typ)
+
+    def op_min(self, ins: Instr) -> None:
+        self._minmax(ins, True)
+
+    def op_max(self, ins: Instr) -> None:
+        self._minmax(ins, False)
+
+    def op_abs(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if typ in ("f32", "f64"):
+            return self._fabsneg(ins, True)
+        typ, (a,) = self._ints(ins, 1)
+        b = self.b
+        neg = b.icmp_signed("<", a, ir.Constant(a.type, 0))
+        self.write(ins.args[0], b.select(neg, b.sub(ir.Constant(a.type, 0), a), a), typ)
+
+    def op_neg(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        if typ in ("f32", "f64"):
+            return self._fabsneg(ins, False)
+        typ, (a,) = self._ints(ins, 1)
+        self.write(ins.args[0], self.b.sub(ir.Constant(a.type, 0), a), typ)
+
+    def _logic(self, ins: Instr, fn) -> None:
+        typ = _itype(ins)
+        if typ in ("f32", "f64"):
+            raise JitUnsupported(ins.op)
+        n = len(ins.args) - 1
+        vals = [self.read(a, typ) for a in ins.args[1:]]
+        self.write(ins.args[0], fn(*vals) if n > 1 else fn(vals[0]), typ)
+
+    def op_and(self, ins: Instr) -> None:
+        self._logic(ins, self.b.and_)
+
+    def op_or(self, ins: Instr) -> None:
+        self._logic(ins, self.b.or_)
+
+    def op_xor(self, ins: Instr) -> None:
+        self._logic(ins, self.b.xor)
+
+    def op_not(self, ins: Instr) -> None:
+        self._logic(ins, self.b.not_)
+
+    def op_cnot(self, ins: Instr) -> None:
+        b = self.b
+        self._logic(ins, lambda a: b.zext(b.icmp_unsigned("==", a, ir.Constant(a.type, 0)), a.type))
+
+    def _shift(self, ins: Instr, left: bool) -> None:
+        typ = _itype(ins)
+        if set(ins.parts[1:]) - {typ}:
+            raise JitUnsupported(ins.op)
+        a = self.read(ins.args[1], typ)
+        n = self.read(ins.args[2], "u32")
+        b = self.b
+        w = a.type.width
+        big = b.icmp_unsigned(">=", n, ir.Constant(I32, w))
+        nn = self._conv_bits(b.select(big, ir.Constant(I32, w - 1), n), a.type, False)
+        if left:
+            r = b.select(big, ir.Constant(a.type, 0), b.shl(a, nn))
+        elif typ[0] == "s":
+            r = b.ashr(a, nn)
+        else:
+            r = b.select(big, ir.Constant(a.type, 0), b.lshr(a, nn))
+        self.write(ins.args[0], r, typ)
+
+    def op_shl(self, ins: Instr) -> None:
+        self._shift(ins, True)
+
+    def op_shr(self, ins: Instr) -> None:
+        self._shift(ins, False)
+
+    def _bitcount(self, ins: Instr, tab, extra=()) -> None:
+        typ = _itype(ins)
+        a = self.read(ins.args[1], typ)
+        if a.type.width not in tab:
+            raise JitUnsupported(ins.op)
+        r = self.b.call(tab[a.type.width], [a, *extra])
+        self.write(ins.args[0], self._conv_bits(r, I32, False), "u32")
+
+    def op_popc(self, ins: Instr) -> None:
+        self._bitcount(ins, self.i_ctpop)
+
+    def op_clz(self, ins: Instr) -> None:
+        self._bitcount(ins, self.i_ctlz, (ir.Constant(I1, 0),))
+
+    def op_brev(self, ins: Instr) -> None:
+        typ = _itype(ins)
+        a = self.read(ins.args[1], typ)
+        if a.type.width not in self.i_brev:
+            raise JitUnsupported(ins.op)
+        self.write(ins.args[0], self.b.call(self.i_brev[a.type.width], [a]), typ)
