@@ -136,6 +136,14 @@ OPS: tuple[Op, ...] = (
         "elements of elem (2 or 4) bytes per row, height rows pitch bytes apart"),
     _op(82, "STREAM_WAIT_VALUE", "stream addr value cmp width", "", "cuStreamWaitValue32/64: the stream waits "
         "until the width-byte value at addr compares (0 GEQ, 1 EQ, 2 AND, 3 NOR) with value"),
+    # graphs (gpushim/server/ops_graph.py)
+    _op(120, "GRAPH_UPLOAD", "graph calls", "", "keep a segment of an executable graph: calls is a msgpack array "
+        "of [op, args] run in order at each launch, their stream argument replaced by the launch stream, a "
+        "MEMCPY_H2D/MEMCPY2D_H2D's data by that many bytes of the launch's data, a STREAM_HOST_FUNC's "
+        "callback_id by the launch's next callback id"),
+    _op(121, "GRAPH_LAUNCH", "graph stream event callbacks data", "", "run an uploaded segment on stream (one "
+        "frame per launch), then record event there (0: none)"),
+    _op(122, "GRAPH_FREE", "graph", "", "forget an uploaded segment"),
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}
@@ -144,7 +152,7 @@ OPS_BY_ID = {op.id: op for op in OPS}
 # Argument types by name; every argument not listed is an integer.
 ARG_TYPES: dict[str, type] = {
     "data": bytes, "fatbin": bytes, "hash": bytes, "params": bytes, "bus_id": str, "name": str,
-    "grid": list, "block": list,
+    "grid": list, "block": list, "calls": bytes, "callbacks": list,
 }
 
 

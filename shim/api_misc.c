@@ -68,7 +68,7 @@ static cudaError_t malloc_async(void **ptr, size_t size, cudaStream_t s, int pts
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
-    if (gs_capture_refuse(h, "cudaMallocAsync", &e)) return gs_ret(e);
+    if (gs_capture_malloc(h, ptr, size, &e)) return gs_ret(e); /* a memory allocation node */
     return gs_cudaMalloc(ptr, size);
 }
 
@@ -78,7 +78,7 @@ static cudaError_t free_async(void *ptr, cudaStream_t s, int ptsz) {
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
-    if (gs_capture_refuse(h, "cudaFreeAsync", &e)) return gs_ret(e);
+    if (gs_capture_free(h, ptr, &e)) return gs_ret(e); /* a memory free node */
     gs_range r;
     if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeDevice || r.base != (uintptr_t)ptr)
         return gs_ret(cudaErrorInvalidValue);
