@@ -78,6 +78,8 @@ GS_IMPL cudaError_t gs_cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, 
     return stream_wait_event(s, ev, f, 1);
 }
 
+int gs_stream_attr_priority(uint64_t stream, int *out); /* api_stream_attr.c */
+
 /* A stream query answering one 32-bit value (an int priority or unsigned flags) into *out. */
 static cudaError_t stream_get(int op, cudaStream_t s, int ptds, void *out) {
     if (!out) return gs_ret(cudaErrorInvalidValue);
@@ -85,6 +87,7 @@ static cudaError_t stream_get(int op, cudaStream_t s, int ptds, void *out) {
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptds, &h);
     if (e) return gs_ret(e);
+    if (op == GS_OP_STREAM_GET_PRIORITY && gs_stream_attr_priority(h, out)) return cudaSuccess; /* set as an attribute */
     gs_call c;
     gs_call_begin(&c, op, 1);
     gs_w_uint(c.w, h);
