@@ -144,6 +144,11 @@ OPS: tuple[Op, ...] = (
     _op(121, "GRAPH_LAUNCH", "graph stream event callbacks data", "", "run an uploaded segment on stream (one "
         "frame per launch), then record event there (0: none)"),
     _op(122, "GRAPH_FREE", "graph", "", "forget an uploaded segment"),
+    # CUDA IPC between sessions of one server (gpushim/server/ops_ipc.py)
+    _op(123, "IPC_GET_MEM_HANDLE", "ptr", "handle", "cudaIpcGetMemHandle: a 64-byte handle naming the allocation"),
+    _op(124, "IPC_OPEN_MEM_HANDLE", "dev handle flags", "ptr size", "cudaIpcOpenMemHandle in another session: "
+        "the allocation, mapped into this session's device memory"),
+    _op(125, "IPC_CLOSE_MEM_HANDLE", "ptr", "", "cudaIpcCloseMemHandle"),
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}
@@ -152,7 +157,7 @@ OPS_BY_ID = {op.id: op for op in OPS}
 # Argument types by name; every argument not listed is an integer.
 ARG_TYPES: dict[str, type] = {
     "data": bytes, "fatbin": bytes, "hash": bytes, "params": bytes, "bus_id": str, "name": str,
-    "grid": list, "block": list, "calls": bytes, "callbacks": list,
+    "grid": list, "block": list, "calls": bytes, "callbacks": list, "handle": bytes,
 }
 
 
