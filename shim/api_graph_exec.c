@@ -103,7 +103,15 @@ static void exec_clear(exec *x) {
 
 /* ---- upload ---- */
 
-static int server_side(const gs_gop *op) {
+static int is_h2d(const gs_gop *op) {
+    return (op->kind == OP_COPY && op->a[3] == cudaMemcpyHostToDevice) ||
+           (op->kind == OP_COPY2D && op->a[6] == cudaMemcpyHostToDevice);
+}
+
+/* after_host: a host function comes earlier in the graph. A host-to-device copy after one must read its
+ * source after the function ran (it may write it), so the client sends it itself, when the stream is there. */
+static int server_side(const gs_gop *op, int after_host) {
+    if (after_host && is_h2d(op)) return 0;
     switch (op->kind) {
     case OP_CALL:
     case OP_HOST_FUNC: return 1;
@@ -190,9 +198,10 @@ static void free_segments(exec *x) {
 static cudaError_t upload(exec *x) {
     free_segments(x);
     cudaError_t e = cudaSuccess;
+    int after_host = 0;
     for (size_t i = 0; i < x->ops.n && !e;) {
         size_t j = i;
-        while (j < x->ops.n && server_side(&x->ops.v[j])) j++;
+        while (j < x->ops.n && server_side(&x->ops.v[j], after_host)) after_host |= x->ops.v[j++].kind == OP_HOST_FUNC;
         int client = j == i;
         if (client) j = i + 1;
         segment *p = realloc(x->segs, (x->nsegs + 1) * sizeof *p);
@@ -428,10 +437,14 @@ static cudaError_t graph_launch(void *xp, cudaStream_t s, int ptsz) {
     x->last_stream = h;
     if (!x->uploaded) e = upload(x);
     int recorded = 0; /* the last segment records the ordering event itself: one frame per launch */
+    int seen_host = 0;
     for (size_t i = 0; i < x->nsegs && !e; i++) {
         const segment *sg = &x->segs[i];
         recorded = sg->id && i == x->nsegs - 1;
-        e = sg->id ? launch_segment(x, sg, h, recorded ? x->event : 0) : gs_op_replay(&x->ops.v[sg->first], h);
+        const gs_gop *op = &x->ops.v[sg->first];
+        if (!sg->id && is_h2d(op) && seen_host) e = gs_stream_sync(h); /* the host function ran (server_side) */
+        if (!e) e = sg->id ? launch_segment(x, sg, h, recorded ? x->event : 0) : gs_op_replay(op, h);
+        for (size_t k = sg->first; k < sg->first + sg->count; k++) seen_host |= x->ops.v[k].kind == OP_HOST_FUNC;
     }
     if (!recorded) post_event_call(GS_OP_EVENT_RECORD, x->event, h);
     pthread_mutex_unlock(&launch_lock);

@@ -25,6 +25,8 @@ def test_graph_nodes(server):
     # a memcpy node reads pageable host memory when the graph runs (CUDA Programming Guide, "CUDA Graphs":
     # node parameters are pointers; the data is whatever they point to at execution)
     assert v["relaunch"] == "ok host_calls=2"
+    # a copy node reads host memory after the host node before it wrote it
+    assert v["host_then_copy"] == "50,65"
     # cudaGraphAddNode with cudaGraphNodeParams (memset, kernel) and a 3D copy node between pitched buffers
     assert v["add_node box"] == "3,3,3,3,3,42,3,3,3,3,3,3,3,3,3,3"
     # nodes added before their edges (cudaGraphAddDependencies): the launch follows the edges, not the order

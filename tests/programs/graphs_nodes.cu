@@ -23,6 +23,10 @@ __global__ void incr(int *x) { x[0] += 1; }
 
 static std::atomic<int> host_calls{0};
 static void CUDART_CB count_call(void *) { host_calls++; }
+static void CUDART_CB write_source(void *p) {  // a host node that writes what a later copy node reads
+    int *src = (int *)p;
+    for (int i = 0; i < 64; i++) src[i] = 50 + i;
+}
 
 static cudaKernelNodeParams kparams(void *fn, void **args, unsigned grid = 1, unsigned block = 1) {
     cudaKernelNodeParams p = {};
@@ -157,6 +161,26 @@ int main(int argc, char **argv) {
     ok = true;
     for (int i = 0; i < N; i++) ok = ok && h_c[i] == 2 * (1007 + i);
     std::printf("relaunch=%s host_calls=%d\n", ok ? "ok" : "WRONG", host_calls.load());
+
+    // A copy node after a host node that writes its source reads what the host node wrote.
+    {
+        cudaGraph_t gh;
+        CHECK(cudaGraphCreate(&gh, 0));
+        std::vector<int> src(64, 0), dst(64, 0);
+        cudaHostNodeParams wp = {write_source, src.data()};
+        cudaGraphNode_t hn, cn, bn;
+        CHECK(cudaGraphAddHostNode(&hn, gh, nullptr, 0, &wp));
+        CHECK(cudaGraphAddMemcpyNode1D(&cn, gh, &hn, 1, d_x, src.data(), 16 * sizeof(int),
+                                       cudaMemcpyHostToDevice));
+        CHECK(cudaGraphAddMemcpyNode1D(&bn, gh, &cn, 1, dst.data(), d_x, 16 * sizeof(int), cudaMemcpyDeviceToHost));
+        cudaGraphExec_t xh;
+        CHECK(cudaGraphInstantiate(&xh, gh, 0));
+        CHECK(cudaGraphLaunch(xh, s));
+        CHECK(cudaStreamSynchronize(s));
+        std::printf("host_then_copy=%d,%d\n", dst[0], dst[15]);
+        CHECK(cudaGraphExecDestroy(xh));
+        CHECK(cudaGraphDestroy(gh));
+    }
 
     // ---- cudaGraphAddNode (cudaGraphNodeParams) and a 3D copy node ----
     cudaGraph_t g2;
