@@ -149,6 +149,10 @@ OPS: tuple[Op, ...] = (
     _op(124, "IPC_OPEN_MEM_HANDLE", "dev handle flags", "ptr size", "cudaIpcOpenMemHandle in another session: "
         "the allocation, mapped into this session's device memory"),
     _op(125, "IPC_CLOSE_MEM_HANDLE", "ptr", "", "cudaIpcCloseMemHandle"),
+    _op(126, "IPC_GET_EVENT_HANDLE", "event", "handle", "cudaIpcGetEventHandle (an event made with "
+        "cudaEventInterprocess | cudaEventDisableTiming)"),
+    _op(127, "IPC_OPEN_EVENT_HANDLE", "dev handle", "event", "cudaIpcOpenEventHandle in another session: an event "
+        "of this session sharing the exported event's state"),
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}

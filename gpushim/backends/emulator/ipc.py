@@ -7,6 +7,9 @@ names (server directory, session, allocation). Opening a handle in another sessi
 pages over a page-aligned region of the importer's own arena (MAP_FIXED): kernels and copies of the
 importer read and write the exporter's memory in place. Closing maps the importer's own pages back.
 
+Event handles: an event created with cudaEventInterprocess keeps its record and completion generations in a
+file of the IPC directory once exported; the importing session's event is backed by the same file.
+
 A record is removed when its exporting session ends. Memory the exporter frees while another session has it
 open reads as zeros there (CUDA leaves this undefined too).
 """
@@ -21,6 +24,7 @@ import secrets
 from pathlib import Path
 
 from gpushim.backends.emulator.memory import DeviceMemory
+from gpushim.backends.emulator.streams import EmuEvent
 from gpushim.cuda_errors import CudaError, Err
 
 MAGIC = b"GSIPCMEM"
@@ -53,6 +57,7 @@ class IpcTable:
         self.dir = directory
         self.exports: dict[int, str] = {}  # allocation address -> record name
         self.imports: dict[int, tuple[DeviceMemory, int, int]] = {}  # pointer -> (memory, region, span)
+        self.event_exports: dict[int, str] = {}  # id(event) -> record name
 
     def export(self, ptr: int) -> bytes:
         mem = next((m for m in self.memories if m.owns(ptr)), None)
@@ -126,3 +131,78 @@ class IpcTable:
             except OSError:
                 pass
         self.exports.clear()
+
+
+# -- event handles ----------------------------------------------------------------------------------------
+
+EVENT_MAGIC = b"GSIPCEVT"
+EVENT_INTERPROCESS, EVENT_DISABLE_TIMING = 0x4, 0x2
+
+
+class SharedEmuEvent(EmuEvent):
+    """An event whose record and completion generations live in a file shared by the sessions that hold it."""
+
+    _shm: mmap.mmap
+
+    @property
+    def recorded(self) -> int:  # type: ignore[override]
+        return int.from_bytes(self._shm[0:8], "little")
+
+    @recorded.setter
+    def recorded(self, v: int) -> None:
+        self._shm[0:8] = v.to_bytes(8, "little")
+
+    @property
+    def completed(self) -> int:  # type: ignore[override]
+        return int.from_bytes(self._shm[8:16], "little")
+
+    @completed.setter
+    def completed(self, v: int) -> None:
+        self._shm[8:16] = v.to_bytes(8, "little")
+
+
+def _share(e: EmuEvent, path: Path, create: bool) -> None:
+    if create:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.ftruncate(fd, mmap.PAGESIZE)
+    else:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            raise CudaError(Err.INVALID_VALUE, "unknown IPC event handle (its session ended, or another server "
+                            "made it)") from None
+    try:
+        shm = mmap.mmap(fd, mmap.PAGESIZE, flags=mmap.MAP_SHARED)
+    finally:
+        os.close(fd)
+    recorded, completed = e.__dict__.pop("recorded", 0), e.__dict__.pop("completed", 0)
+    e._shm = shm  # type: ignore[attr-defined]
+    e.__class__ = SharedEmuEvent
+    if create:
+        e.recorded, e.completed = recorded, completed
+
+
+def export_event(table: IpcTable, e: EmuEvent) -> bytes:
+    # CUDA: only events created with cudaEventInterprocess | cudaEventDisableTiming have handles
+    if not (e.flags & EVENT_INTERPROCESS and e.flags & EVENT_DISABLE_TIMING):
+        raise CudaError(Err.INVALID_RESOURCE_HANDLE, "the event was not created with cudaEventInterprocess and "
+                        "cudaEventDisableTiming")
+    name = table.event_exports.get(id(e))
+    if name is None:
+        name = secrets.token_hex(16)
+        table.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _share(e, table.dir / f"{name}.event", create=True)
+        table.event_exports[id(e)] = name
+        table.exports[-id(e)] = f"{name}.event"  # removed with the session's other records
+    return EVENT_MAGIC + bytes.fromhex(name) + bytes(HANDLE_SIZE - len(EVENT_MAGIC) - 16)
+
+
+def open_event(table: IpcTable, dev: int, handle: bytes) -> EmuEvent:
+    if len(handle) != HANDLE_SIZE or handle[:len(EVENT_MAGIC)] != EVENT_MAGIC:
+        raise CudaError(Err.INVALID_VALUE, "not an IPC event handle of gpushim")
+    name = handle[len(EVENT_MAGIC):len(EVENT_MAGIC) + 16].hex()
+    if name in table.event_exports.values():
+        raise CudaError(Err.INVALID_CONTEXT, "an IPC event handle cannot be opened by the session that made it")
+    e = EmuEvent(dev, EVENT_INTERPROCESS | EVENT_DISABLE_TIMING)
+    _share(e, table.dir / f"{name}.event", create=False)
+    return e
