@@ -9,6 +9,7 @@
 #include "gs_graph.h"
 
 static gs_graph *graphs;
+static gs_gnode *node_of(void *np, int type);
 
 /* ---- the model ---- */
 
@@ -369,6 +370,24 @@ static cudaError_t add_node(void **out, void *gp, void *const *deps, size_t ndep
 }
 
 static void fill_params(gs_gnode *n, const void *p) { memcpy(n->params, p, 56); }
+static void fill_params72(gs_gnode *n, const void *p) { memcpy(n->params, p, 72); }
+
+cudaError_t gs_graph_add_built(void **out, void *g, void *const *deps, size_t nd, int type, gs_gops *ops,
+                               const void *params, size_t psize) {
+    return add_node(out, g, deps, nd, type, ops, !params ? NULL : psize > 56 ? fill_params72 : fill_params, params);
+}
+
+/* A node's ops replaced (type checked): the driver face's Set calls. */
+cudaError_t gs_graph_node_set_ops(void *np, int type, gs_gops *ops, const void *params, size_t psize) {
+    gs_gnode *n = node_of(np, type);
+    if (!n) { gs_ops_clear(ops); return cudaErrorInvalidValue; }
+    gs_ops_clear(&n->ops);
+    n->ops = *ops;
+    *ops = (gs_gops){0};
+    if (params) memcpy(n->params, params, psize < sizeof n->params ? psize : sizeof n->params);
+    pthread_mutex_unlock(&gs_graph_lock);
+    return cudaSuccess;
+}
 static void fill_memcpy(gs_gnode *n, const void *p) { memcpy(n->params, p, sizeof(memcpy3d_params)); }
 static void fill_event(gs_gnode *n, const void *p) { n->event = (uintptr_t)p; }
 static void fill_child(gs_gnode *n, const void *p) { n->child = (gs_graph *)p; }
@@ -719,6 +738,8 @@ static cudaError_t get_params(void *np, int type, void *out, size_t size) {
     pthread_mutex_unlock(&gs_graph_lock);
     return cudaSuccess;
 }
+
+cudaError_t gs_graph_node_params(void *n, int type, void *out, size_t size) { return get_params(n, type, out, size); }
 
 GS_IMPL cudaError_t gs_cudaGraphKernelNodeGetParams(void *n, void *p) { return get_params(n, GT_KERNEL, p, sizeof(kernel_params)); }
 GS_IMPL cudaError_t gs_cudaGraphMemsetNodeGetParams(void *n, void *p) { return get_params(n, GT_MEMSET, p, sizeof(memset_params)); }

@@ -508,6 +508,8 @@ static cudaError_t exec_set(void *xp, void *origin, int type, gs_gops *ops) {
     return gs_ret(e);
 }
 
+cudaError_t gs_graph_exec_set_ops(void *x, void *node, int type, gs_gops *ops) { return exec_set(x, node, type, ops); }
+
 GS_IMPL cudaError_t gs_cudaGraphExecKernelNodeSetParams(void *x, void *node, const void *p) {
     GS_ENTER();
     gs_gops ops = {0};

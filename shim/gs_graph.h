@@ -110,6 +110,14 @@ cudaError_t gs_build_memcpy3d(gs_gops *ops, const void *params);
 cudaError_t gs_build_memcpy1d(gs_gops *ops, void *dst, const void *src, size_t count, int kind);
 cudaError_t gs_build_host(gs_gops *ops, const void *params);
 
+/* Adds a node made of ops (taken) to graph g after deps; params (psize bytes) kept for the Get calls. */
+cudaError_t gs_graph_add_built(void **out, void *g, void *const *deps, size_t nd, int type, gs_gops *ops,
+                               const void *params, size_t psize);
+cudaError_t gs_graph_node_params(void *n, int type, void *out, size_t size); /* the params kept, checked type */
+cudaError_t gs_graph_node_set_ops(void *n, int type, gs_gops *ops, const void *params, size_t psize);
+/* The exec SetParams of a node, with ops built by the caller (taken). */
+cudaError_t gs_graph_exec_set_ops(void *x, void *node, int type, gs_gops *ops);
+
 /* Sends one op on stream h as the ordinary call it was (recorded instead when h captures). */
 cudaError_t gs_op_replay(const gs_gop *op, uint64_t h);
 
