@@ -49,21 +49,10 @@ class IpcOps:
         return []
 
     def op_ipc_get_event_handle(self, event: int) -> list[Any]:
-        e = self._event(event)
-        table = self._ipc()
-        if not hasattr(table, "memories"):
-            raise CudaError(Err.NOT_SUPPORTED, "IPC event handles are supported on the emulator only")
-        from gpushim.backends.emulator.ipc import export_event
-
-        return [export_event(table, e)]
+        return [self._ipc().export_event(self._event(event))]
 
     def op_ipc_open_event_handle(self, dev: int, handle: bytes) -> list[Any]:
-        table = self._ipc()
-        if not hasattr(table, "memories"):
-            raise CudaError(Err.NOT_SUPPORTED, "IPC event handles are supported on the emulator only")
-        from gpushim.backends.emulator.ipc import open_event
-
-        e = open_event(table, self._dev(dev), bytes(handle))
+        e = self._ipc().open_event(self._dev(dev), bytes(handle))
         h = self._new_handle()
         self.events[h] = e
         return [h]

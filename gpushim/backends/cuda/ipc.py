@@ -49,5 +49,22 @@ class CudaIpc:
         self.s._use(dev)
         check(self.s.cu.cuIpcCloseMemHandle(self.s.cu.CUdeviceptr(ptr)), "cuIpcCloseMemHandle")
 
+    def export_event(self, e: Any) -> bytes:
+        self.s._use(e.device)
+        handle = check(self.s.cu.cuIpcGetEventHandle(e.handle), "cuIpcGetEventHandle")
+        return bytes(handle.reserved)
+
+    def open_event(self, dev: int, handle: bytes) -> Any:
+        from gpushim.backends.cuda.backend import CudaEvent
+
+        if len(handle) != HANDLE_SIZE:
+            raise CudaError(Err.INVALID_VALUE, "not an IPC event handle")
+        self.s._use(dev)
+        cu = self.s.cu
+        h = cu.CUipcEventHandle()
+        h.reserved = handle
+        ev = check(cu.cuIpcOpenEventHandle(h), "cuIpcOpenEventHandle")
+        return CudaEvent(dev, 0x4 | 0x2, ev)  # cudaEventInterprocess | cudaEventDisableTiming
+
     def close_all(self) -> None:
         pass  # the driver forgets a process's exports when it exits

@@ -124,6 +124,12 @@ class IpcTable:
             _map_over(mem, region, span, mem.fd, region - mem.base)  # the importer's own pages again
         mem.free(region)
 
+    def export_event(self, e: EmuEvent) -> bytes:
+        return export_event(self, e)
+
+    def open_event(self, dev: int, handle: bytes) -> EmuEvent:
+        return open_event(self, dev, handle)
+
     def close_all(self) -> None:
         for name in self.exports.values():
             try:
