@@ -651,3 +651,56 @@ GS_IMPL cudaError_t gs_cudaStreamGetCaptureInfo_ptsz__13(cudaStream_t s, int *st
                                                          const void ***deps, const void **edges, size_t *n) {
     return capture_info(s, 1, st, id, g, deps, edges, n);
 }
+
+/* ---- cudaStreamUpdateCaptureDependencies: the nodes the stream's next captured call depends on ---- */
+
+static cudaError_t update_capture_deps(cudaStream_t s, int ptsz, void *const *nodes, size_t n, unsigned flags) {
+    /* cudaStreamAddCaptureDependencies 0, cudaStreamSetCaptureDependencies 1 */
+    if (flags > 1 || (n && !nodes)) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    uint64_t h;
+    cudaError_t e = gs_stream_handle(s, ptsz, &h);
+    if (e) return gs_ret(e);
+    pthread_mutex_lock(&gs_graph_lock);
+    capture *k = find_locked(h);
+    if (!k) e = cudaErrorIllegalState;
+    else if (k->cg->invalidated) e = cudaErrorStreamCaptureInvalidated;
+    for (size_t i = 0; !e && i < n; i++) {
+        gs_gnode *d = nodes[i];
+        if (!gs_node_known_locked(d) || d->g != k->cg->g) e = cudaErrorInvalidValue;
+    }
+    if (!e) {
+        if (flags == 1) k->deps.n = 0;
+        for (size_t i = 0; !e && i < n; i++) e = set_add(&k->deps, nodes[i]);
+    }
+    pthread_mutex_unlock(&gs_graph_lock);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaStreamUpdateCaptureDependencies(cudaStream_t s, void *const *nodes, size_t n, unsigned f) {
+    return update_capture_deps(s, 0, nodes, n, f);
+}
+GS_IMPL cudaError_t gs_cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t s, void *const *nodes, size_t n,
+                                                                unsigned f) {
+    return update_capture_deps(s, 1, nodes, n, f);
+}
+GS_IMPL cudaError_t gs_cudaStreamUpdateCaptureDependencies__13(cudaStream_t s, void *const *nodes, const void *ed,
+                                                               size_t n, unsigned f) {
+    (void)ed;
+    return update_capture_deps(s, 0, nodes, n, f);
+}
+GS_IMPL cudaError_t gs_cudaStreamUpdateCaptureDependencies_v2(cudaStream_t s, void *const *nodes, const void *ed,
+                                                              size_t n, unsigned f) {
+    (void)ed;
+    return update_capture_deps(s, 0, nodes, n, f);
+}
+GS_IMPL cudaError_t gs_cudaStreamUpdateCaptureDependencies_v2_ptsz(cudaStream_t s, void *const *nodes,
+                                                                   const void *ed, size_t n, unsigned f) {
+    (void)ed;
+    return update_capture_deps(s, 1, nodes, n, f);
+}
+GS_IMPL cudaError_t gs_cudaStreamUpdateCaptureDependencies_ptsz__13(cudaStream_t s, void *const *nodes,
+                                                                    const void *ed, size_t n, unsigned f) {
+    (void)ed;
+    return update_capture_deps(s, 1, nodes, n, f);
+}

@@ -2,11 +2,16 @@
  *
  * Not supported (a clear error): conditional nodes, external semaphore nodes, kernel nodes whose
  * arguments come as `extra` (packed buffer), memcpy nodes with CUDA arrays. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gs_capture.h"
 #include "gs_graph.h"
+
+#ifndef cudaErrorOperatingSystem
+#define cudaErrorOperatingSystem 304
+#endif
 
 static gs_graph *graphs;
 static gs_gnode *node_of(void *np, int type);
@@ -141,6 +146,7 @@ gs_graph *gs_graph_clone_locked(const gs_graph *g) {
         if (!d) { bad = 1; break; }
         d->event = s->event;
         d->dptr = s->dptr;
+        d->clone_of = s;
         memcpy(d->params, s->params, sizeof d->params);
         if (s->alloc) { d->alloc = s->alloc; atomic_fetch_add(&s->alloc->refs, 1); }
         bad = gs_ops_copy(&d->ops, &s->ops) || copy_kargs(d, s) || (s->child && !(d->child = gs_graph_clone_locked(s->child)));
@@ -821,4 +827,63 @@ GS_IMPL cudaError_t gs_cudaGraphDestroyNode(void *np) {
     node_free(n);
     pthread_mutex_unlock(&gs_graph_lock);
     return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphNodeFindInClone(void **out, void *orig, void *clone) {
+    if (!out) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    gs_graph *c = clone;
+    cudaError_t e = cudaErrorInvalidValue;
+    if (c && gs_graph_known_locked(c))
+        for (size_t i = 0; i < c->n; i++)
+            if (c->nodes[i]->clone_of == orig) { *out = c->nodes[i]; e = cudaSuccess; break; }
+    pthread_mutex_unlock(&gs_graph_lock);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphMemcpyNodeSetParams1D(void *np, void *dst, const void *src, size_t count, int kind) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    cudaError_t e = gs_build_memcpy1d(&ops, dst, src, count, kind);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    memcpy3d_params p = {.src = {(void *)src, count, count, 1}, .dst = {dst, count, count, 1},
+                         .width = count, .height = 1, .depth = 1, .kind = kind};
+    return gs_ret(gs_graph_node_set_ops(np, GT_MEMCPY, &ops, &p, sizeof p));
+}
+
+/* cudaGraphDebugDotPrint: the graph in Graphviz's DOT language, a node per line with its type */
+static const char *type_name(int t) {
+    static const char *names[] = {"kernel", "memcpy", "memset", "host", "graph", "empty", "wait_event",
+                                  "event_record", "ext_sem_signal", "ext_sem_wait", "mem_alloc", "mem_free"};
+    return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "node";
+}
+
+static void dot_graph(FILE *f, const gs_graph *g, const char *prefix) {
+    for (size_t i = 0; i < g->n; i++) {
+        fprintf(f, "  \"%s%zu\" [label=\"%s %zu\"];\n", prefix, i, type_name(g->nodes[i]->type), i);
+        for (size_t j = 0; j < g->nodes[i]->ndeps; j++)
+            fprintf(f, "  \"%s%zu\" -> \"%s%zu\";\n", prefix, index_of(g, g->nodes[i]->deps[j]), prefix, i);
+        if (g->nodes[i]->child) {
+            char sub[64];
+            snprintf(sub, sizeof sub, "%s%zu.", prefix, i);
+            dot_graph(f, g->nodes[i]->child, sub);
+        }
+    }
+}
+
+GS_IMPL cudaError_t gs_cudaGraphDebugDotPrint(void *gp, const char *path, unsigned flags) {
+    (void)flags;
+    if (!path) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    cudaError_t e = gp && gs_graph_known_locked(gp) ? cudaSuccess : cudaErrorInvalidValue;
+    FILE *f = e ? NULL : fopen(path, "w");
+    if (!e && !f) e = cudaErrorOperatingSystem;
+    if (f) {
+        fprintf(f, "digraph cudaGraph {\n");
+        dot_graph(f, gp, "n");
+        fprintf(f, "}\n");
+        if (fclose(f)) e = cudaErrorOperatingSystem;
+    }
+    pthread_mutex_unlock(&gs_graph_lock);
+    return gs_ret(e);
 }

@@ -46,6 +46,7 @@ typedef struct exec {
     uint64_t event;       /* recorded after each launch: the next launch on another stream waits on it */
     uint64_t last_stream; /* stream of the last launch */
     int launched;
+    unsigned long long flags; /* as instantiated (cudaGraphExecGetFlags) */
 } exec;
 
 static exec *execs;
@@ -259,6 +260,7 @@ static cudaError_t instantiate(void **exec_out, void *gp, unsigned long long fla
         gs_call_end(&c);
     }
     if (!e) e = upload(x);
+    x->flags = flags;
     if (e) {
         if (x->event) {
             gs_call_begin(&c, GS_OP_EVENT_DESTROY, 1);
@@ -606,3 +608,12 @@ static cudaError_t exec_update_info(void *x, void *g, update_info *info) {
 }
 GS_IMPL cudaError_t gs_cudaGraphExecUpdate__12(void *x, void *g, update_info *info) { return exec_update_info(x, g, info); }
 GS_IMPL cudaError_t gs_cudaGraphExecUpdate__13(void *x, void *g, update_info *info) { return exec_update_info(x, g, info); }
+
+GS_IMPL cudaError_t gs_cudaGraphExecGetFlags(void *xp, unsigned long long *flags) {
+    if (!flags) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    int known = xp && exec_known_locked(xp);
+    if (known) *flags = ((exec *)xp)->flags;
+    pthread_mutex_unlock(&gs_graph_lock);
+    return known ? cudaSuccess : gs_ret(cudaErrorInvalidValue);
+}

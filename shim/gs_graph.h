@@ -72,6 +72,7 @@ typedef struct gs_gnode {
     void **kargv;
     struct gs_gnode **deps;
     size_t ndeps, capdeps;
+    const struct gs_gnode *clone_of; /* the node it was cloned from (cudaGraphNodeFindInClone) */
 } gs_gnode;
 
 typedef struct gs_graph {

@@ -9,8 +9,9 @@ import subprocess
 from .conftest import BIN, kv
 
 
-def test_graph_nodes(server):
-    r = server.run("graphs_nodes")
+def test_graph_nodes(server, tmp_path):
+    dot = tmp_path / "graph.dot"
+    r = server.run("graphs_nodes", str(dot))
     assert r.returncode == 0, r.stderr
     v = kv(r.stdout)
     # memset, memcpy (H2D), kernel, host, child graph, empty, memcpy (D2H), event record: cudaGraphNodeType
@@ -22,6 +23,12 @@ def test_graph_nodes(server):
     # c = 2 * (7 + b): the memset (4-byte elements), the copy in, the kernel, the child graph's kernel ran in
     # dependency order; the host node ran once; the event record node completed (cudaEventQuery 0)
     assert v["every_type"] == "ok host_calls=1 event=0"
+    assert v["exec_flags"] == "0"
+    # cudaGraphDebugDotPrint: the eight nodes, the child graph's kernel and the eight edges
+    text = dot.read_text()
+    assert text.startswith("digraph") and text.count("[label=") == 9 and text.count("->") == 8
+    assert "kernel" in text and "event_record" in text
+    assert v["find_in_clone"] == "1"
     # a memcpy node reads pageable host memory when the graph runs (CUDA Programming Guide, "CUDA Graphs":
     # node parameters are pointers; the data is whatever they point to at execution)
     assert v["relaunch"] == "ok host_calls=2"
@@ -43,6 +50,9 @@ def test_graph_nodes(server):
     # forked stream stops capturing when the origin ends the capture
     assert v["capture_info s"] == "1 s2=1 same_id=1 same_graph=1 s2_deps=1 s2_dep_type=0"
     assert v["fork_join nodes"] == "4 edges=4 x=1,2,3,5 s2_after=0"
+    # cudaStreamUpdateCaptureDependencies(..., cudaStreamSetCaptureDependencies) with no nodes: the next
+    # captured kernel is a second root
+    assert v["update_deps roots"] == "2 edges=1"
     # cudaMallocAsync / cudaFreeAsync in a capture: MemAlloc (10) and MemFree (11) nodes; the memory stays
     # usable across launches of the executable graph after the graph is destroyed
     assert v["mem_nodes types"] == "10,2,0,1,11 result=ok"

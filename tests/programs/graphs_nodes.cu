@@ -154,6 +154,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N; i++) ok = ok && h_c[i] == 2 * (7 + i);
     std::printf("every_type=%s host_calls=%d event=%d\n", ok ? "ok" : "WRONG", host_calls.load(),
                 (int)cudaEventQuery(ev));
+    unsigned long long xflags = 1;
+    CHECK(cudaGraphExecGetFlags(x, &xflags));
+    CHECK(cudaGraphDebugDotPrint(g, argc > 1 ? argv[1] : "/dev/null", 0));
+    std::printf("exec_flags=%llu\n", xflags);
+    // cudaGraphMemcpyNodeSetParams1D on the graph does not change the executable graph made before
+    CHECK(cudaGraphMemcpyNodeSetParams1D(n_d2h, h_c.data(), d_a, N * sizeof(int), cudaMemcpyDeviceToHost));
     // The host-to-device node reads its source when the graph runs (CUDA's semantics).
     for (int i = 0; i < N; i++) h_b[i] = 1000 + i;
     CHECK(cudaGraphLaunch(x, s));
@@ -285,6 +291,9 @@ int main(int argc, char **argv) {
     int v5 = 5;
     void *a5_args[] = {&d_x, &i0, &v5};
     cudaKernelNodeParams pa5 = kparams((void *)setv, a5_args);
+    cudaGraphNode_t na4;
+    CHECK(cudaGraphNodeFindInClone(&na4, na, g4));
+    std::printf("find_in_clone=%d\n", na4 == nodes4[3]);
     CHECK(cudaGraphKernelNodeSetParams(nodes4[3], &pa5));  // the clone keeps the order of the nodes
     cudaGraphExecUpdateResultInfo info = {};
     CHECK(cudaGraphExecUpdate(x3, g4, &info));
@@ -334,6 +343,22 @@ int main(int argc, char **argv) {
     CHECK(cudaMemcpy(h_x, d_x, sizeof h_x, cudaMemcpyDeviceToHost));
     std::printf("fork_join nodes=%zu edges=%zu x=%d,%d,%d,%d s2_after=%d\n", fj_nodes, fj_edges, h_x[0], h_x[1],
                 h_x[2], h_x[3], (int)st2);
+
+    // cudaStreamUpdateCaptureDependencies: Set with no nodes makes the next captured call a root
+    {
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        setv<<<1, 1, 0, s>>>(d_x, 0, 1);
+        setv<<<1, 1, 0, s>>>(d_x, 1, 2);
+        CHECK(cudaStreamUpdateCaptureDependencies(s, nullptr, nullptr, 0, cudaStreamSetCaptureDependencies));
+        setv<<<1, 1, 0, s>>>(d_x, 2, 3);
+        cudaGraph_t ug;
+        CHECK(cudaStreamEndCapture(s, &ug));
+        size_t ur = 0, ue = 0;
+        CHECK(cudaGraphGetRootNodes(ug, nullptr, &ur));
+        CHECK(cudaGraphGetEdges(ug, nullptr, nullptr, nullptr, &ue));
+        std::printf("update_deps roots=%zu edges=%zu\n", ur, ue);
+        CHECK(cudaGraphDestroy(ug));
+    }
 
     // ---- memory nodes: cudaMallocAsync / cudaFreeAsync inside a capture ----
     std::vector<int> h_m(N, 0);
