@@ -459,9 +459,10 @@ GS_IMPL cudaError_t gs_cudaGraphAddEmptyNode(void **out, void *g, void *const *d
     return add_node(out, g, deps, nd, GT_EMPTY, &ops, NULL, NULL);
 }
 
-static cudaError_t event_node(void **out, void *g, void *const *deps, size_t nd, void *event, int record) {
-    if (!gs_handle_known(GS_HANDLE_EVENT, (uintptr_t)event)) return gs_ret(cudaErrorInvalidValue);
-    gs_gops ops = {0};
+/* The op of an event record (EVENT_RECORD event stream flags) or wait (STREAM_WAIT_EVENT stream event flags)
+ * node, split around the stream argument. */
+static cudaError_t build_event_op(gs_gops *ops, void *event, int record) {
+    if (!gs_handle_known(GS_HANDLE_EVENT, (uintptr_t)event)) return cudaErrorInvalidValue;
     gs_call c;
     gs_call_begin(&c, record ? GS_OP_EVENT_RECORD : GS_OP_STREAM_WAIT_EVENT, 3);
     if (record) {
@@ -472,8 +473,7 @@ static cudaError_t event_node(void **out, void *g, void *const *deps, size_t nd,
         gs_w_uint(c.w, (uintptr_t)event);
     }
     gs_w_uint(c.w, 0);
-    gs_gop op = {.kind = OP_CALL, .op = c.op, .prefix = record ? 10 : 1, .suffix = 0};
-    /* the encoded array: fixarray header, then two or three uints; split around the stream argument */
+    gs_gop op = {.kind = OP_CALL, .op = c.op};
     gs_reader r;
     gs_r_init(&r, c.w->buf, c.w->len);
     uint32_t n;
@@ -483,11 +483,45 @@ static cudaError_t event_node(void **out, void *g, void *const *deps, size_t nd,
     gs_r_skip(&r);
     op.suffix = c.w->len - (size_t)(r.p - c.w->buf);
     op.bytes = malloc(op.prefix + op.suffix + 1);
-    if (!op.bytes) return gs_ret(cudaErrorMemoryAllocation);
+    if (!op.bytes) return cudaErrorMemoryAllocation;
     memcpy(op.bytes, c.w->buf, op.prefix);
     memcpy(op.bytes + op.prefix, r.p, op.suffix);
-    if (gs_ops_append(&ops, &op)) return gs_ret(cudaErrorMemoryAllocation);
+    return gs_ops_append(ops, &op);
+}
+
+static cudaError_t event_node(void **out, void *g, void *const *deps, size_t nd, void *event, int record) {
+    gs_gops ops = {0};
+    cudaError_t e = build_event_op(&ops, event, record);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
     return add_node(out, g, deps, nd, record ? GT_EVENT_RECORD : GT_WAIT_EVENT, &ops, fill_event, event);
+}
+
+/* cudaGraphEventRecordNodeSetEvent / WaitNodeSetEvent, and the exec versions (x not NULL) */
+static cudaError_t set_event(void *x, void *np, void *event, int record) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    cudaError_t e = build_event_op(&ops, event, record);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    int type = record ? GT_EVENT_RECORD : GT_WAIT_EVENT;
+    if (x) return gs_graph_exec_set_ops(x, np, type, &ops);
+    gs_gnode *n = node_of(np, type);
+    if (!n) { gs_ops_clear(&ops); return gs_ret(cudaErrorInvalidValue); }
+    gs_ops_clear(&n->ops);
+    n->ops = ops;
+    n->event = (uintptr_t)event;
+    pthread_mutex_unlock(&gs_graph_lock);
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphEventRecordNodeSetEvent(void *n, void *ev) { return set_event(NULL, n, ev, 1); }
+GS_IMPL cudaError_t gs_cudaGraphEventWaitNodeSetEvent(void *n, void *ev) { return set_event(NULL, n, ev, 0); }
+GS_IMPL cudaError_t gs_cudaGraphExecEventRecordNodeSetEvent(void *x, void *n, void *ev) {
+    if (!x) return gs_ret(cudaErrorInvalidValue);
+    return set_event(x, n, ev, 1);
+}
+GS_IMPL cudaError_t gs_cudaGraphExecEventWaitNodeSetEvent(void *x, void *n, void *ev) {
+    if (!x) return gs_ret(cudaErrorInvalidValue);
+    return set_event(x, n, ev, 0);
 }
 
 GS_IMPL cudaError_t gs_cudaGraphAddEventRecordNode(void **out, void *g, void *const *deps, size_t nd, void *event) {
@@ -886,4 +920,36 @@ GS_IMPL cudaError_t gs_cudaGraphDebugDotPrint(void *gp, const char *path, unsign
     }
     pthread_mutex_unlock(&gs_graph_lock);
     return gs_ret(e);
+}
+
+/* cudaGraphNodeSetParams / cudaGraphExecNodeSetParams (CUDA 12.2+): cudaGraphNodeParams by type */
+cudaError_t gs_cudaGraphExecKernelNodeSetParams(void *x, void *node, const void *p);
+cudaError_t gs_cudaGraphExecMemsetNodeSetParams(void *x, void *node, const void *p);
+cudaError_t gs_cudaGraphExecHostNodeSetParams(void *x, void *node, const void *p);
+cudaError_t gs_cudaGraphExecMemcpyNodeSetParams(void *x, void *node, const void *p);
+
+static cudaError_t set_generic(void *x, void *np, unsigned char *p) {
+    if (!p) return gs_ret(cudaErrorInvalidValue);
+    int type;
+    memcpy(&type, p, sizeof type);
+    unsigned char *u = p + 16;
+    switch (type) {
+    case GT_KERNEL: return x ? gs_cudaGraphExecKernelNodeSetParams(x, np, u) : gs_cudaGraphKernelNodeSetParams(np, u);
+    case GT_MEMCPY:
+        return x ? gs_cudaGraphExecMemcpyNodeSetParams(x, np, u + 16) : gs_cudaGraphMemcpyNodeSetParams(np, u + 16);
+    case GT_MEMSET: return x ? gs_cudaGraphExecMemsetNodeSetParams(x, np, u) : gs_cudaGraphMemsetNodeSetParams(np, u);
+    case GT_HOST: return x ? gs_cudaGraphExecHostNodeSetParams(x, np, u) : gs_cudaGraphHostNodeSetParams(np, u);
+    case GT_EVENT_RECORD: return set_event(x, np, *(void **)u, 1);
+    case GT_WAIT_EVENT: return set_event(x, np, *(void **)u, 0);
+    default:
+        gs_warn_once("graph-set-params", "cudaGraph(Exec)NodeSetParams for node type %d is not supported by gpushim "
+                     "yet: cudaErrorNotSupported", type);
+        return gs_ret(cudaErrorNotSupported);
+    }
+}
+
+GS_IMPL cudaError_t gs_cudaGraphNodeSetParams(void *n, unsigned char *p) { return set_generic(NULL, n, p); }
+GS_IMPL cudaError_t gs_cudaGraphExecNodeSetParams(void *x, void *n, unsigned char *p) {
+    if (!x) return gs_ret(cudaErrorInvalidValue);
+    return set_generic(x, n, p);
 }

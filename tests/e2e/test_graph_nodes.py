@@ -24,6 +24,7 @@ def test_graph_nodes(server, tmp_path):
     # dependency order; the host node ran once; the event record node completed (cudaEventQuery 0)
     assert v["every_type"] == "ok host_calls=1 event=0"
     assert v["exec_flags"] == "0"
+    assert v["set_event"] == "1"
     # cudaGraphDebugDotPrint: the eight nodes, the child graph's kernel and the eight edges
     text = dot.read_text()
     assert text.startswith("digraph") and text.count("[label=") == 9 and text.count("->") == 8
@@ -42,6 +43,7 @@ def test_graph_nodes(server, tmp_path):
     assert v["cycle"] == "1"
     # cudaGraphExecKernelNodeSetParams and cudaGraphExecUpdate change what later launches do
     assert v["exec_set x"] == "9,18,90,108"
+    assert v["exec_node_set x"] == "11,22,110,132"
     assert v["update"] == "0 x=5,10,50,60"
     # another topology: cudaErrorGraphExecUpdateFailure (910), cudaGraphExecUpdateErrorTopologyChanged (2)
     assert v["update_topology"] == "910 result=2"

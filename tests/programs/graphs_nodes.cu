@@ -158,6 +158,12 @@ int main(int argc, char **argv) {
     CHECK(cudaGraphExecGetFlags(x, &xflags));
     CHECK(cudaGraphDebugDotPrint(g, argc > 1 ? argv[1] : "/dev/null", 0));
     std::printf("exec_flags=%llu\n", xflags);
+    cudaEvent_t ev2, got_ev2;
+    CHECK(cudaEventCreateWithFlags(&ev2, cudaEventDisableTiming));
+    CHECK(cudaGraphEventRecordNodeSetEvent(n_rec, ev2));
+    CHECK(cudaGraphEventRecordNodeGetEvent(n_rec, &got_ev2));
+    CHECK(cudaGraphExecEventRecordNodeSetEvent(x, n_rec, ev2));
+    std::printf("set_event=%d\n", got_ev2 == ev2);
     // cudaGraphMemcpyNodeSetParams1D on the graph does not change the executable graph made before
     CHECK(cudaGraphMemcpyNodeSetParams1D(n_d2h, h_c.data(), d_a, N * sizeof(int), cudaMemcpyDeviceToHost));
     // The host-to-device node reads its source when the graph runs (CUDA's semantics).
@@ -281,6 +287,20 @@ int main(int argc, char **argv) {
     CHECK(cudaGraphLaunch(x3, s));
     CHECK(cudaMemcpy(h_x, d_x, sizeof h_x, cudaMemcpyDeviceToHost));
     std::printf("exec_set x=%d,%d,%d,%d\n", h_x[0], h_x[1], h_x[2], h_x[3]);
+    // the same through cudaGraphExecNodeSetParams (cudaGraphNodeParams)
+    int v11 = 11;
+    void *a11_args[] = {&d_x, &i0, &v11};
+    cudaGraphNodeParams gp = {};
+    gp.type = cudaGraphNodeTypeKernel;
+    gp.kernel.func = (void *)setv;
+    gp.kernel.gridDim = dim3(1);
+    gp.kernel.blockDim = dim3(1);
+    gp.kernel.kernelParams = a11_args;
+    CHECK(cudaGraphExecNodeSetParams(x3, na, &gp));
+    CHECK(cudaGraphLaunch(x3, s));
+    CHECK(cudaMemcpy(h_x, d_x, sizeof h_x, cudaMemcpyDeviceToHost));
+    std::printf("exec_node_set x=%d,%d,%d,%d\n", h_x[0], h_x[1], h_x[2], h_x[3]);
+    CHECK(cudaGraphExecKernelNodeSetParams(x3, na, &pa9));  // back to 9 for what follows
     // cudaGraphExecUpdate from a clone with one node's arguments changed: same topology, accepted.
     cudaGraph_t g4;
     CHECK(cudaGraphClone(&g4, g3));
