@@ -86,6 +86,7 @@ void gs_graph_free_locked(gs_graph *g) {
     if (*pp) *pp = g->next;
     for (size_t i = 0; i < g->n; i++) node_free(g->nodes[i]);
     free(g->nodes);
+    gs_uobj_refs_release(&g->uobjs);
     free(g);
 }
 
@@ -154,6 +155,7 @@ gs_graph *gs_graph_clone_locked(const gs_graph *g) {
     for (size_t i = 0; i < g->n && !bad; i++)
         for (size_t j = 0; j < g->nodes[i]->ndeps && !bad; j++)
             bad = gs_node_add_dep_locked(c->nodes[i], c->nodes[index_of(g, g->nodes[i]->deps[j])]) != cudaSuccess;
+    if (!bad) bad = gs_uobj_refs_copy(&c->uobjs, &g->uobjs) != cudaSuccess;
     if (bad) { gs_graph_free_locked(c); return NULL; }
     return c;
 }

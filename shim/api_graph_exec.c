@@ -47,6 +47,7 @@ typedef struct exec {
     uint64_t last_stream; /* stream of the last launch */
     int launched;
     unsigned long long flags; /* as instantiated (cudaGraphExecGetFlags) */
+    gs_uobj_refs uobjs;       /* the graph's user object references, copied when instantiated */
 } exec;
 
 static exec *execs;
@@ -88,6 +89,7 @@ static cudaError_t flatten_locked(exec *x, const gs_graph *g) {
 }
 
 static void exec_clear(exec *x) {
+    gs_uobj_refs_release(&x->uobjs);
     gs_ops_clear(&x->ops);
     free(x->nodes);
     x->nodes = NULL;
@@ -248,6 +250,7 @@ static cudaError_t instantiate(void **exec_out, void *gp, unsigned long long fla
     if (!x) return gs_ret(cudaErrorMemoryAllocation);
     pthread_mutex_lock(&gs_graph_lock);
     cudaError_t e = gp && gs_graph_known_locked(gp) ? flatten_locked(x, gp) : cudaErrorInvalidValue;
+    if (!e) e = gs_uobj_refs_copy(&x->uobjs, &((gs_graph *)gp)->uobjs);
     pthread_mutex_unlock(&gs_graph_lock);
     /* The event that orders a launch after the previous one (created here: launches never wait). */
     gs_call c;

@@ -75,10 +75,18 @@ typedef struct gs_gnode {
     const struct gs_gnode *clone_of; /* the node it was cloned from (cudaGraphNodeFindInClone) */
 } gs_gnode;
 
+/* References a graph or an executable graph holds on user objects (api_graph_user.c). */
+typedef struct {
+    struct gs_uobj **obj;
+    unsigned *count;
+    size_t n;
+} gs_uobj_refs;
+
 typedef struct gs_graph {
     struct gs_graph *next;
     gs_gnode **nodes;
     size_t n, cap;
+    gs_uobj_refs uobjs;
 } gs_graph;
 
 extern pthread_mutex_t gs_graph_lock; /* every graph, node, exec and capture */
@@ -118,6 +126,10 @@ cudaError_t gs_graph_node_params(void *n, int type, void *out, size_t size); /* 
 cudaError_t gs_graph_node_set_ops(void *n, int type, gs_gops *ops, const void *params, size_t psize);
 /* The exec SetParams of a node, with ops built by the caller (taken). */
 cudaError_t gs_graph_exec_set_ops(void *x, void *node, int type, gs_gops *ops);
+
+/* User objects: copies of a holder's references (each retained), and their release. */
+cudaError_t gs_uobj_refs_copy(gs_uobj_refs *dst, const gs_uobj_refs *src);
+void gs_uobj_refs_release(gs_uobj_refs *r);
 
 /* Sends one op on stream h as the ordinary call it was (recorded instead when h captures). */
 cudaError_t gs_op_replay(const gs_gop *op, uint64_t h);

@@ -58,6 +58,9 @@ def test_graph_nodes(server, tmp_path):
     # cudaMallocAsync / cudaFreeAsync in a capture: MemAlloc (10) and MemFree (11) nodes; the memory stays
     # usable across launches of the executable graph after the graph is destroyed
     assert v["mem_nodes types"] == "10,2,0,1,11 result=ok"
+    # a user object moved into a graph: its clone and executable graph keep it; the destructor runs when the
+    # last of them is destroyed, and the object is gone then (cudaErrorInvalidValue)
+    assert v["user_object after_graphs"] == "0 after_exec=1 gone=1"
     # bad input: cudaErrorInvalidValue (1) each; a conditional node: cudaErrorNotSupported (801), named
     assert v["bad null_graph"] == ("1 foreign_dep=1 dup_dep=1 wrong_type=1 null_params=1 conditional=801 "
                                    "exec_foreign=1 host_memset=1")

@@ -23,6 +23,8 @@ __global__ void incr(int *x) { x[0] += 1; }
 
 static std::atomic<int> host_calls{0};
 static void CUDART_CB count_call(void *) { host_calls++; }
+static int destroyed_objects = 0;
+static void CUDART_CB destroy_object(void *p) { destroyed_objects += *(int *)p; }
 static void CUDART_CB write_source(void *p) {  // a host node that writes what a later copy node reads
     int *src = (int *)p;
     for (int i = 0; i < 64; i++) src[i] = 50 + i;
@@ -406,6 +408,31 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N; i++) ok = ok && h_m[i] == 1000 + i;
     std::printf("mem_nodes types=%s result=%s\n", mtypes.c_str(), ok ? "ok" : "WRONG");
     CHECK(cudaGraphExecDestroy(xm));
+
+    // ---- user objects: the destructor runs when the graph and its executable graph let go ----
+    {
+        static int one_obj = 1;
+        cudaUserObject_t obj;
+        CHECK(cudaUserObjectCreate(&obj, &one_obj, destroy_object, 1, cudaUserObjectNoDestructorSync));
+        cudaGraph_t ug;
+        CHECK(cudaGraphCreate(&ug, 0));
+        cudaGraphNode_t en;
+        CHECK(cudaGraphAddEmptyNode(&en, ug, nullptr, 0));
+        CHECK(cudaGraphRetainUserObject(ug, obj, 1, cudaGraphUserObjectMove));  // the graph takes our reference
+        cudaGraph_t uc;
+        CHECK(cudaGraphClone(&uc, ug));
+        cudaGraphExec_t ux;
+        CHECK(cudaGraphInstantiate(&ux, ug, 0));
+        CHECK(cudaGraphDestroy(ug));
+        CHECK(cudaGraphDestroy(uc));
+        int after_graphs = destroyed_objects;
+        CHECK(cudaGraphLaunch(ux, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaGraphExecDestroy(ux));
+        int e_gone = (int)cudaUserObjectRetain(obj, 1);
+        cudaGetLastError();
+        std::printf("user_object after_graphs=%d after_exec=%d gone=%d\n", after_graphs, destroyed_objects, e_gone);
+    }
 
     // ---- bad input: clear errors, nothing else harmed ----
     cudaGraphNode_t bad;
