@@ -40,6 +40,7 @@ typedef struct capgraph {
     gs_graph *g;
     uint64_t origin;
     int mode, invalidated, nstreams;
+    int borrowed; /* cudaStreamBeginCaptureToGraph: the caller's graph, never freed here */
     pthread_t thread;
     unsigned long long id;
 } capgraph;
@@ -186,7 +187,7 @@ static void leave_locked(capture *k, int keep_graph) {
     for (size_t i = 0; i < ncevents;)
         if (cevents[i].cg == cg) drop_event_locked(&cevents[i]);
         else i++;
-    if (!keep_graph) gs_graph_free_locked(cg->g);
+    if (!keep_graph && !cg->borrowed) gs_graph_free_locked(cg->g);
     free(cg);
 }
 
@@ -520,34 +521,62 @@ int gs_capture_status(uint64_t stream) {
 
 /* ---- begin / end ---- */
 
-static cudaError_t begin_capture(cudaStream_t s, int mode, int ptsz) {
+/* Begins a capture on s into a new graph, or into `into` after its nodes deps (cudaStreamBeginCaptureToGraph). */
+static cudaError_t begin_capture_into(cudaStream_t s, int mode, int ptsz, gs_graph *into, void *const *deps,
+                                      size_t ndeps) {
     GS_ENTER();
-    if ((unsigned)mode > MODE_RELAXED) return gs_ret(cudaErrorInvalidValue);
+    if ((unsigned)mode > MODE_RELAXED || (ndeps && !deps)) return gs_ret(cudaErrorInvalidValue);
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
     if (gs_is_legacy_handle(h)) return gs_ret(cudaErrorStreamCaptureUnsupported); /* the legacy stream cannot be captured */
     pthread_mutex_lock(&gs_graph_lock);
     capgraph *cg = NULL;
-    if (find_locked(h)) {
+    nodeset start = {0};
+    if (into && !gs_graph_known_locked(into)) e = cudaErrorInvalidValue;
+    for (size_t i = 0; !e && i < ndeps; i++) {
+        gs_gnode *d = deps[i];
+        if (!gs_node_known_locked(d) || d->g != into) e = cudaErrorInvalidValue;
+        else e = set_add(&start, d);
+    }
+    if (e) {
+    } else if (find_locked(h)) {
         e = cudaErrorIllegalState;
-    } else if (!(cg = calloc(1, sizeof *cg)) || !(cg->g = gs_graph_new_locked())) {
+    } else if (!(cg = calloc(1, sizeof *cg)) || !(cg->g = into ? into : gs_graph_new_locked())) {
         e = cudaErrorMemoryAllocation;
     } else {
         cg->origin = h;
         cg->mode = mode;
         cg->thread = pthread_self();
         cg->id = next_capture_id++;
-        e = join_locked(cg, h, NULL, NULL);
-        if (e) gs_graph_free_locked(cg->g);
+        cg->borrowed = into != NULL;
+        e = join_locked(cg, h, &start, NULL);
+        if (e && !into) gs_graph_free_locked(cg->g);
     }
     if (e) free(cg);
+    free(start.v);
     pthread_mutex_unlock(&gs_graph_lock);
     return gs_ret(e);
 }
 
+static cudaError_t begin_capture(cudaStream_t s, int mode, int ptsz) {
+    return begin_capture_into(s, mode, ptsz, NULL, NULL, 0);
+}
+
 GS_IMPL cudaError_t gs_cudaStreamBeginCapture(cudaStream_t s, int mode) { return begin_capture(s, mode, 0); }
 GS_IMPL cudaError_t gs_cudaStreamBeginCapture_ptsz(cudaStream_t s, int mode) { return begin_capture(s, mode, 1); }
+GS_IMPL cudaError_t gs_cudaStreamBeginCaptureToGraph(cudaStream_t s, void *g, void *const *deps, const void *ed,
+                                                     size_t n, int mode) {
+    (void)ed;
+    if (!g) return gs_ret(cudaErrorInvalidValue);
+    return begin_capture_into(s, mode, 0, g, deps, n);
+}
+GS_IMPL cudaError_t gs_cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, void *g, void *const *deps, const void *ed,
+                                                          size_t n, int mode) {
+    (void)ed;
+    if (!g) return gs_ret(cudaErrorInvalidValue);
+    return begin_capture_into(s, mode, 1, g, deps, n);
+}
 
 static cudaError_t end_capture(cudaStream_t s, void **graph_out, int ptsz) {
     if (!graph_out) return gs_ret(cudaErrorInvalidValue);

@@ -55,6 +55,7 @@ def test_graph_nodes(server, tmp_path):
     # cudaStreamUpdateCaptureDependencies(..., cudaStreamSetCaptureDependencies) with no nodes: the next
     # captured kernel is a second root
     assert v["update_deps roots"] == "2 edges=1"
+    assert v["capture_to_graph same"] == "1 nodes=2 edges=1 x1=8"
     # cudaMallocAsync / cudaFreeAsync in a capture: MemAlloc (10) and MemFree (11) nodes; the memory stays
     # usable across launches of the executable graph after the graph is destroyed
     assert v["mem_nodes types"] == "10,2,0,1,11 result=ok"

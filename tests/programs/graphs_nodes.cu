@@ -382,6 +382,31 @@ int main(int argc, char **argv) {
         CHECK(cudaGraphDestroy(ug));
     }
 
+    // cudaStreamBeginCaptureToGraph: captured work joins an existing graph, after the given nodes
+    {
+        cudaGraph_t tg;
+        CHECK(cudaGraphCreate(&tg, 0));
+        int four = 4;
+        void *t_args[] = {&d_x, &i0, &four};
+        cudaKernelNodeParams tp = kparams((void *)setv, t_args);
+        cudaGraphNode_t tn;
+        CHECK(cudaGraphAddKernelNode(&tn, tg, nullptr, 0, &tp));
+        CHECK(cudaStreamBeginCaptureToGraph(s, tg, &tn, nullptr, 1, cudaStreamCaptureModeGlobal));
+        combine<<<1, 1, 0, s>>>(d_x, 1, 0, 2, 0, 0);  // x1 = 2 * x0
+        cudaGraph_t back;
+        CHECK(cudaStreamEndCapture(s, &back));
+        size_t tnodes = 0, tedges = 0;
+        CHECK(cudaGraphGetNodes(tg, nullptr, &tnodes));
+        CHECK(cudaGraphGetEdges(tg, nullptr, nullptr, nullptr, &tedges));
+        cudaGraphExec_t tx;
+        CHECK(cudaGraphInstantiate(&tx, tg, 0));
+        CHECK(cudaGraphLaunch(tx, s));
+        CHECK(cudaMemcpy(h_x, d_x, sizeof h_x, cudaMemcpyDeviceToHost));
+        std::printf("capture_to_graph same=%d nodes=%zu edges=%zu x1=%d\n", back == tg, tnodes, tedges, h_x[1]);
+        CHECK(cudaGraphExecDestroy(tx));
+        CHECK(cudaGraphDestroy(tg));
+    }
+
     // ---- memory nodes: cudaMallocAsync / cudaFreeAsync inside a capture ----
     std::vector<int> h_m(N, 0);
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
