@@ -51,7 +51,7 @@ typedef struct exec {
 } exec;
 
 static exec *execs;
-static uint64_t next_segment_id = 1;
+static _Atomic uint64_t next_segment_id = 1; /* instantiations run in parallel */
 
 static int exec_known_locked(const exec *x) {
     for (exec *p = execs; p; p = p->next)
@@ -211,7 +211,7 @@ static cudaError_t upload(exec *x) {
         if (!p) return cudaErrorMemoryAllocation;
         x->segs = p;
         segment *s = &x->segs[x->nsegs++];
-        *s = (segment){i, j - i, client ? 0 : next_segment_id++};
+        *s = (segment){i, j - i, client ? 0 : atomic_fetch_add(&next_segment_id, 1)};
         if (!client) {
             gs_wbuf w;
             gs_w_init(&w);

@@ -55,7 +55,7 @@ class IpcTable:
     def __init__(self, memories: list[DeviceMemory], directory: Path) -> None:
         self.memories = memories
         self.dir = directory
-        self.exports: dict[int, str] = {}  # allocation address -> record name
+        self.exports: dict[tuple[int, int], str] = {}  # (address, size) of an allocation or (0, id(event)) -> record
         self.imports: dict[int, tuple[DeviceMemory, int, int]] = {}  # pointer -> (memory, region, span)
         self.event_exports: dict[int, str] = {}  # id(event) -> record name
 
@@ -66,7 +66,7 @@ class IpcTable:
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not in a device allocation of this session")
         if mem.fd is None:
             raise CudaError(Err.NOT_SUPPORTED, "IPC needs device memory in a memfd (Linux)")
-        name = self.exports.get(a.addr)
+        name = self.exports.get((a.addr, a.size))  # the same handle again for the same allocation
         if name is None:
             name = secrets.token_hex(16)
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -77,7 +77,7 @@ class IpcTable:
             with os.fdopen(fd, "w") as f:
                 json.dump(record, f)
             os.rename(tmp, self.dir / name)
-            self.exports[a.addr] = name
+            self.exports[(a.addr, a.size)] = name
         return MAGIC + bytes.fromhex(name) + bytes(HANDLE_SIZE - len(MAGIC) - 16)
 
     def open(self, dev: int, handle: bytes) -> tuple[int, int]:
@@ -199,7 +199,7 @@ def export_event(table: IpcTable, e: EmuEvent) -> bytes:
         table.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         _share(e, table.dir / f"{name}.event", create=True)
         table.event_exports[id(e)] = name
-        table.exports[-id(e)] = f"{name}.event"  # removed with the session's other records
+        table.exports[(0, id(e))] = f"{name}.event"  # removed with the session's other records
     return EVENT_MAGIC + bytes.fromhex(name) + bytes(HANDLE_SIZE - len(EVENT_MAGIC) - 16)
 
 
