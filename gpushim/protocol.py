@@ -136,6 +136,23 @@ OPS: tuple[Op, ...] = (
         "elements of elem (2 or 4) bytes per row, height rows pitch bytes apart"),
     _op(82, "STREAM_WAIT_VALUE", "stream addr value cmp width", "", "cuStreamWaitValue32/64: the stream waits "
         "until the width-byte value at addr compares (0 GEQ, 1 EQ, 2 AND, 3 NOR) with value"),
+    # graphs (gpushim/server/ops_graph.py)
+    _op(120, "GRAPH_UPLOAD", "graph calls", "", "keep a segment of an executable graph: calls is a msgpack array "
+        "of [op, args] run in order at each launch, their stream argument replaced by the launch stream, a "
+        "MEMCPY_H2D/MEMCPY2D_H2D's data by that many bytes of the launch's data, a STREAM_HOST_FUNC's "
+        "callback_id by the launch's next callback id"),
+    _op(121, "GRAPH_LAUNCH", "graph stream event callbacks data", "", "run an uploaded segment on stream (one "
+        "frame per launch), then record event there (0: none)"),
+    _op(122, "GRAPH_FREE", "graph", "", "forget an uploaded segment"),
+    # CUDA IPC between sessions of one server (gpushim/server/ops_ipc.py)
+    _op(123, "IPC_GET_MEM_HANDLE", "ptr", "handle", "cudaIpcGetMemHandle: a 64-byte handle naming the allocation"),
+    _op(124, "IPC_OPEN_MEM_HANDLE", "dev handle flags", "ptr size", "cudaIpcOpenMemHandle in another session: "
+        "the allocation, mapped into this session's device memory"),
+    _op(125, "IPC_CLOSE_MEM_HANDLE", "ptr", "", "cudaIpcCloseMemHandle"),
+    _op(126, "IPC_GET_EVENT_HANDLE", "event", "handle", "cudaIpcGetEventHandle (an event made with "
+        "cudaEventInterprocess | cudaEventDisableTiming)"),
+    _op(127, "IPC_OPEN_EVENT_HANDLE", "dev handle", "event", "cudaIpcOpenEventHandle in another session: an event "
+        "of this session sharing the exported event's state"),
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}
@@ -174,6 +191,9 @@ ARG_SPECS: dict[str, Field] = {
     "data": Field(bytes, 0, MAX_FRAME), "fatbin": Field(bytes, 1, MAX_FRAME), "hash": Field(bytes, 32, 32),
     "params": Field(bytes, 0, 1 << 20), "bus_id": Field(str, 0, 64), "name": Field(str, 1, 1 << 16),
     "grid": Field(list, 3, 3), "block": Field(list, 3, 3),
+    # graphs (ops_graph.py): a segment's packed calls, a launch's host-function ids; IPC handles are 64 bytes
+    "calls": Field(bytes, 1, MAX_FRAME), "callbacks": Field(list, 0, 1 << 16, item_range=U64),
+    "handle": Field(bytes, 64, 64),
 }
 # Where one name means different things in different operations:
 OP_ARG_SPECS: dict[tuple[str, str], Field] = {

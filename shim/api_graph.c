@@ -1,648 +1,957 @@
-/* Stream capture and CUDA graphs, in the client, for work captured on one stream.
+/* CUDA graphs built node by node, and the queries on graphs and nodes (shim/gs_graph.h).
  *
- * While a stream captures, the asynchronous calls issued on it are recorded, not sent: a kernel launch
- * or a memset as its encoded arguments around the stream argument plus a copy of its bulk data (kernel
- * parameters take their values at capture time, as in CUDA); a copy as its pointers, size and kind; a
- * host function as its function and data. cudaGraphLaunch sends them again, in order, as the ordinary
- * asynchronous calls they were, on the stream it is given: the server sees plain stream-ordered work.
- * Copies from host memory read it when the graph runs (CUDA's semantics), not when it was captured.
- *
- * A graph is immutable once captured; it and the executable graphs instantiated from it share one
- * reference-counted list of nodes, so an executable graph outlives cudaGraphDestroy of its graph. Each
- * executable graph keeps an event recorded after its last launch, so a launch on another stream is
- * ordered after the previous launch, as CUDA orders launches of one cudaGraphExec_t.
- *
- * Not supported (cudaErrorStreamCaptureUnsupported, named once): dependencies across streams during
- * capture (fork/join through events), stream-ordered allocation in a captured stream. The graph
- * construction API (cudaGraphAdd*Node, ...) and graph updates stay unimplemented. */
-#include <pthread.h>
+ * Not supported (a clear error): conditional nodes, external semaphore nodes, kernel nodes whose
+ * arguments come as `extra` (packed buffer), memcpy nodes with CUDA arrays. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gs_api.h"
 #include "gs_capture.h"
+#include "gs_graph.h"
 
-#define cudaErrorStreamCaptureWrongThread 908
+#ifndef cudaErrorOperatingSystem
+#define cudaErrorOperatingSystem 304
+#endif
 
-enum { CAPTURE_NONE = 0, CAPTURE_ACTIVE = 1, CAPTURE_INVALIDATED = 2 };
-enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 };
-/* cudaGraphInstantiateFlag*: AutoFreeOnLaunch 1, Upload 2, DeviceLaunch 4, UseNodePriority 8 */
-#define INSTANTIATE_DEVICE_LAUNCH 4ull
-#define INSTANTIATE_KNOWN 15ull
+static gs_graph *graphs;
+static gs_gnode *node_of(void *np, int type);
 
-/* Defined later in the unity build (api_memory.c, api_stream.c). */
-cudaError_t gs_cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int k,
-                                 cudaStream_t st);
-cudaError_t gs_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data);
+/* ---- the model ---- */
 
-enum { NODE_CALL, NODE_COPY, NODE_COPY2D, NODE_HOST_FUNC };
-
-typedef struct {
-    int kind, op;
-    /* NODE_CALL: the encoded argument array before the stream argument, after it, then the bulk data */
-    uint8_t *bytes;
-    size_t prefix, suffix, bulk;
-    int has_bulk;
-    uintptr_t a[7]; /* NODE_COPY: dst, src, n, kind; NODE_COPY2D: dst, dpitch, src, spitch, w, h, kind;
-                       NODE_HOST_FUNC: fn, data */
-} node;
-
-typedef struct {
-    _Atomic int refs;
-    node *nodes;
-    size_t n, cap;
-} gbody;
-
-typedef struct graph {
-    struct graph *next;
-    gbody *b;
-} graph;
-
-typedef struct exec {
-    struct exec *next;
-    gbody *b;
-    uint64_t event;       /* recorded after each launch: the next launch on another stream waits on it */
-    uint64_t last_stream; /* stream of the last launch */
-    int launched;
-} exec;
-
-typedef struct {
-    uint64_t stream;
-    int mode, invalidated;
-    pthread_t thread;
-    gbody *b;
-} capture;
-
-typedef struct {
-    uint64_t event, stream;
-} captured_event;
-
-_Atomic int gs_capture_count;
-static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER; /* everything below */
-static capture *caps;
-static size_t ncaps, caps_cap;
-static captured_event *cevents; /* events last recorded in a capturing stream */
-static size_t ncevents, cevents_cap;
-static graph *graphs;
-static exec *execs;
-static _Thread_local int thread_mode; /* cudaThreadExchangeStreamCaptureMode */
-
-static void body_unref(gbody *b) {
-    if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
-    for (size_t i = 0; i < b->n; i++) free(b->nodes[i].bytes);
-    free(b->nodes);
-    free(b);
-}
-
-static capture *find_locked(uint64_t stream) {
-    for (size_t i = 0; i < ncaps; i++)
-        if (caps[i].stream == stream) return &caps[i];
-    return NULL;
-}
-
-static captured_event *find_event_locked(uint64_t event) {
-    for (size_t i = 0; i < ncevents; i++)
-        if (cevents[i].event == event) return &cevents[i];
-    return NULL;
-}
-
-/* Ends a capture (its nodes are kept when `keep`, for a graph); forgets its captured events. */
-static gbody *end_locked(capture *k, int keep) {
-    gbody *b = k->b;
-    uint64_t stream = k->stream;
-    *k = caps[--ncaps];
-    atomic_fetch_sub(&gs_capture_count, 1);
-    for (size_t i = 0; i < ncevents;)
-        if (cevents[i].stream == stream) cevents[i] = cevents[--ncevents];
-        else i++;
-    if (!keep) { body_unref(b); return NULL; }
-    return b;
-}
-
-static void invalidate_locked(capture *k) {
-    if (k) k->invalidated = 1;
-}
-
-/* Appends a node to the capture; takes ownership of nd->bytes. */
-static cudaError_t append_locked(capture *k, node *nd) {
-    gbody *b = k->b;
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 16;
-        node *p = realloc(b->nodes, cap * sizeof *p);
-        if (!p) { free(nd->bytes); return cudaErrorMemoryAllocation; }
-        b->nodes = p;
-        b->cap = cap;
-    }
-    b->nodes[b->n++] = *nd;
-    return cudaSuccess;
-}
-
-/* Looks up the capture of `stream`: 0 when it is not capturing (the call proceeds); else 1 with *e set
- * to cudaErrorStreamCaptureInvalidated when the capture was invalidated, or to 0 with the lock held. */
-static int enter_capture(uint64_t stream, capture **out, cudaError_t *e) {
-    pthread_mutex_lock(&graph_lock);
-    capture *k = find_locked(stream);
-    if (!k) { pthread_mutex_unlock(&graph_lock); return 0; }
-    if (k->invalidated) {
-        pthread_mutex_unlock(&graph_lock);
-        *e = cudaErrorStreamCaptureInvalidated;
-        *out = NULL;
-        return 1;
-    }
-    *out = k;
-    *e = cudaSuccess;
-    return 1;
-}
-
-/* Index of the stream argument of the encoded calls that are recorded as they are. */
-static int stream_arg(int op) {
-    switch (op) {
-    case GS_OP_LAUNCH: return 6;
-    case GS_OP_MEMSET: return 3;
-    case GS_OP_MEMSET2D: return 5;
-    case GS_OP_MEMSET_WIDE: return 6;      /* the driver face's cuMemsetD16/D32 */
-    case GS_OP_STREAM_WAIT_VALUE: return 0; /* the driver face's cuStreamWaitValue32/64 */
-    default: return -1;
-    }
-}
-
-int gs_capture_record_slow(uint64_t stream, gs_call *c, cudaError_t *e) {
-    int idx = stream_arg(c->op);
-    capture *k;
-    if (idx < 0 || !enter_capture(stream, &k, e)) return 0;
-    if (!k) return 1;
-    const uint8_t *buf = c->w->buf;
-    gs_reader r;
-    gs_r_init(&r, buf, c->w->len);
-    uint32_t n = 0;
-    gs_r_array(&r, &n);
-    for (int i = 0; i < idx; i++) gs_r_skip(&r);
-    size_t pre = (size_t)(r.p - buf);
-    gs_r_skip(&r);
-    size_t post = (size_t)(r.p - buf);
-    if (r.err || c->w->oom || n <= (uint32_t)idx) {
-        *e = c->w->oom ? cudaErrorMemoryAllocation : cudaErrorUnknown;
-    } else {
-        node nd = {.kind = NODE_CALL, .op = c->op, .prefix = pre, .suffix = c->w->len - post,
-                   .bulk = c->bulk_len, .has_bulk = c->bulk != NULL || c->bulk_len};
-        nd.bytes = malloc(nd.prefix + nd.suffix + nd.bulk + 1);
-        if (!nd.bytes) {
-            *e = cudaErrorMemoryAllocation;
-        } else {
-            memcpy(nd.bytes, buf, pre);
-            memcpy(nd.bytes + pre, buf + post, nd.suffix);
-            if (nd.bulk) memcpy(nd.bytes + pre + nd.suffix, c->bulk, nd.bulk);
-            *e = append_locked(k, &nd);
-        }
-    }
-    pthread_mutex_unlock(&graph_lock);
-    return 1;
-}
-
-int gs_capture_copy_slow(uint64_t stream, void *dst, const void *src, size_t n, int kind, int async, cudaError_t *e) {
-    capture *k;
-    if (!enter_capture(stream, &k, e)) return 0;
-    if (!k) return 1;
-    /* The device ranges are checked now, as CUDA checks a copy when it is captured. */
-    cudaError_t bad = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice
-                          ? gs_check_device_range(dst, n) : cudaSuccess;
-    if (!bad && (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice))
-        bad = gs_check_device_range(src, n);
-    if (bad) {
-        *e = bad;
-    } else if (!async) { /* a synchronous copy would wait for a stream that runs nothing yet */
-        invalidate_locked(k);
-        *e = cudaErrorStreamCaptureUnsupported;
-    } else {
-        node nd = {.kind = NODE_COPY, .a = {(uintptr_t)dst, (uintptr_t)src, n, (uintptr_t)kind}};
-        *e = append_locked(k, &nd);
-    }
-    pthread_mutex_unlock(&graph_lock);
-    return 1;
-}
-
-int gs_capture_copy2d_slow(uint64_t stream, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                           size_t height, int kind, cudaError_t *e) {
-    capture *k;
-    if (!enter_capture(stream, &k, e)) return 0;
-    if (!k) return 1;
-    cudaError_t bad = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice
-                          ? gs_check_device_range(dst, dpitch * (height - 1) + width) : cudaSuccess;
-    if (!bad && (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice))
-        bad = gs_check_device_range(src, spitch * (height - 1) + width);
-    node nd = {.kind = NODE_COPY2D,
-               .a = {(uintptr_t)dst, dpitch, (uintptr_t)src, spitch, width, height, (uintptr_t)kind}};
-    *e = bad ? bad : append_locked(k, &nd);
-    pthread_mutex_unlock(&graph_lock);
-    return 1;
-}
-
-int gs_capture_host_func_slow(uint64_t stream, void *fn, void *data, int is_stream_callback, cudaError_t *e) {
-    capture *k;
-    if (!enter_capture(stream, &k, e)) return 0;
-    if (!k) return 1;
-    if (is_stream_callback) { /* CUDA does not capture cudaStreamAddCallback (cudaLaunchHostFunc it does) */
-        invalidate_locked(k);
-        *e = cudaErrorStreamCaptureUnsupported;
-    } else {
-        node nd = {.kind = NODE_HOST_FUNC, .a = {(uintptr_t)fn, (uintptr_t)data}};
-        *e = append_locked(k, &nd);
-    }
-    pthread_mutex_unlock(&graph_lock);
-    return 1;
-}
-
-int gs_capture_event_record_slow(uint64_t event, uint64_t stream, cudaError_t *e) {
-    pthread_mutex_lock(&graph_lock);
-    captured_event *ce = find_event_locked(event);
-    capture *k = find_locked(stream);
-    int handled = 1;
-    if (!k) {
-        if (ce) *ce = cevents[--ncevents]; /* recorded for real again */
-        handled = 0;
-    } else if (k->invalidated) {
-        *e = cudaErrorStreamCaptureInvalidated;
-    } else if (ce) {
-        ce->stream = stream;
-        *e = cudaSuccess;
-    } else {
-        *e = cudaSuccess;
-        if (ncevents == cevents_cap) {
-            size_t cap = cevents_cap ? cevents_cap * 2 : 16;
-            captured_event *p = realloc(cevents, cap * sizeof *p);
-            if (!p) *e = cudaErrorMemoryAllocation;
-            else { cevents = p; cevents_cap = cap; }
-        }
-        if (!*e) cevents[ncevents++] = (captured_event){event, stream};
-    }
-    pthread_mutex_unlock(&graph_lock);
-    return handled;
-}
-
-static void cross_stream_warning(void) {
-    gs_warn_once("capture-cross-stream",
-                 "stream capture across streams (an event recorded in a capturing stream and waited on by "
-                 "another stream, or a capturing stream waiting on outside work) is not supported by gpushim "
-                 "yet: cudaStreamWaitEvent returns cudaErrorStreamCaptureUnsupported and invalidates the capture");
-}
-
-int gs_capture_wait_event_slow(uint64_t stream, uint64_t event, unsigned flags, cudaError_t *e) {
-    pthread_mutex_lock(&graph_lock);
-    captured_event *ce = find_event_locked(event);
-    capture *k = find_locked(stream);
-    int handled = 1;
-    if (!ce && !k) {
-        handled = 0;
-    } else if (k && k->invalidated) {
-        *e = cudaErrorStreamCaptureInvalidated;
-    } else if (ce && k && ce->stream == stream && !flags) {
-        *e = cudaSuccess; /* a wait on the stream's own earlier work: already ordered */
-    } else {
-        cross_stream_warning();
-        invalidate_locked(k);
-        if (ce) invalidate_locked(find_locked(ce->stream));
-        *e = cudaErrorStreamCaptureUnsupported;
-    }
-    pthread_mutex_unlock(&graph_lock);
-    return handled;
-}
-
-int gs_capture_stream_op_slow(uint64_t stream, int op, cudaError_t *e) {
-    pthread_mutex_lock(&graph_lock);
-    capture *k = find_locked(stream);
-    int handled = 0;
-    if (k && op == GS_OP_STREAM_DESTROY) {
-        end_locked(k, 0); /* the stream goes, and its capture with it */
-    } else if (k && (op == GS_OP_STREAM_SYNC || op == GS_OP_STREAM_QUERY)) {
-        *e = k->invalidated ? cudaErrorStreamCaptureInvalidated : cudaErrorStreamCaptureUnsupported;
-        invalidate_locked(k);
-        handled = 1;
-    }
-    pthread_mutex_unlock(&graph_lock);
-    return handled;
-}
-
-int gs_capture_refuse_slow(uint64_t stream, const char *what, cudaError_t *e) {
-    capture *k;
-    if (!enter_capture(stream, &k, e)) return 0;
-    if (!k) return 1;
-    gs_warn_once(what, "%s in a capturing stream is not supported by gpushim yet: it returns "
-                 "cudaErrorStreamCaptureUnsupported and invalidates the capture", what);
-    invalidate_locked(k);
-    *e = cudaErrorStreamCaptureUnsupported;
-    pthread_mutex_unlock(&graph_lock);
-    return 1;
-}
-
-int gs_capture_device_sync_slow(cudaError_t *e) {
-    pthread_mutex_lock(&graph_lock);
-    int handled = ncaps != 0;
-    for (size_t i = 0; i < ncaps; i++) invalidate_locked(&caps[i]);
-    pthread_mutex_unlock(&graph_lock);
-    if (handled) *e = cudaErrorStreamCaptureUnsupported;
-    return handled;
-}
-
-/* A forked child has a session of its own, where its parent's streams are not capturing. */
-static void capture_after_fork(void) {
-    pthread_mutex_init(&graph_lock, NULL);
-    for (size_t i = 0; i < ncaps; i++) body_unref(caps[i].b);
-    ncaps = 0;
-    ncevents = 0;
-    atomic_store(&gs_capture_count, 0);
-}
-
-__attribute__((constructor)) static void capture_init(void) { pthread_atfork(NULL, NULL, capture_after_fork); }
-
-int gs_capture_status(uint64_t stream) {
-    if (!gs_capture_any()) return CAPTURE_NONE;
-    pthread_mutex_lock(&graph_lock);
-    capture *k = find_locked(stream);
-    int st = !k ? CAPTURE_NONE : k->invalidated ? CAPTURE_INVALIDATED : CAPTURE_ACTIVE;
-    pthread_mutex_unlock(&graph_lock);
-    return st;
-}
-
-/* ---- capture ---- */
-
-static cudaError_t begin_capture(cudaStream_t s, int mode, int ptsz) {
-    GS_ENTER();
-    if ((unsigned)mode > MODE_RELAXED) return gs_ret(cudaErrorInvalidValue);
-    uint64_t h;
-    cudaError_t e = gs_stream_handle(s, ptsz, &h);
-    if (e) return gs_ret(e);
-    if (gs_is_legacy_handle(h)) return gs_ret(cudaErrorStreamCaptureUnsupported); /* the legacy stream cannot be captured */
-    gbody *b = calloc(1, sizeof *b);
-    if (!b) return gs_ret(cudaErrorMemoryAllocation);
-    atomic_init(&b->refs, 1);
-    pthread_mutex_lock(&graph_lock);
-    if (find_locked(h)) {
-        e = cudaErrorIllegalState;
-    } else if (ncaps == caps_cap) {
-        size_t cap = caps_cap ? caps_cap * 2 : 8;
-        capture *p = realloc(caps, cap * sizeof *p);
-        if (!p) e = cudaErrorMemoryAllocation;
-        else { caps = p; caps_cap = cap; }
-    }
-    if (!e) {
-        caps[ncaps++] = (capture){h, mode, 0, pthread_self(), b};
-        atomic_fetch_add(&gs_capture_count, 1);
-        b = NULL;
-    }
-    pthread_mutex_unlock(&graph_lock);
-    free(b);
-    return gs_ret(e);
-}
-
-GS_IMPL cudaError_t gs_cudaStreamBeginCapture(cudaStream_t s, int mode) { return begin_capture(s, mode, 0); }
-GS_IMPL cudaError_t gs_cudaStreamBeginCapture_ptsz(cudaStream_t s, int mode) { return begin_capture(s, mode, 1); }
-
-static cudaError_t end_capture(cudaStream_t s, void **graph_out, int ptsz) {
-    if (!graph_out) return gs_ret(cudaErrorInvalidValue);
-    GS_ENTER();
-    uint64_t h;
-    cudaError_t e = gs_stream_handle(s, ptsz, &h);
-    if (e) return gs_ret(e);
-    graph *g = calloc(1, sizeof *g);
-    if (!g) return gs_ret(cudaErrorMemoryAllocation);
-    pthread_mutex_lock(&graph_lock);
-    capture *k = find_locked(h);
-    if (!k) {
-        e = cudaErrorIllegalState;
-    } else if (k->mode != MODE_RELAXED && !pthread_equal(k->thread, pthread_self())) {
-        e = cudaErrorStreamCaptureWrongThread;
-    } else if (k->invalidated) {
-        end_locked(k, 0);
-        *graph_out = NULL;
-        e = cudaErrorStreamCaptureInvalidated;
-    } else {
-        g->b = end_locked(k, 1);
-        g->next = graphs;
-        graphs = g;
-        *graph_out = g;
-        g = NULL;
-    }
-    pthread_mutex_unlock(&graph_lock);
-    free(g);
-    return gs_ret(e);
-}
-
-GS_IMPL cudaError_t gs_cudaStreamEndCapture(cudaStream_t s, void **graph) { return end_capture(s, graph, 0); }
-GS_IMPL cudaError_t gs_cudaStreamEndCapture_ptsz(cudaStream_t s, void **graph) { return end_capture(s, graph, 1); }
-
-GS_IMPL cudaError_t gs_cudaThreadExchangeStreamCaptureMode(int *mode) {
-    if (!mode || (unsigned)*mode > MODE_RELAXED) return gs_ret(cudaErrorInvalidValue);
-    int old = thread_mode;
-    thread_mode = *mode;
-    *mode = old;
-    return cudaSuccess;
-}
-
-/* ---- graphs ---- */
-
-static int graph_known_locked(const graph *g) {
-    for (graph *p = graphs; p; p = p->next)
+int gs_graph_known_locked(const gs_graph *g) {
+    for (gs_graph *p = graphs; p; p = p->next)
         if (p == g) return 1;
     return 0;
 }
 
-static int exec_known_locked(const exec *x) {
-    for (exec *p = execs; p; p = p->next)
-        if (p == x) return 1;
+gs_graph *gs_graph_new_locked(void) {
+    gs_graph *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->next = graphs;
+    graphs = g;
+    return g;
+}
+
+void gs_ops_clear(gs_gops *o) {
+    for (size_t i = 0; i < o->n; i++) free(o->v[i].bytes);
+    free(o->v);
+    *o = (gs_gops){0};
+}
+
+cudaError_t gs_ops_append(gs_gops *o, const gs_gop *op) {
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 2;
+        gs_gop *p = realloc(o->v, cap * sizeof *p);
+        if (!p) { free(op->bytes); return cudaErrorMemoryAllocation; }
+        o->v = p;
+        o->cap = cap;
+    }
+    o->v[o->n++] = *op;
+    return cudaSuccess;
+}
+
+cudaError_t gs_ops_copy(gs_gops *dst, const gs_gops *src) {
+    for (size_t i = 0; i < src->n; i++) {
+        gs_gop op = src->v[i];
+        if (op.bytes) {
+            size_t len = op.prefix + op.suffix + op.bulk + 1;
+            op.bytes = malloc(len);
+            if (!op.bytes) return cudaErrorMemoryAllocation;
+            memcpy(op.bytes, src->v[i].bytes, len);
+        }
+        if (gs_ops_append(dst, &op)) return cudaErrorMemoryAllocation;
+    }
+    return cudaSuccess;
+}
+
+static void galloc_unref(gs_galloc *a) {
+    if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
+    gs_cudaFree(a->ptr);
+    free(a);
+}
+
+static void node_free(gs_gnode *n) {
+    gs_ops_clear(&n->ops);
+    if (n->child) gs_graph_free_locked(n->child);
+    galloc_unref(n->alloc);
+    free(n->kargs);
+    free(n->kargv);
+    free(n->deps);
+    free(n);
+}
+
+void gs_graph_free_locked(gs_graph *g) {
+    gs_graph **pp = &graphs;
+    while (*pp && *pp != g) pp = &(*pp)->next;
+    if (*pp) *pp = g->next;
+    for (size_t i = 0; i < g->n; i++) node_free(g->nodes[i]);
+    free(g->nodes);
+    gs_uobj_refs_release(&g->uobjs);
+    free(g);
+}
+
+gs_gnode *gs_node_new_locked(gs_graph *g, int type) {
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 16;
+        gs_gnode **p = realloc(g->nodes, cap * sizeof *p);
+        if (!p) return NULL;
+        g->nodes = p;
+        g->cap = cap;
+    }
+    gs_gnode *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->g = g;
+    n->type = type;
+    g->nodes[g->n++] = n;
+    return n;
+}
+
+int gs_node_known_locked(const gs_gnode *n) {
+    if (!n) return 0;
+    for (gs_graph *g = graphs; g; g = g->next)
+        if (g == n->g)
+            for (size_t i = 0; i < g->n; i++)
+                if (g->nodes[i] == n) return 1;
     return 0;
 }
 
-GS_IMPL cudaError_t gs_cudaGraphDestroy(void *gp) {
-    graph *g = gp;
-    pthread_mutex_lock(&graph_lock);
-    graph **pp = &graphs;
-    while (*pp && *pp != g) pp = &(*pp)->next;
-    int found = g && *pp;
-    if (found) *pp = g->next;
-    pthread_mutex_unlock(&graph_lock);
-    if (!found) return gs_ret(cudaErrorInvalidValue);
-    body_unref(g->b); /* executable graphs keep their own reference */
-    free(g);
+cudaError_t gs_node_add_dep_locked(gs_gnode *n, gs_gnode *dep) {
+    for (size_t i = 0; i < n->ndeps; i++)
+        if (n->deps[i] == dep) return cudaSuccess;
+    if (n->ndeps == n->capdeps) {
+        size_t cap = n->capdeps ? n->capdeps * 2 : 4;
+        gs_gnode **p = realloc(n->deps, cap * sizeof *p);
+        if (!p) return cudaErrorMemoryAllocation;
+        n->deps = p;
+        n->capdeps = cap;
+    }
+    n->deps[n->ndeps++] = dep;
     return cudaSuccess;
 }
 
-GS_IMPL cudaError_t gs_cudaGraphGetNodes(void *gp, void **nodes, size_t *count) {
-    if (!count) return gs_ret(cudaErrorInvalidValue);
-    pthread_mutex_lock(&graph_lock);
-    graph *g = gp;
-    cudaError_t e = cudaSuccess;
-    if (!g || !graph_known_locked(g)) {
-        e = cudaErrorInvalidValue;
-    } else if (!nodes) {
-        *count = g->b->n;
-    } else {
-        size_t k = *count < g->b->n ? *count : g->b->n;
-        for (size_t i = 0; i < *count; i++) nodes[i] = i < k ? (void *)&g->b->nodes[i] : NULL;
-        *count = k;
+static size_t index_of(const gs_graph *g, const gs_gnode *n) {
+    for (size_t i = 0; i < g->n; i++)
+        if (g->nodes[i] == n) return i;
+    return (size_t)-1;
+}
+
+static cudaError_t copy_kargs(gs_gnode *dst, const gs_gnode *src);
+
+gs_graph *gs_graph_clone_locked(const gs_graph *g) {
+    gs_graph *c = gs_graph_new_locked();
+    if (!c) return NULL;
+    int bad = 0;
+    for (size_t i = 0; i < g->n && !bad; i++) {
+        const gs_gnode *s = g->nodes[i];
+        gs_gnode *d = gs_node_new_locked(c, s->type);
+        if (!d) { bad = 1; break; }
+        d->event = s->event;
+        d->dptr = s->dptr;
+        d->clone_of = s;
+        memcpy(d->params, s->params, sizeof d->params);
+        if (s->alloc) { d->alloc = s->alloc; atomic_fetch_add(&s->alloc->refs, 1); }
+        bad = gs_ops_copy(&d->ops, &s->ops) || copy_kargs(d, s) || (s->child && !(d->child = gs_graph_clone_locked(s->child)));
     }
-    pthread_mutex_unlock(&graph_lock);
+    for (size_t i = 0; i < g->n && !bad; i++)
+        for (size_t j = 0; j < g->nodes[i]->ndeps && !bad; j++)
+            bad = gs_node_add_dep_locked(c->nodes[i], c->nodes[index_of(g, g->nodes[i]->deps[j])]) != cudaSuccess;
+    if (!bad) bad = gs_uobj_refs_copy(&c->uobjs, &g->uobjs) != cudaSuccess;
+    if (bad) { gs_graph_free_locked(c); return NULL; }
+    return c;
+}
+
+gs_gnode **gs_graph_order_locked(const gs_graph *g) {
+    size_t n = g->n, done = 0;
+    gs_gnode **out = malloc((n ? n : 1) * sizeof *out);
+    unsigned char *placed = calloc(n ? n : 1, 1);
+    if (!out || !placed) { free(out); free(placed); return NULL; }
+    while (done < n) { /* Kahn's algorithm, O(n^2 * deps): graphs are small */
+        size_t before = done;
+        for (size_t i = 0; i < n; i++) {
+            if (placed[i]) continue;
+            int ready = 1;
+            for (size_t j = 0; j < g->nodes[i]->ndeps && ready; j++)
+                ready = placed[index_of(g, g->nodes[i]->deps[j])];
+            if (ready) { placed[i] = 1; out[done++] = g->nodes[i]; }
+        }
+        if (done == before) { free(out); free(placed); return NULL; } /* a cycle */
+    }
+    free(placed);
+    return out;
+}
+
+/* ---- building nodes' ops ---- */
+
+typedef struct { unsigned x, y, z; } udim3;
+typedef struct { /* cudaKernelNodeParams (the same in CUDA 11-13, and cudaKernelNodeParamsV2) */
+    void *func;
+    udim3 grid, block;
+    unsigned shared;
+    void **kernelParams;
+    void **extra;
+} kernel_params;
+typedef struct { void *dst; size_t pitch; unsigned value, elementSize; size_t width, height; } memset_params;
+typedef struct { void *fn, *data; } host_params;
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } g_pitched;
+typedef struct { size_t x, y, z; } g_pos;
+typedef struct { /* cudaMemcpy3DParms: 160 bytes in every version */
+    void *src_array;
+    g_pos src_pos;
+    g_pitched src;
+    void *dst_array;
+    g_pos dst_pos;
+    g_pitched dst;
+    size_t width, height, depth;
+    int kind;
+} memcpy3d_params;
+
+/* The node's own copy of the kernel's argument values, for cudaGraphKernelNodeGetParams. */
+static cudaError_t keep_kargs(gs_gnode *n, const gs_gop *launch, const void *func) {
+    gs_entry *k = gs_registry_find(func);
+    if (!k || !k->have_layout || !launch) return cudaSuccess;
+    free(n->kargs);
+    free(n->kargv);
+    n->kargs = malloc(launch->bulk + 1);
+    n->kargv = calloc((size_t)k->nparams + 1, sizeof *n->kargv);
+    if (!n->kargs || !n->kargv) return cudaErrorMemoryAllocation;
+    memcpy(n->kargs, launch->bytes + launch->prefix + launch->suffix, launch->bulk);
+    for (int i = 0; i < k->nparams; i++) n->kargv[i] = n->kargs + k->param_offsets[i];
+    ((kernel_params *)n->params)->kernelParams = n->kargv;
+    return cudaSuccess;
+}
+
+static cudaError_t copy_kargs(gs_gnode *dst, const gs_gnode *src) {
+    if (!src->kargs || !src->ops.n) return cudaSuccess;
+    return keep_kargs(dst, &dst->ops.v[0], ((const kernel_params *)src->params)->func);
+}
+
+cudaError_t gs_build_kernel(gs_gops *ops, const void *params, gs_gnode *n) {
+    const kernel_params *p = params;
+    if (!p || !p->func) return cudaErrorInvalidValue;
+    if (p->extra) {
+        gs_warn_once("graph-kernel-extra", "kernel nodes with arguments in `extra` are not supported by gpushim "
+                     "yet (use kernelParams): cudaErrorNotSupported");
+        return cudaErrorNotSupported;
+    }
+    gs_recorder r;
+    gs_record_begin(&r, ops);
+    cudaError_t e = gs_cudaLaunchKernel(p->func, (dim3){p->grid.x, p->grid.y, p->grid.z},
+                                        (dim3){p->block.x, p->block.y, p->block.z}, p->kernelParams, p->shared, NULL);
+    gs_record_end(&r);
+    if (!e && n) {
+        memcpy(n->params, p, sizeof *p);
+        e = keep_kargs(n, ops->n ? &ops->v[ops->n - 1] : NULL, p->func);
+    }
+    return e;
+}
+
+cudaError_t gs_build_memset(gs_gops *ops, const void *params) {
+    const memset_params *p = params;
+    if (!p || !p->dst || !p->width || !p->height) return cudaErrorInvalidValue;
+    unsigned es = p->elementSize;
+    if (es != 1 && es != 2 && es != 4) return cudaErrorInvalidValue;
+    size_t pitch = p->height > 1 ? p->pitch : p->width * es;
+    if (p->height > 1 && pitch < p->width * es) return cudaErrorInvalidValue;
+    cudaError_t e = gs_check_device_range(p->dst, pitch * (p->height - 1) + p->width * es);
+    if (e) return e;
+    gs_recorder r;
+    gs_record_begin(&r, ops);
+    if (es == 1 && p->height == 1) {
+        e = gs_cudaMemsetAsync(p->dst, (int)p->value, p->width, NULL);
+    } else if (es == 1) {
+        e = gs_cudaMemset2DAsync(p->dst, pitch, (int)p->value, p->width, p->height, NULL);
+    } else {
+        gs_call c;
+        gs_call_begin(&c, GS_OP_MEMSET_WIDE, 7);
+        gs_w_uint(c.w, (uintptr_t)p->dst);
+        gs_w_uint(c.w, pitch);
+        gs_w_uint(c.w, p->value);
+        gs_w_uint(c.w, p->width);
+        gs_w_uint(c.w, p->height);
+        gs_w_uint(c.w, es);
+        gs_w_uint(c.w, 0);
+        if (!gs_capture_record(0, &c, &e)) e = cudaErrorUnknown;
+    }
+    gs_record_end(&r);
+    return e;
+}
+
+cudaError_t gs_build_memcpy3d(gs_gops *ops, const void *params) {
+    const memcpy3d_params *m = params;
+    if (!m) return cudaErrorInvalidValue;
+    if (m->src_array || m->dst_array) {
+        gs_warn_once("graph-memcpy-array", "memcpy nodes with CUDA arrays are not supported by gpushim yet");
+        return cudaErrorNotSupported;
+    }
+    gs_recorder r;
+    gs_record_begin(&r, ops);
+    cudaError_t e = cudaSuccess;
+    for (size_t z = 0; z < m->depth && !e; z++) {
+        char *d = (char *)m->dst.ptr + (m->dst_pos.z + z) * m->dst.pitch * m->dst.ysize + m->dst_pos.y * m->dst.pitch +
+                  m->dst_pos.x;
+        const char *s = (const char *)m->src.ptr + (m->src_pos.z + z) * m->src.pitch * m->src.ysize +
+                        m->src_pos.y * m->src.pitch + m->src_pos.x;
+        e = gs_cudaMemcpy2DAsync(d, m->dst.pitch, s, m->src.pitch, m->width, m->height, m->kind, NULL);
+    }
+    gs_record_end(&r);
+    return e;
+}
+
+cudaError_t gs_build_memcpy1d(gs_gops *ops, void *dst, const void *src, size_t count, int kind) {
+    if (!count) return cudaErrorInvalidValue;
+    gs_recorder r;
+    gs_record_begin(&r, ops);
+    cudaError_t e = gs_memcpy(dst, src, count, kind, NULL, 0, 1);
+    gs_record_end(&r);
+    return e;
+}
+
+cudaError_t gs_build_host(gs_gops *ops, const void *params) {
+    const host_params *p = params;
+    if (!p || !p->fn) return cudaErrorInvalidValue;
+    gs_recorder r;
+    gs_record_begin(&r, ops);
+    cudaError_t e = gs_cudaLaunchHostFunc(NULL, (cudaHostFn_t)p->fn, p->data);
+    gs_record_end(&r);
+    return e;
+}
+
+/* ---- graphs ---- */
+
+GS_IMPL cudaError_t gs_cudaGraphCreate(void **out, unsigned flags) {
+    if (!out || flags) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    gs_graph *g = gs_graph_new_locked();
+    pthread_mutex_unlock(&gs_graph_lock);
+    if (!g) return gs_ret(cudaErrorMemoryAllocation);
+    *out = g;
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphDestroy(void *gp) {
+    pthread_mutex_lock(&gs_graph_lock);
+    int found = gp && gs_graph_known_locked(gp);
+    if (found) gs_graph_free_locked(gp); /* executable graphs hold copies of their own */
+    pthread_mutex_unlock(&gs_graph_lock);
+    return found ? cudaSuccess : gs_ret(cudaErrorInvalidValue);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphClone(void **out, void *gp) {
+    if (!out) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    cudaError_t e = cudaSuccess;
+    if (!gp || !gs_graph_known_locked(gp)) e = cudaErrorInvalidValue;
+    else if (!(*out = gs_graph_clone_locked(gp))) e = cudaErrorMemoryAllocation;
+    pthread_mutex_unlock(&gs_graph_lock);
     return gs_ret(e);
 }
 
-static cudaError_t instantiate(void **exec_out, void *gp, unsigned long long flags) {
-    if (!exec_out) return gs_ret(cudaErrorInvalidValue);
-    if (flags & INSTANTIATE_DEVICE_LAUNCH) {
-        gs_warn_once("graph-device-launch", "cudaGraphInstantiateFlagDeviceLaunch is not supported by gpushim "
-                     "yet; instantiation returns cudaErrorNotSupported");
+/* Adds a node to graph g after deps: the ops are built first (outside the lock: they may call the server),
+ * then `fill` completes the node under the lock. */
+typedef cudaError_t (*build_fn)(gs_gops *ops, const void *params, gs_gnode *n);
+
+static cudaError_t add_node(void **out, void *gp, void *const *deps, size_t ndeps, int type, gs_gops *ops,
+                            void (*fill)(gs_gnode *, const void *), const void *arg) {
+    if (!out || (ndeps && !deps)) { gs_ops_clear(ops); return gs_ret(cudaErrorInvalidValue); }
+    pthread_mutex_lock(&gs_graph_lock);
+    cudaError_t e = cudaSuccess;
+    gs_graph *g = gp;
+    if (!g || !gs_graph_known_locked(g)) e = cudaErrorInvalidValue;
+    for (size_t i = 0; !e && i < ndeps; i++) {
+        gs_gnode *d = deps[i];
+        if (!gs_node_known_locked(d) || d->g != g) e = cudaErrorInvalidValue;
+        for (size_t j = 0; !e && j < i; j++)
+            if (deps[j] == d) e = cudaErrorInvalidValue; /* CUDA: duplicate dependencies are an error */
+    }
+    gs_gnode *n = e ? NULL : gs_node_new_locked(g, type);
+    if (!e && !n) e = cudaErrorMemoryAllocation;
+    for (size_t i = 0; !e && i < ndeps; i++) e = gs_node_add_dep_locked(n, deps[i]);
+    if (!e) {
+        n->ops = *ops;
+        *ops = (gs_gops){0};
+        if (fill) fill(n, arg);
+        *out = n;
+    }
+    pthread_mutex_unlock(&gs_graph_lock);
+    gs_ops_clear(ops);
+    return gs_ret(e);
+}
+
+static void fill_params(gs_gnode *n, const void *p) { memcpy(n->params, p, 56); }
+static void fill_params72(gs_gnode *n, const void *p) { memcpy(n->params, p, 72); }
+
+cudaError_t gs_graph_add_built(void **out, void *g, void *const *deps, size_t nd, int type, gs_gops *ops,
+                               const void *params, size_t psize) {
+    return add_node(out, g, deps, nd, type, ops, !params ? NULL : psize > 56 ? fill_params72 : fill_params, params);
+}
+
+/* A node's ops replaced (type checked): the driver face's Set calls. */
+cudaError_t gs_graph_node_set_ops(void *np, int type, gs_gops *ops, const void *params, size_t psize) {
+    gs_gnode *n = node_of(np, type);
+    if (!n) { gs_ops_clear(ops); return cudaErrorInvalidValue; }
+    gs_ops_clear(&n->ops);
+    n->ops = *ops;
+    *ops = (gs_gops){0};
+    if (params) memcpy(n->params, params, psize < sizeof n->params ? psize : sizeof n->params);
+    pthread_mutex_unlock(&gs_graph_lock);
+    return cudaSuccess;
+}
+static void fill_memcpy(gs_gnode *n, const void *p) { memcpy(n->params, p, sizeof(memcpy3d_params)); }
+static void fill_event(gs_gnode *n, const void *p) { n->event = (uintptr_t)p; }
+static void fill_child(gs_gnode *n, const void *p) { n->child = (gs_graph *)p; }
+static void fill_alloc(gs_gnode *n, const void *p) { n->alloc = (gs_galloc *)p; }
+static void fill_free(gs_gnode *n, const void *p) { n->dptr = (void *)p; }
+
+GS_IMPL cudaError_t gs_cudaGraphAddKernelNode(void **out, void *g, void *const *deps, size_t nd, const void *params) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    gs_gnode tmp = {0};
+    cudaError_t e = gs_build_kernel(&ops, params, &tmp);
+    if (e) { gs_ops_clear(&ops); free(tmp.kargs); free(tmp.kargv); return gs_ret(e); }
+    e = add_node(out, g, deps, nd, GT_KERNEL, &ops, NULL, NULL);
+    if (!e) { /* the kernel's argument copy moves into the node */
+        gs_gnode *n = *out;
+        memcpy(n->params, tmp.params, sizeof n->params);
+        n->kargs = tmp.kargs;
+        n->kargv = tmp.kargv;
+    } else {
+        free(tmp.kargs);
+        free(tmp.kargv);
+    }
+    return e;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddMemsetNode(void **out, void *g, void *const *deps, size_t nd, const void *params) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    cudaError_t e = gs_build_memset(&ops, params);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    return add_node(out, g, deps, nd, GT_MEMSET, &ops, fill_params, params);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddHostNode(void **out, void *g, void *const *deps, size_t nd, const void *params) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    cudaError_t e = gs_build_host(&ops, params);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    return add_node(out, g, deps, nd, GT_HOST, &ops, fill_params, params);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddMemcpyNode(void **out, void *g, void *const *deps, size_t nd, const void *params) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    cudaError_t e = gs_build_memcpy3d(&ops, params);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    return add_node(out, g, deps, nd, GT_MEMCPY, &ops, fill_memcpy, params);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddMemcpyNode1D(void **out, void *g, void *const *deps, size_t nd, void *dst,
+                                                const void *src, size_t count, int kind) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    cudaError_t e = gs_build_memcpy1d(&ops, dst, src, count, kind);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    memcpy3d_params p = {.src = {(void *)src, count, count, 1}, .dst = {dst, count, count, 1},
+                         .width = count, .height = 1, .depth = 1, .kind = kind};
+    return add_node(out, g, deps, nd, GT_MEMCPY, &ops, fill_memcpy, &p);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddEmptyNode(void **out, void *g, void *const *deps, size_t nd) {
+    gs_gops ops = {0};
+    return add_node(out, g, deps, nd, GT_EMPTY, &ops, NULL, NULL);
+}
+
+/* The op of an event record (EVENT_RECORD event stream flags) or wait (STREAM_WAIT_EVENT stream event flags)
+ * node, split around the stream argument. */
+static cudaError_t build_event_op(gs_gops *ops, void *event, int record) {
+    if (!gs_handle_known(GS_HANDLE_EVENT, (uintptr_t)event)) return cudaErrorInvalidValue;
+    gs_call c;
+    gs_call_begin(&c, record ? GS_OP_EVENT_RECORD : GS_OP_STREAM_WAIT_EVENT, 3);
+    if (record) {
+        gs_w_uint(c.w, (uintptr_t)event);
+        gs_w_uint(c.w, 0); /* the stream: replaced at launch */
+    } else {
+        gs_w_uint(c.w, 0);
+        gs_w_uint(c.w, (uintptr_t)event);
+    }
+    gs_w_uint(c.w, 0);
+    gs_gop op = {.kind = OP_CALL, .op = c.op};
+    gs_reader r;
+    gs_r_init(&r, c.w->buf, c.w->len);
+    uint32_t n;
+    gs_r_array(&r, &n);
+    if (record) gs_r_skip(&r);
+    op.prefix = (size_t)(r.p - c.w->buf);
+    gs_r_skip(&r);
+    op.suffix = c.w->len - (size_t)(r.p - c.w->buf);
+    op.bytes = malloc(op.prefix + op.suffix + 1);
+    if (!op.bytes) return cudaErrorMemoryAllocation;
+    memcpy(op.bytes, c.w->buf, op.prefix);
+    memcpy(op.bytes + op.prefix, r.p, op.suffix);
+    return gs_ops_append(ops, &op);
+}
+
+static cudaError_t event_node(void **out, void *g, void *const *deps, size_t nd, void *event, int record) {
+    gs_gops ops = {0};
+    cudaError_t e = build_event_op(&ops, event, record);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    return add_node(out, g, deps, nd, record ? GT_EVENT_RECORD : GT_WAIT_EVENT, &ops, fill_event, event);
+}
+
+/* cudaGraphEventRecordNodeSetEvent / WaitNodeSetEvent, and the exec versions (x not NULL) */
+static cudaError_t set_event(void *x, void *np, void *event, int record) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    cudaError_t e = build_event_op(&ops, event, record);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    int type = record ? GT_EVENT_RECORD : GT_WAIT_EVENT;
+    if (x) return gs_graph_exec_set_ops(x, np, type, &ops);
+    gs_gnode *n = node_of(np, type);
+    if (!n) { gs_ops_clear(&ops); return gs_ret(cudaErrorInvalidValue); }
+    gs_ops_clear(&n->ops);
+    n->ops = ops;
+    n->event = (uintptr_t)event;
+    pthread_mutex_unlock(&gs_graph_lock);
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphEventRecordNodeSetEvent(void *n, void *ev) { return set_event(NULL, n, ev, 1); }
+GS_IMPL cudaError_t gs_cudaGraphEventWaitNodeSetEvent(void *n, void *ev) { return set_event(NULL, n, ev, 0); }
+GS_IMPL cudaError_t gs_cudaGraphExecEventRecordNodeSetEvent(void *x, void *n, void *ev) {
+    if (!x) return gs_ret(cudaErrorInvalidValue);
+    return set_event(x, n, ev, 1);
+}
+GS_IMPL cudaError_t gs_cudaGraphExecEventWaitNodeSetEvent(void *x, void *n, void *ev) {
+    if (!x) return gs_ret(cudaErrorInvalidValue);
+    return set_event(x, n, ev, 0);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddEventRecordNode(void **out, void *g, void *const *deps, size_t nd, void *event) {
+    GS_ENTER();
+    return event_node(out, g, deps, nd, event, 1);
+}
+GS_IMPL cudaError_t gs_cudaGraphAddEventWaitNode(void **out, void *g, void *const *deps, size_t nd, void *event) {
+    GS_ENTER();
+    return event_node(out, g, deps, nd, event, 0);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddChildGraphNode(void **out, void *g, void *const *deps, size_t nd, void *child) {
+    pthread_mutex_lock(&gs_graph_lock);
+    gs_graph *c = child && child != g && gs_graph_known_locked(child) ? gs_graph_clone_locked(child) : NULL;
+    pthread_mutex_unlock(&gs_graph_lock);
+    if (!c) return gs_ret(cudaErrorInvalidValue);
+    gs_gops ops = {0};
+    cudaError_t e = add_node(out, g, deps, nd, GT_GRAPH, &ops, fill_child, c);
+    if (e) {
+        pthread_mutex_lock(&gs_graph_lock);
+        gs_graph_free_locked(c);
+        pthread_mutex_unlock(&gs_graph_lock);
+    }
+    return e;
+}
+
+/* cudaMemAllocNodeParams: poolProps (88 bytes), accessDescs, accessDescCount, bytesize, dptr (out) */
+typedef struct { unsigned char pool_props[88]; void *access; size_t naccess, bytesize; void *dptr; } alloc_params;
+
+static cudaError_t alloc_node(void **out, void *g, void *const *deps, size_t nd, alloc_params *p) {
+    if (!p || !p->bytesize) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    gs_galloc *a = calloc(1, sizeof *a);
+    if (!a) return gs_ret(cudaErrorMemoryAllocation);
+    cudaError_t e = gs_cudaMalloc(&a->ptr, p->bytesize);
+    if (e) { free(a); return e; }
+    atomic_init(&a->refs, 1);
+    a->size = p->bytesize;
+    gs_gops ops = {0};
+    e = add_node(out, g, deps, nd, GT_MEM_ALLOC, &ops, fill_alloc, a);
+    if (e) { galloc_unref(a); return e; }
+    p->dptr = a->ptr;
+    memcpy(((gs_gnode *)*out)->params, p, sizeof *p < 176 ? sizeof *p : 176);
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddMemAllocNode(void **out, void *g, void *const *deps, size_t nd, void *params) {
+    return alloc_node(out, g, deps, nd, params);
+}
+GS_IMPL cudaError_t gs_cudaGraphAddMemFreeNode(void **out, void *g, void *const *deps, size_t nd, void *dptr) {
+    if (!dptr) return gs_ret(cudaErrorInvalidValue);
+    gs_gops ops = {0};
+    return add_node(out, g, deps, nd, GT_MEM_FREE, &ops, fill_free, dptr);
+}
+
+/* cudaGraphNodeParams (CUDA 12.2+): type, reserved, then the union at offset 16 */
+static cudaError_t add_generic(void **out, void *g, void *const *deps, size_t nd, unsigned char *p) {
+    if (!p) return gs_ret(cudaErrorInvalidValue);
+    int type;
+    memcpy(&type, p, sizeof type);
+    unsigned char *u = p + 16;
+    switch (type) {
+    case GT_KERNEL: return gs_cudaGraphAddKernelNode(out, g, deps, nd, u);
+    case GT_MEMCPY: return gs_cudaGraphAddMemcpyNode(out, g, deps, nd, u + 16); /* cudaMemcpyNodeParams.copyParams */
+    case GT_MEMSET: return gs_cudaGraphAddMemsetNode(out, g, deps, nd, u);
+    case GT_HOST: return gs_cudaGraphAddHostNode(out, g, deps, nd, u);
+    case GT_GRAPH: return gs_cudaGraphAddChildGraphNode(out, g, deps, nd, *(void **)u);
+    case GT_EMPTY: return gs_cudaGraphAddEmptyNode(out, g, deps, nd);
+    case GT_WAIT_EVENT: return gs_cudaGraphAddEventWaitNode(out, g, deps, nd, *(void **)u);
+    case GT_EVENT_RECORD: return gs_cudaGraphAddEventRecordNode(out, g, deps, nd, *(void **)u);
+    case GT_MEM_ALLOC: return alloc_node(out, g, deps, nd, (alloc_params *)u);
+    case GT_MEM_FREE: return gs_cudaGraphAddMemFreeNode(out, g, deps, nd, *(void **)u);
+    default:
+        gs_warn_once("graph-node-type", "cudaGraphAddNode: node type %d (conditional, external semaphore) is not "
+                     "supported by gpushim yet: cudaErrorNotSupported", type);
         return gs_ret(cudaErrorNotSupported);
     }
-    if (flags & ~INSTANTIATE_KNOWN) return gs_ret(cudaErrorInvalidValue);
-    GS_ENTER();
-    exec *x = calloc(1, sizeof *x);
-    if (!x) return gs_ret(cudaErrorMemoryAllocation);
-    /* The event that orders a launch after the previous one (created here: launches never wait). */
-    gs_call c;
-    gs_call_begin(&c, GS_OP_EVENT_CREATE, 2);
-    gs_w_int(c.w, gs_thread()->device);
-    gs_w_uint(c.w, cudaEventDisableTiming);
-    cudaError_t e = gs_call_run(&c);
-    if (!e) x->event = gs_u64(&c);
-    gs_call_end(&c);
-    if (e) { free(x); return gs_ret(e); }
-    pthread_mutex_lock(&graph_lock);
-    graph *g = gp;
-    if (!g || !graph_known_locked(g)) {
-        e = cudaErrorInvalidValue;
-    } else {
-        x->b = g->b;
-        atomic_fetch_add(&x->b->refs, 1);
-        x->next = execs;
-        execs = x;
-        *exec_out = x;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphAddNode__12(void **out, void *g, void *const *deps, size_t nd, unsigned char *p) {
+    return add_generic(out, g, deps, nd, p);
+}
+GS_IMPL cudaError_t gs_cudaGraphAddNode__13(void **out, void *g, void *const *deps, const void *edges, size_t nd,
+                                            unsigned char *p) {
+    (void)edges; /* default edges only (edge data of type 0 is the same as none) */
+    return add_generic(out, g, deps, nd, p);
+}
+
+/* ---- dependencies ---- */
+
+static cudaError_t dependencies(void *gp, void *const *from, void *const *to, size_t n, int add) {
+    if (n && (!from || !to)) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    cudaError_t e = gp && gs_graph_known_locked(gp) ? cudaSuccess : cudaErrorInvalidValue;
+    for (size_t i = 0; !e && i < n; i++) {
+        gs_gnode *f = from[i], *t = to[i];
+        if (!gs_node_known_locked(f) || !gs_node_known_locked(t) || f->g != gp || t->g != gp || f == t) {
+            e = cudaErrorInvalidValue;
+        } else if (add) {
+            for (size_t j = 0; j < t->ndeps; j++)
+                if (t->deps[j] == f) e = cudaErrorInvalidValue; /* already there: CUDA refuses duplicates */
+            if (!e) e = gs_node_add_dep_locked(t, f);
+        } else {
+            size_t j = 0;
+            while (j < t->ndeps && t->deps[j] != f) j++;
+            if (j == t->ndeps) e = cudaErrorInvalidValue;
+            else t->deps[j] = t->deps[--t->ndeps];
+        }
     }
-    pthread_mutex_unlock(&graph_lock);
-    if (e) {
-        gs_call_begin(&c, GS_OP_EVENT_DESTROY, 1);
-        gs_w_uint(c.w, x->event);
-        gs_call_post(&c);
-        free(x);
-    }
+    pthread_mutex_unlock(&gs_graph_lock);
     return gs_ret(e);
 }
 
-GS_IMPL cudaError_t gs_cudaGraphInstantiate__11(void **exec_out, void *g, void **err_node, char *log, size_t log_size) {
-    if (err_node) *err_node = NULL;
-    if (log && log_size) log[0] = 0;
-    return instantiate(exec_out, g, 0);
+GS_IMPL cudaError_t gs_cudaGraphAddDependencies(void *g, void *const *from, void *const *to, size_t n) {
+    return dependencies(g, from, to, n, 1);
 }
-GS_IMPL cudaError_t gs_cudaGraphInstantiate__12(void **exec_out, void *g, unsigned long long flags) {
-    return instantiate(exec_out, g, flags);
+GS_IMPL cudaError_t gs_cudaGraphAddDependencies__13(void *g, void *const *from, void *const *to, const void *ed,
+                                                    size_t n) {
+    (void)ed;
+    return dependencies(g, from, to, n, 1);
 }
-GS_IMPL cudaError_t gs_cudaGraphInstantiate__13(void **exec_out, void *g, unsigned long long flags) {
-    return instantiate(exec_out, g, flags);
+GS_IMPL cudaError_t gs_cudaGraphRemoveDependencies(void *g, void *const *from, void *const *to, size_t n) {
+    return dependencies(g, from, to, n, 0);
 }
-GS_IMPL cudaError_t gs_cudaGraphInstantiateWithFlags(void **exec_out, void *g, unsigned long long flags) {
-    return instantiate(exec_out, g, flags);
+GS_IMPL cudaError_t gs_cudaGraphRemoveDependencies__13(void *g, void *const *from, void *const *to, const void *ed,
+                                                       size_t n) {
+    (void)ed;
+    return dependencies(g, from, to, n, 0);
 }
 
-GS_IMPL cudaError_t gs_cudaGraphExecDestroy(void *xp) {
-    exec *x = xp;
-    pthread_mutex_lock(&graph_lock);
-    exec **pp = &execs;
-    while (*pp && *pp != x) pp = &(*pp)->next;
-    int found = x && *pp;
-    if (found) *pp = x->next;
-    pthread_mutex_unlock(&graph_lock);
-    if (!found) return gs_ret(cudaErrorInvalidValue);
-    /* What its launches sent is on the server already; only the ordering event remains. */
-    if (gs_ensure_connected() == cudaSuccess) {
-        gs_call c;
-        gs_call_begin(&c, GS_OP_EVENT_DESTROY, 1);
-        gs_w_uint(c.w, x->event);
-        gs_call_post(&c);
+/* ---- queries ---- */
+
+/* Fills out[0..*count) (when out) with what `pick` selects and sets *count; CUDA's convention: with out
+ * NULL, *count is the total; else at most *count entries are written, the rest of out is NULL. */
+static cudaError_t list_nodes(void *gp, void **out, size_t *count, int roots) {
+    if (!count) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    gs_graph *g = gp;
+    cudaError_t e = g && gs_graph_known_locked(g) ? cudaSuccess : cudaErrorInvalidValue;
+    if (!e) {
+        size_t k = 0, cap = *count;
+        for (size_t i = 0; i < g->n; i++) {
+            if (roots && g->nodes[i]->ndeps) continue;
+            if (out && k < cap) out[k] = g->nodes[i];
+            k++;
+        }
+        if (out) {
+            for (size_t i = k; i < cap; i++) out[i] = NULL;
+            *count = k < cap ? k : cap;
+        } else {
+            *count = k;
+        }
     }
-    body_unref(x->b);
-    free(x);
+    pthread_mutex_unlock(&gs_graph_lock);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphGetNodes(void *g, void **nodes, size_t *count) { return list_nodes(g, nodes, count, 0); }
+GS_IMPL cudaError_t gs_cudaGraphGetRootNodes(void *g, void **nodes, size_t *count) {
+    return list_nodes(g, nodes, count, 1);
+}
+
+static cudaError_t edges(void *gp, void **from, void **to, void *edata, size_t *count) {
+    if (!count || (!from) != (!to)) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    gs_graph *g = gp;
+    cudaError_t e = g && gs_graph_known_locked(g) ? cudaSuccess : cudaErrorInvalidValue;
+    if (!e) {
+        size_t k = 0, cap = *count;
+        for (size_t i = 0; i < g->n; i++)
+            for (size_t j = 0; j < g->nodes[i]->ndeps; j++, k++)
+                if (from && k < cap) { from[k] = g->nodes[i]->deps[j]; to[k] = g->nodes[i]; }
+        if (from) {
+            for (size_t i = k; i < cap; i++) from[i] = to[i] = NULL;
+            if (edata) memset(edata, 0, 8 * cap); /* cudaGraphEdgeData: 8 bytes, zero = a default edge */
+            *count = k < cap ? k : cap;
+        } else {
+            *count = k;
+        }
+    }
+    pthread_mutex_unlock(&gs_graph_lock);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphGetEdges(void *g, void **from, void **to, size_t *n) { return edges(g, from, to, NULL, n); }
+GS_IMPL cudaError_t gs_cudaGraphGetEdges__13(void *g, void **from, void **to, void *ed, size_t *n) {
+    return edges(g, from, to, ed, n);
+}
+
+static cudaError_t node_links(void *np, void **out, void *edata, size_t *count, int dependents) {
+    if (!count) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    gs_gnode *n = np;
+    cudaError_t e = gs_node_known_locked(n) ? cudaSuccess : cudaErrorInvalidValue;
+    if (!e) {
+        size_t k = 0, cap = *count;
+        if (!dependents) {
+            for (size_t j = 0; j < n->ndeps; j++, k++)
+                if (out && k < cap) out[k] = n->deps[j];
+        } else {
+            for (size_t i = 0; i < n->g->n; i++)
+                for (size_t j = 0; j < n->g->nodes[i]->ndeps; j++)
+                    if (n->g->nodes[i]->deps[j] == n) {
+                        if (out && k < cap) out[k] = n->g->nodes[i];
+                        k++;
+                    }
+        }
+        if (out) {
+            for (size_t i = k; i < cap; i++) out[i] = NULL;
+            if (edata) memset(edata, 0, 8 * cap);
+            *count = k < cap ? k : cap;
+        } else {
+            *count = k;
+        }
+    }
+    pthread_mutex_unlock(&gs_graph_lock);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphNodeGetDependencies(void *n, void **out, size_t *c) { return node_links(n, out, NULL, c, 0); }
+GS_IMPL cudaError_t gs_cudaGraphNodeGetDependencies__13(void *n, void **out, void *ed, size_t *c) {
+    return node_links(n, out, ed, c, 0);
+}
+GS_IMPL cudaError_t gs_cudaGraphNodeGetDependentNodes(void *n, void **out, size_t *c) {
+    return node_links(n, out, NULL, c, 1);
+}
+GS_IMPL cudaError_t gs_cudaGraphNodeGetDependentNodes__13(void *n, void **out, void *ed, size_t *c) {
+    return node_links(n, out, ed, c, 1);
+}
+
+/* Looks a node up and checks its type; returns it with the lock held, or NULL (lock released). */
+static gs_gnode *node_of(void *np, int type) {
+    pthread_mutex_lock(&gs_graph_lock);
+    gs_gnode *n = np;
+    if (gs_node_known_locked(n) && (type < 0 || n->type == type)) return n;
+    pthread_mutex_unlock(&gs_graph_lock);
+    return NULL;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphNodeGetType(void *np, int *type) {
+    if (!type) return gs_ret(cudaErrorInvalidValue);
+    gs_gnode *n = node_of(np, -1);
+    if (!n) return gs_ret(cudaErrorInvalidValue);
+    *type = n->type;
+    pthread_mutex_unlock(&gs_graph_lock);
     return cudaSuccess;
 }
 
-/* Sends one node again, on stream h (recorded instead when h is itself capturing: a graph launched into
- * a capture becomes part of it). */
-static cudaError_t replay(const node *nd, uint64_t h) {
-    cudaStream_t s = gs_stream_of_handle(h); /* a known handle, or the legacy stream */
-    switch (nd->kind) {
-    case NODE_CALL: {
-        gs_call c;
-        gs_call_begin(&c, nd->op, 0);
-        gs_w_reset(c.w);
-        gs_w_raw(c.w, nd->bytes, nd->prefix);
-        gs_w_uint(c.w, h);
-        gs_w_raw(c.w, nd->bytes + nd->prefix, nd->suffix);
-        if (nd->has_bulk) {
-            c.bulk = nd->bytes + nd->prefix + nd->suffix;
-            c.bulk_len = nd->bulk;
-        }
-        cudaError_t e;
-        if (!gs_capture_record(h, &c, &e)) e = gs_call_post(&c);
-        return e;
-    }
-    case NODE_COPY:
-        return gs_memcpy((void *)nd->a[0], (const void *)nd->a[1], nd->a[2], (int)nd->a[3], s, 0, 1);
-    case NODE_COPY2D:
-        return gs_cudaMemcpy2DAsync((void *)nd->a[0], nd->a[1], (const void *)nd->a[2], nd->a[3], nd->a[4],
-                                    nd->a[5], (int)nd->a[6], s);
-    case NODE_HOST_FUNC:
-        return gs_cudaLaunchHostFunc(s, (cudaHostFn_t)nd->a[0], (void *)nd->a[1]);
-    default:
-        return cudaErrorUnknown;
-    }
+static cudaError_t get_params(void *np, int type, void *out, size_t size) {
+    if (!out) return gs_ret(cudaErrorInvalidValue);
+    gs_gnode *n = node_of(np, type);
+    if (!n) return gs_ret(cudaErrorInvalidValue);
+    memcpy(out, n->params, size);
+    pthread_mutex_unlock(&gs_graph_lock);
+    return cudaSuccess;
 }
 
-static void post_event_call(int op, uint64_t a, uint64_t b) {
-    gs_call c;
-    gs_call_begin(&c, op, 3);
-    gs_w_uint(c.w, a);
-    gs_w_uint(c.w, b);
-    gs_w_uint(c.w, 0);
-    gs_call_post(&c);
+cudaError_t gs_graph_node_params(void *n, int type, void *out, size_t size) { return get_params(n, type, out, size); }
+
+GS_IMPL cudaError_t gs_cudaGraphKernelNodeGetParams(void *n, void *p) { return get_params(n, GT_KERNEL, p, sizeof(kernel_params)); }
+GS_IMPL cudaError_t gs_cudaGraphMemsetNodeGetParams(void *n, void *p) { return get_params(n, GT_MEMSET, p, sizeof(memset_params)); }
+GS_IMPL cudaError_t gs_cudaGraphHostNodeGetParams(void *n, void *p) { return get_params(n, GT_HOST, p, sizeof(host_params)); }
+GS_IMPL cudaError_t gs_cudaGraphMemcpyNodeGetParams(void *n, void *p) {
+    return get_params(n, GT_MEMCPY, p, sizeof(memcpy3d_params));
+}
+GS_IMPL cudaError_t gs_cudaGraphMemAllocNodeGetParams(void *n, void *p) {
+    return get_params(n, GT_MEM_ALLOC, p, sizeof(alloc_params));
 }
 
-static cudaError_t graph_launch(void *xp, cudaStream_t s, int ptsz) {
+static cudaError_t get_ptr(void *np, int type, void **out) {
+    if (!out) return gs_ret(cudaErrorInvalidValue);
+    gs_gnode *n = node_of(np, type);
+    if (!n) return gs_ret(cudaErrorInvalidValue);
+    *out = type == GT_GRAPH ? (void *)n->child : type == GT_MEM_FREE ? n->dptr : (void *)(uintptr_t)n->event;
+    pthread_mutex_unlock(&gs_graph_lock);
+    return cudaSuccess;
+}
+
+GS_IMPL cudaError_t gs_cudaGraphChildGraphNodeGetGraph(void *n, void **g) { return get_ptr(n, GT_GRAPH, g); }
+GS_IMPL cudaError_t gs_cudaGraphEventRecordNodeGetEvent(void *n, void **ev) { return get_ptr(n, GT_EVENT_RECORD, ev); }
+GS_IMPL cudaError_t gs_cudaGraphEventWaitNodeGetEvent(void *n, void **ev) { return get_ptr(n, GT_WAIT_EVENT, ev); }
+GS_IMPL cudaError_t gs_cudaGraphMemFreeNodeGetParams(void *n, void **p) { return get_ptr(n, GT_MEM_FREE, p); }
+
+/* Replaces a node's ops with freshly built ones (the Set calls on a graph's node). */
+static cudaError_t set_node(void *np, int type, const void *params) {
+    if (!params) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
-    uint64_t h;
-    cudaError_t e = gs_stream_handle(s, ptsz, &h);
-    if (e) return gs_ret(e);
-    exec *x = xp;
-    pthread_mutex_lock(&graph_lock);
-    if (!x || !exec_known_locked(x)) {
-        pthread_mutex_unlock(&graph_lock);
-        return gs_ret(cudaErrorInvalidValue);
+    gs_gops ops = {0};
+    gs_gnode tmp = {0};
+    cudaError_t e = type == GT_KERNEL ? gs_build_kernel(&ops, params, &tmp)
+                    : type == GT_MEMSET ? gs_build_memset(&ops, params)
+                    : type == GT_HOST ? gs_build_host(&ops, params)
+                                      : gs_build_memcpy3d(&ops, params);
+    gs_gnode *n = e ? NULL : node_of(np, type);
+    if (!e && !n) e = cudaErrorInvalidValue;
+    if (!e) {
+        gs_ops_clear(&n->ops);
+        n->ops = ops;
+        ops = (gs_gops){0};
+        if (type == GT_KERNEL) {
+            free(n->kargs);
+            free(n->kargv);
+            memcpy(n->params, tmp.params, sizeof n->params);
+            n->kargs = tmp.kargs;
+            n->kargv = tmp.kargv;
+            tmp.kargs = NULL;
+            tmp.kargv = NULL;
+        } else {
+            memcpy(n->params, params, type == GT_MEMCPY ? sizeof(memcpy3d_params) : 56);
+        }
+        pthread_mutex_unlock(&gs_graph_lock);
     }
-    gbody *b = x->b;
-    atomic_fetch_add(&b->refs, 1);
-    int capturing = find_locked(h) != NULL;
-    int wait = !capturing && x->launched && x->last_stream != h;
-    uint64_t event = x->event;
-    if (!capturing) {
-        x->launched = 1;
-        x->last_stream = h;
-    }
-    pthread_mutex_unlock(&graph_lock);
-    if (wait) post_event_call(GS_OP_STREAM_WAIT_EVENT, h, event); /* after the previous launch */
-    for (size_t i = 0; i < b->n && !e; i++) e = replay(&b->nodes[i], h);
-    if (!capturing) post_event_call(GS_OP_EVENT_RECORD, event, h);
-    body_unref(b);
+    free(tmp.kargs);
+    free(tmp.kargv);
+    gs_ops_clear(&ops);
     return gs_ret(e);
 }
 
-GS_IMPL cudaError_t gs_cudaGraphLaunch(void *x, cudaStream_t s) { return graph_launch(x, s, 0); }
-GS_IMPL cudaError_t gs_cudaGraphLaunch_ptsz(void *x, cudaStream_t s) { return graph_launch(x, s, 1); }
+GS_IMPL cudaError_t gs_cudaGraphKernelNodeSetParams(void *n, const void *p) { return set_node(n, GT_KERNEL, p); }
+GS_IMPL cudaError_t gs_cudaGraphMemsetNodeSetParams(void *n, const void *p) { return set_node(n, GT_MEMSET, p); }
+GS_IMPL cudaError_t gs_cudaGraphHostNodeSetParams(void *n, const void *p) { return set_node(n, GT_HOST, p); }
+GS_IMPL cudaError_t gs_cudaGraphMemcpyNodeSetParams(void *n, const void *p) { return set_node(n, GT_MEMCPY, p); }
 
-static cudaError_t graph_upload(void *xp, cudaStream_t s, int ptsz) {
-    GS_ENTER();
-    uint64_t h;
-    cudaError_t e = gs_stream_handle(s, ptsz, &h);
-    if (e) return gs_ret(e);
-    pthread_mutex_lock(&graph_lock);
-    int known = xp && exec_known_locked(xp);
-    pthread_mutex_unlock(&graph_lock);
-    return known ? cudaSuccess : gs_ret(cudaErrorInvalidValue); /* nothing to upload ahead */
+GS_IMPL cudaError_t gs_cudaGraphDestroyNode(void *np) {
+    gs_gnode *n = node_of(np, -1);
+    if (!n) return gs_ret(cudaErrorInvalidValue);
+    gs_graph *g = n->g;
+    for (size_t i = 0; i < g->n; i++) { /* edges into and out of the node go with it */
+        gs_gnode *m = g->nodes[i];
+        for (size_t j = 0; j < m->ndeps;)
+            if (m->deps[j] == n) m->deps[j] = m->deps[--m->ndeps];
+            else j++;
+    }
+    size_t i = index_of(g, n);
+    memmove(&g->nodes[i], &g->nodes[i + 1], (g->n - i - 1) * sizeof *g->nodes);
+    g->n--;
+    node_free(n);
+    pthread_mutex_unlock(&gs_graph_lock);
+    return cudaSuccess;
 }
 
-GS_IMPL cudaError_t gs_cudaGraphUpload(void *x, cudaStream_t s) { return graph_upload(x, s, 0); }
-GS_IMPL cudaError_t gs_cudaGraphUpload_ptsz(void *x, cudaStream_t s) { return graph_upload(x, s, 1); }
+GS_IMPL cudaError_t gs_cudaGraphNodeFindInClone(void **out, void *orig, void *clone) {
+    if (!out) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    gs_graph *c = clone;
+    cudaError_t e = cudaErrorInvalidValue;
+    if (c && gs_graph_known_locked(c))
+        for (size_t i = 0; i < c->n; i++)
+            if (c->nodes[i]->clone_of == orig) { *out = c->nodes[i]; e = cudaSuccess; break; }
+    pthread_mutex_unlock(&gs_graph_lock);
+    return gs_ret(e);
+}
+
+GS_IMPL cudaError_t gs_cudaGraphMemcpyNodeSetParams1D(void *np, void *dst, const void *src, size_t count, int kind) {
+    GS_ENTER();
+    gs_gops ops = {0};
+    cudaError_t e = gs_build_memcpy1d(&ops, dst, src, count, kind);
+    if (e) { gs_ops_clear(&ops); return gs_ret(e); }
+    memcpy3d_params p = {.src = {(void *)src, count, count, 1}, .dst = {dst, count, count, 1},
+                         .width = count, .height = 1, .depth = 1, .kind = kind};
+    return gs_ret(gs_graph_node_set_ops(np, GT_MEMCPY, &ops, &p, sizeof p));
+}
+
+/* cudaGraphDebugDotPrint: the graph in Graphviz's DOT language, a node per line with its type */
+static const char *type_name(int t) {
+    static const char *names[] = {"kernel", "memcpy", "memset", "host", "graph", "empty", "wait_event",
+                                  "event_record", "ext_sem_signal", "ext_sem_wait", "mem_alloc", "mem_free"};
+    return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "node";
+}
+
+static void dot_graph(FILE *f, const gs_graph *g, const char *prefix) {
+    for (size_t i = 0; i < g->n; i++) {
+        fprintf(f, "  \"%s%zu\" [label=\"%s %zu\"];\n", prefix, i, type_name(g->nodes[i]->type), i);
+        for (size_t j = 0; j < g->nodes[i]->ndeps; j++)
+            fprintf(f, "  \"%s%zu\" -> \"%s%zu\";\n", prefix, index_of(g, g->nodes[i]->deps[j]), prefix, i);
+        if (g->nodes[i]->child) {
+            char sub[64];
+            snprintf(sub, sizeof sub, "%s%zu.", prefix, i);
+            dot_graph(f, g->nodes[i]->child, sub);
+        }
+    }
+}
+
+GS_IMPL cudaError_t gs_cudaGraphDebugDotPrint(void *gp, const char *path, unsigned flags) {
+    (void)flags;
+    if (!path) return gs_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&gs_graph_lock);
+    cudaError_t e = gp && gs_graph_known_locked(gp) ? cudaSuccess : cudaErrorInvalidValue;
+    FILE *f = e ? NULL : fopen(path, "w");
+    if (!e && !f) e = cudaErrorOperatingSystem;
+    if (f) {
+        fprintf(f, "digraph cudaGraph {\n");
+        dot_graph(f, gp, "n");
+        fprintf(f, "}\n");
+        if (fclose(f)) e = cudaErrorOperatingSystem;
+    }
+    pthread_mutex_unlock(&gs_graph_lock);
+    return gs_ret(e);
+}
+
+/* cudaGraphNodeSetParams / cudaGraphExecNodeSetParams (CUDA 12.2+): cudaGraphNodeParams by type */
+cudaError_t gs_cudaGraphExecKernelNodeSetParams(void *x, void *node, const void *p);
+cudaError_t gs_cudaGraphExecMemsetNodeSetParams(void *x, void *node, const void *p);
+cudaError_t gs_cudaGraphExecHostNodeSetParams(void *x, void *node, const void *p);
+cudaError_t gs_cudaGraphExecMemcpyNodeSetParams(void *x, void *node, const void *p);
+
+static cudaError_t set_generic(void *x, void *np, unsigned char *p) {
+    if (!p) return gs_ret(cudaErrorInvalidValue);
+    int type;
+    memcpy(&type, p, sizeof type);
+    unsigned char *u = p + 16;
+    switch (type) {
+    case GT_KERNEL: return x ? gs_cudaGraphExecKernelNodeSetParams(x, np, u) : gs_cudaGraphKernelNodeSetParams(np, u);
+    case GT_MEMCPY:
+        return x ? gs_cudaGraphExecMemcpyNodeSetParams(x, np, u + 16) : gs_cudaGraphMemcpyNodeSetParams(np, u + 16);
+    case GT_MEMSET: return x ? gs_cudaGraphExecMemsetNodeSetParams(x, np, u) : gs_cudaGraphMemsetNodeSetParams(np, u);
+    case GT_HOST: return x ? gs_cudaGraphExecHostNodeSetParams(x, np, u) : gs_cudaGraphHostNodeSetParams(np, u);
+    case GT_EVENT_RECORD: return set_event(x, np, *(void **)u, 1);
+    case GT_WAIT_EVENT: return set_event(x, np, *(void **)u, 0);
+    default:
+        gs_warn_once("graph-set-params", "cudaGraph(Exec)NodeSetParams for node type %d is not supported by gpushim "
+                     "yet: cudaErrorNotSupported", type);
+        return gs_ret(cudaErrorNotSupported);
+    }
+}
+
+GS_IMPL cudaError_t gs_cudaGraphNodeSetParams(void *n, unsigned char *p) { return set_generic(NULL, n, p); }
+GS_IMPL cudaError_t gs_cudaGraphExecNodeSetParams(void *x, void *n, unsigned char *p) {
+    if (!x) return gs_ret(cudaErrorInvalidValue);
+    return set_generic(x, n, p);
+}

@@ -62,6 +62,7 @@ GS_IMPL cudaError_t gs_cudaFree(void *ptr) {
     gs_range r;
     if (!e && gs_ranges_remove((uintptr_t)ptr, cudaMemoryTypeManaged, &r)) gs_unmap_managed(&r);
     else if (!e) gs_ranges_remove((uintptr_t)ptr, cudaMemoryTypeDevice, NULL);
+    if (!e) gs_pool_forget(ptr); /* stream-ordered memory may be freed by cudaFree too */
     return gs_ret(e);
 }
 

@@ -62,14 +62,19 @@ GS_IMPL cudaError_t gs_cudaDeviceGetSharedMemConfig(int *cfg) { return get_confi
 /* ---- stream-ordered allocation: the allocation is made at once (which stream order allows), the free
  * happens when the stream reaches it ---- */
 
-static cudaError_t malloc_async(void **ptr, size_t size, cudaStream_t s, int ptsz) {
+/* cudaMallocAsync (pool NULL: the device's current pool) and cudaMallocFromPoolAsync (api_pool.c) */
+cudaError_t gs_malloc_async_from(void **ptr, size_t size, cudaStream_t s, int ptsz, void *pool) {
     if (!ptr) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
-    if (gs_capture_refuse(h, "cudaMallocAsync", &e)) return gs_ret(e);
-    return gs_cudaMalloc(ptr, size);
+    if (gs_capture_malloc(h, ptr, size, &e)) return gs_ret(e); /* a memory allocation node */
+    return gs_ret(gs_pool_malloc(ptr, size, pool));
+}
+
+static cudaError_t malloc_async(void **ptr, size_t size, cudaStream_t s, int ptsz) {
+    return gs_malloc_async_from(ptr, size, s, ptsz, NULL);
 }
 
 static cudaError_t free_async(void *ptr, cudaStream_t s, int ptsz) {
@@ -78,11 +83,12 @@ static cudaError_t free_async(void *ptr, cudaStream_t s, int ptsz) {
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
     if (e) return gs_ret(e);
-    if (gs_capture_refuse(h, "cudaFreeAsync", &e)) return gs_ret(e);
+    if (gs_capture_free(h, ptr, &e)) return gs_ret(e); /* a memory free node */
     gs_range r;
     if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeDevice || r.base != (uintptr_t)ptr)
         return gs_ret(cudaErrorInvalidValue);
     gs_ranges_remove(r.base, cudaMemoryTypeDevice, NULL);
+    gs_pool_forget(ptr);
     gs_call c;
     gs_call_begin(&c, GS_OP_FREE_ASYNC, 2);
     gs_w_uint(c.w, (uintptr_t)ptr);

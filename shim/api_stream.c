@@ -55,6 +55,9 @@ GS_IMPL cudaError_t gs_cudaStreamSynchronize_ptsz(cudaStream_t s) { return strea
 GS_IMPL cudaError_t gs_cudaStreamQuery(cudaStream_t s) { return stream_op(GS_OP_STREAM_QUERY, s, 0); }
 GS_IMPL cudaError_t gs_cudaStreamQuery_ptsz(cudaStream_t s) { return stream_op(GS_OP_STREAM_QUERY, s, 1); }
 
+int gs_ipc_event_imported(uint64_t ev); /* api_ipc.c: an event opened from an IPC handle */
+cudaError_t gs_ipc_event_wait(uint64_t ev);
+
 static cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t ev, unsigned flags, int ptds) {
     GS_ENTER();
     uint64_t h;
@@ -63,6 +66,10 @@ static cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t ev, unsigned fl
     if (!gs_handle_known(GS_HANDLE_EVENT, (uintptr_t)ev)) return gs_ret(cudaErrorInvalidResourceHandle);
     if (flags & ~1u) return gs_ret(cudaErrorInvalidValue);
     if (gs_capture_wait_event(h, (uintptr_t)ev, flags, &e)) return gs_ret(e);
+    if (gs_ipc_event_imported((uintptr_t)ev)) { /* another session completes it: wait here (api_ipc.c) */
+        e = gs_ipc_event_wait((uintptr_t)ev);
+        if (e) return gs_ret(e);
+    }
     gs_call c;
     gs_call_begin(&c, GS_OP_STREAM_WAIT_EVENT, 3);
     gs_w_uint(c.w, h);
@@ -78,6 +85,8 @@ GS_IMPL cudaError_t gs_cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t ev, 
     return stream_wait_event(s, ev, f, 1);
 }
 
+int gs_stream_attr_priority(uint64_t stream, int *out); /* api_stream_attr.c */
+
 /* A stream query answering one 32-bit value (an int priority or unsigned flags) into *out. */
 static cudaError_t stream_get(int op, cudaStream_t s, int ptds, void *out) {
     if (!out) return gs_ret(cudaErrorInvalidValue);
@@ -85,6 +94,7 @@ static cudaError_t stream_get(int op, cudaStream_t s, int ptds, void *out) {
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptds, &h);
     if (e) return gs_ret(e);
+    if (op == GS_OP_STREAM_GET_PRIORITY && gs_stream_attr_priority(h, out)) return cudaSuccess; /* set as an attribute */
     gs_call c;
     gs_call_begin(&c, op, 1);
     gs_w_uint(c.w, h);
@@ -185,6 +195,7 @@ GS_IMPL cudaError_t gs_cudaEventRecordWithFlags_ptsz(cudaEvent_t ev, cudaStream_
 
 static cudaError_t event_op(int op, cudaEvent_t ev) {
     GS_ENTER();
+    if (op == GS_OP_EVENT_SYNC && gs_ipc_event_imported((uintptr_t)ev)) return gs_ret(gs_ipc_event_wait((uintptr_t)ev));
     gs_call c;
     gs_call_begin(&c, op, 1);
     gs_w_uint(c.w, (uintptr_t)ev);

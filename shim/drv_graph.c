@@ -34,3 +34,182 @@ GS_DRV CUresult gs_cuGraphGetNodes(void *g, void **nodes, size_t *count) { GRT(g
 GS_DRV CUresult gs_cuGraphDestroy(void *g) { GRT(gs_cudaGraphDestroy(g)); }
 GS_DRV CUresult gs_cuGraphExecDestroy(void *exec) { GRT(gs_cudaGraphExecDestroy(exec)); }
 #undef GRT
+
+/* ---- graphs built node by node (shim/gs_graph.h): CUgraphNode is the runtime's cudaGraphNode_t ---- */
+
+#include "gs_graph.h"
+
+struct drv_function;
+CUresult gs_cuLaunchKernel(struct drv_function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                           unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
+
+#define GRT(expr)                               \
+    do {                                         \
+        CUresult gs_r_ = gs_drv_enter(NULL);     \
+        return gs_r_ ? gs_r_ : GS_DRV_CALL(expr); \
+    } while (0)
+
+GS_DRV CUresult gs_cuGraphCreate(void **g, unsigned flags) { GRT(gs_cudaGraphCreate(g, flags)); }
+GS_DRV CUresult gs_cuGraphClone(void **out, void *g) { GRT(gs_cudaGraphClone(out, g)); }
+GS_DRV CUresult gs_cuGraphDestroyNode(void *n) { GRT(gs_cudaGraphDestroyNode(n)); }
+GS_DRV CUresult gs_cuGraphAddEmptyNode(void **n, void *g, void *const *d, size_t nd) {
+    GRT(gs_cudaGraphAddEmptyNode(n, g, d, nd));
+}
+GS_DRV CUresult gs_cuGraphAddChildGraphNode(void **n, void *g, void *const *d, size_t nd, void *child) {
+    GRT(gs_cudaGraphAddChildGraphNode(n, g, d, nd, child));
+}
+GS_DRV CUresult gs_cuGraphChildGraphNodeGetGraph(void *n, void **g) { GRT(gs_cudaGraphChildGraphNodeGetGraph(n, g)); }
+GS_DRV CUresult gs_cuGraphAddEventRecordNode(void **n, void *g, void *const *d, size_t nd, void *ev) {
+    GRT(gs_cudaGraphAddEventRecordNode(n, g, d, nd, ev));
+}
+GS_DRV CUresult gs_cuGraphAddEventWaitNode(void **n, void *g, void *const *d, size_t nd, void *ev) {
+    GRT(gs_cudaGraphAddEventWaitNode(n, g, d, nd, ev));
+}
+GS_DRV CUresult gs_cuGraphEventRecordNodeGetEvent(void *n, void **ev) { GRT(gs_cudaGraphEventRecordNodeGetEvent(n, ev)); }
+GS_DRV CUresult gs_cuGraphEventWaitNodeGetEvent(void *n, void **ev) { GRT(gs_cudaGraphEventWaitNodeGetEvent(n, ev)); }
+/* CUDA_HOST_NODE_PARAMS has the runtime's layout */
+GS_DRV CUresult gs_cuGraphAddHostNode(void **n, void *g, void *const *d, size_t nd, const void *p) {
+    GRT(gs_cudaGraphAddHostNode(n, g, d, nd, p));
+}
+GS_DRV CUresult gs_cuGraphHostNodeGetParams(void *n, void *p) { GRT(gs_cudaGraphHostNodeGetParams(n, p)); }
+GS_DRV CUresult gs_cuGraphHostNodeSetParams(void *n, const void *p) { GRT(gs_cudaGraphHostNodeSetParams(n, p)); }
+GS_DRV CUresult gs_cuGraphExecHostNodeSetParams(void *x, void *n, const void *p) {
+    GRT(gs_cudaGraphExecHostNodeSetParams(x, n, p));
+}
+/* CUDA_MEMSET_NODE_PARAMS has the runtime's layout; the context is the current one */
+GS_DRV CUresult gs_cuGraphAddMemsetNode(void **n, void *g, void *const *d, size_t nd, const void *p, void *ctx) {
+    (void)ctx;
+    GRT(gs_cudaGraphAddMemsetNode(n, g, d, nd, p));
+}
+GS_DRV CUresult gs_cuGraphMemsetNodeGetParams(void *n, void *p) { GRT(gs_cudaGraphMemsetNodeGetParams(n, p)); }
+GS_DRV CUresult gs_cuGraphExecMemsetNodeSetParams(void *x, void *n, const void *p, void *ctx) {
+    (void)ctx;
+    GRT(gs_cudaGraphExecMemsetNodeSetParams(x, n, p));
+}
+GS_DRV CUresult gs_cuGraphAddMemFreeNode(void **n, void *g, void *const *d, size_t nd, void *dptr) {
+    GRT(gs_cudaGraphAddMemFreeNode(n, g, d, nd, dptr));
+}
+GS_DRV CUresult gs_cuGraphGetRootNodes(void *g, void **nodes, size_t *count) { GRT(gs_cudaGraphGetRootNodes(g, nodes, count)); }
+GS_DRV CUresult gs_cuGraphGetEdges(void *g, void **from, void **to, size_t *n) { GRT(gs_cudaGraphGetEdges(g, from, to, n)); }
+GS_DRV CUresult gs_cuGraphGetEdges_v2(void *g, void **from, void **to, void *ed, size_t *n) {
+    GRT(gs_cudaGraphGetEdges__13(g, from, to, ed, n));
+}
+GS_DRV CUresult gs_cuGraphAddDependencies(void *g, void *const *from, void *const *to, size_t n) {
+    GRT(gs_cudaGraphAddDependencies(g, from, to, n));
+}
+GS_DRV CUresult gs_cuGraphAddDependencies_v2(void *g, void *const *from, void *const *to, const void *ed, size_t n) {
+    GRT(gs_cudaGraphAddDependencies__13(g, from, to, ed, n));
+}
+GS_DRV CUresult gs_cuGraphRemoveDependencies(void *g, void *const *from, void *const *to, size_t n) {
+    GRT(gs_cudaGraphRemoveDependencies(g, from, to, n));
+}
+GS_DRV CUresult gs_cuGraphRemoveDependencies_v2(void *g, void *const *from, void *const *to, const void *ed, size_t n) {
+    GRT(gs_cudaGraphRemoveDependencies__13(g, from, to, ed, n));
+}
+GS_DRV CUresult gs_cuGraphNodeGetDependencies(void *n, void **out, size_t *c) { GRT(gs_cudaGraphNodeGetDependencies(n, out, c)); }
+GS_DRV CUresult gs_cuGraphNodeGetDependencies_v2(void *n, void **out, void *ed, size_t *c) {
+    GRT(gs_cudaGraphNodeGetDependencies__13(n, out, ed, c));
+}
+GS_DRV CUresult gs_cuGraphNodeGetDependentNodes(void *n, void **out, size_t *c) {
+    GRT(gs_cudaGraphNodeGetDependentNodes(n, out, c));
+}
+GS_DRV CUresult gs_cuGraphNodeGetDependentNodes_v2(void *n, void **out, void *ed, size_t *c) {
+    GRT(gs_cudaGraphNodeGetDependentNodes__13(n, out, ed, c));
+}
+GS_DRV CUresult gs_cuGraphNodeGetType(void *n, int *type) { GRT(gs_cudaGraphNodeGetType(n, type)); }
+GS_DRV CUresult gs_cuGraphExecUpdate(void *x, void *g, void **err_node, int *result) {
+    GRT(gs_cudaGraphExecUpdate__11(x, g, err_node, result));
+}
+GS_DRV CUresult gs_cuGraphExecUpdate_v2(void *x, void *g, void *info) { GRT(gs_cudaGraphExecUpdate__12(x, g, info)); }
+GS_DRV CUresult gs_cuGraphInstantiateWithParams(void **x, void *g, void *p) { GRT(gs_cudaGraphInstantiateWithParams(x, g, p)); }
+GS_DRV CUresult gs_cuGraphInstantiateWithParams_ptsz(void **x, void *g, void *p) {
+    GRT(gs_cudaGraphInstantiateWithParams(x, g, p));
+}
+GS_DRV CUresult gs_cuStreamGetCaptureInfo(CUstream s, int *st, unsigned long long *id) {
+    GRT(gs_cudaStreamGetCaptureInfo(s, st, id));
+}
+GS_DRV CUresult gs_cuStreamGetCaptureInfo_ptsz(CUstream s, int *st, unsigned long long *id) {
+    GRT(gs_cudaStreamGetCaptureInfo_ptsz(s, st, id));
+}
+GS_DRV CUresult gs_cuStreamGetCaptureInfo_v2(CUstream s, int *st, unsigned long long *id, void **g, const void ***d,
+                                             size_t *n) {
+    GRT(gs_cudaStreamGetCaptureInfo_v2(s, st, id, g, d, n));
+}
+GS_DRV CUresult gs_cuStreamGetCaptureInfo_v2_ptsz(CUstream s, int *st, unsigned long long *id, void **g,
+                                                  const void ***d, size_t *n) {
+    GRT(gs_cudaStreamGetCaptureInfo_v2_ptsz(s, st, id, g, d, n));
+}
+GS_DRV CUresult gs_cuStreamGetCaptureInfo_v3(CUstream s, int *st, unsigned long long *id, void **g, const void ***d,
+                                             const void **ed, size_t *n) {
+    GRT(gs_cudaStreamGetCaptureInfo_v3(s, st, id, g, d, ed, n));
+}
+GS_DRV CUresult gs_cuStreamGetCaptureInfo_v3_ptsz(CUstream s, int *st, unsigned long long *id, void **g,
+                                                  const void ***d, const void **ed, size_t *n) {
+    GRT(gs_cudaStreamGetCaptureInfo_v3_ptsz(s, st, id, g, d, ed, n));
+}
+
+/* CUDA_KERNEL_NODE_PARAMS (v1: 56 bytes; v2 adds kern and ctx): a CUfunction and the launch configuration,
+ * recorded as the launch cuLaunchKernel would post (kernelParams or extra). */
+typedef struct {
+    struct drv_function *func;
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    void **params, **extra;
+    void *kern, *ctx;
+} drv_kernel_params;
+
+static cudaError_t drv_build_kernel(gs_gops *ops, const drv_kernel_params *p, int v2) {
+    if (!p || !p->func) return cudaErrorInvalidValue;
+    if (v2 && p->kern && p->kern != (void *)p->func) {
+        gs_warn_once("graph-cukernel", "kernel nodes naming a CUkernel are not supported by gpushim yet");
+        return cudaErrorNotSupported;
+    }
+    gs_recorder r;
+    gs_record_begin(&r, ops);
+    CUresult cr = gs_cuLaunchKernel(p->func, p->gx, p->gy, p->gz, p->bx, p->by, p->bz, p->smem, NULL, p->params,
+                                    p->extra);
+    gs_record_end(&r);
+    return cr == CUDA_SUCCESS ? cudaSuccess : cr == CUDA_ERROR_INVALID_VALUE ? cudaErrorInvalidValue
+                                                                             : cudaErrorInvalidDeviceFunction;
+}
+
+static CUresult drv_add_kernel(void **n, void *g, void *const *d, size_t nd, const drv_kernel_params *p, int v2) {
+    CUresult cr = gs_drv_enter(NULL);
+    if (cr) return cr;
+    gs_gops ops = {0};
+    cudaError_t e = drv_build_kernel(&ops, p, v2);
+    if (e) { gs_ops_clear(&ops); return gs_drv_err(e); }
+    return GS_DRV_CALL(gs_graph_add_built(n, g, d, nd, GT_KERNEL, &ops, p, v2 ? 72 : 56));
+}
+GS_DRV CUresult gs_cuGraphAddKernelNode(void **n, void *g, void *const *d, size_t nd, const drv_kernel_params *p) {
+    return drv_add_kernel(n, g, d, nd, p, 0);
+}
+GS_DRV CUresult gs_cuGraphAddKernelNode_v2(void **n, void *g, void *const *d, size_t nd, const drv_kernel_params *p) {
+    return drv_add_kernel(n, g, d, nd, p, 1);
+}
+GS_DRV CUresult gs_cuGraphKernelNodeGetParams(void *n, void *p) { GRT(gs_cudaGraphKernelNodeGetParams(n, p)); }
+GS_DRV CUresult gs_cuGraphKernelNodeGetParams_v2(void *n, void *p) {
+    GRT(gs_graph_node_params(n, GT_KERNEL, p, 72));
+}
+
+static CUresult drv_set_kernel(void *x, void *n, const drv_kernel_params *p, int v2) {
+    CUresult cr = gs_drv_enter(NULL);
+    if (cr) return cr;
+    gs_gops ops = {0};
+    cudaError_t e = drv_build_kernel(&ops, p, v2);
+    if (e) { gs_ops_clear(&ops); return gs_drv_err(e); }
+    if (x) return GS_DRV_CALL(gs_graph_exec_set_ops(x, n, GT_KERNEL, &ops));
+    return GS_DRV_CALL(gs_graph_node_set_ops(n, GT_KERNEL, &ops, p, v2 ? 72 : 56));
+}
+GS_DRV CUresult gs_cuGraphKernelNodeSetParams(void *n, const drv_kernel_params *p) { return drv_set_kernel(NULL, n, p, 0); }
+GS_DRV CUresult gs_cuGraphKernelNodeSetParams_v2(void *n, const drv_kernel_params *p) {
+    return drv_set_kernel(NULL, n, p, 1);
+}
+GS_DRV CUresult gs_cuGraphExecKernelNodeSetParams(void *x, void *n, const drv_kernel_params *p) {
+    if (!x) return CUDA_ERROR_INVALID_VALUE;
+    return drv_set_kernel(x, n, p, 0);
+}
+GS_DRV CUresult gs_cuGraphExecKernelNodeSetParams_v2(void *x, void *n, const drv_kernel_params *p) {
+    if (!x) return CUDA_ERROR_INVALID_VALUE;
+    return drv_set_kernel(x, n, p, 1);
+}
+#undef GRT

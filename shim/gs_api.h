@@ -63,6 +63,11 @@ cudaError_t gs_stream_sync(uint64_t stream);
 /* Returns a managed range's pages to an inaccessible reservation (cudaFree of managed memory). */
 void gs_unmap_managed(const gs_range *r);
 
+/* Memory pools (api_pool.c): stream-ordered allocation from a pool (NULL: the device's current pool), and
+ * the end of an allocation (its pool's account). */
+cudaError_t gs_pool_malloc(void **ptr, size_t size, void *pool);
+void gs_pool_forget(void *ptr);
+
 /* Device helpers shared by files. */
 cudaError_t gs_check_device(int dev);
 

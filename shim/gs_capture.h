@@ -1,6 +1,6 @@
-/* Stream capture (shim/api_graph.c): while a stream captures, the asynchronous calls issued on it are
- * recorded into the graph being built instead of being sent; cudaGraphLaunch sends them again, as
- * ordinary asynchronous calls, on the stream it is given.
+/* Stream capture (shim/api_capture.c, gs_graph.h): while a stream captures, the asynchronous calls issued
+ * on it become nodes of the graph being built instead of being sent; the same hooks record the calls of a
+ * node built by cudaGraphAdd*Node.
  *
  * Every hook is a gs_capture_* call placed where an asynchronous call would be sent. Each returns 1 when
  * capture handled the call (recorded it, or refused it: *e says which), 0 when the call proceeds as
@@ -33,6 +33,8 @@ int gs_capture_wait_event_slow(uint64_t stream, uint64_t event, unsigned flags, 
 int gs_capture_stream_op_slow(uint64_t stream, int op, cudaError_t *e);
 int gs_capture_refuse_slow(uint64_t stream, const char *what, cudaError_t *e);
 int gs_capture_device_sync_slow(cudaError_t *e);
+int gs_capture_malloc_slow(uint64_t stream, void **ptr, size_t size, cudaError_t *e);
+int gs_capture_free_slow(uint64_t stream, void *ptr, cudaError_t *e);
 /* cudaStreamIsCapturing: 0 none, 1 active, 2 invalidated. */
 int gs_capture_status(uint64_t stream);
 
@@ -58,8 +60,7 @@ static inline int gs_capture_host_func(uint64_t stream, void *fn, void *data, in
 static inline int gs_capture_event_record(uint64_t event, uint64_t stream, cudaError_t *e) {
     return gs_capture_any() && gs_capture_event_record_slow(event, stream, e);
 }
-/* cudaStreamWaitEvent: a wait inside one capturing stream is a no-op; any cross-stream dependency
- * involving a capture (fork/join) is refused. */
+/* cudaStreamWaitEvent on an event recorded in a capture: fork (the stream joins the capture) or join. */
 static inline int gs_capture_wait_event(uint64_t stream, uint64_t event, unsigned flags, cudaError_t *e) {
     return gs_capture_any() && gs_capture_wait_event_slow(stream, event, flags, e);
 }
@@ -74,6 +75,14 @@ static inline int gs_capture_refuse(uint64_t stream, const char *what, cudaError
 /* cudaDeviceSynchronize while a stream captures: refused, and the captures are invalidated. */
 static inline int gs_capture_device_sync(cudaError_t *e) {
     return gs_capture_any() && gs_capture_device_sync_slow(e);
+}
+
+/* cudaMallocAsync / cudaFreeAsync in a capturing stream: memory allocation and free nodes. */
+static inline int gs_capture_malloc(uint64_t stream, void **ptr, size_t size, cudaError_t *e) {
+    return gs_capture_any() && gs_capture_malloc_slow(stream, ptr, size, e);
+}
+static inline int gs_capture_free(uint64_t stream, void *ptr, cudaError_t *e) {
+    return gs_capture_any() && gs_capture_free_slow(stream, ptr, e);
 }
 
 #endif

@@ -23,6 +23,8 @@ from gpushim.protocol import HANDLE_BASE, OPS_BY_ID, POST, REPLY, Op
 from gpushim.server.modules import ModuleStore
 from gpushim.server.ops_devices import DeviceOps
 from gpushim.server.ops_driver import DriverOps
+from gpushim.server.ops_graph import GraphOps
+from gpushim.server.ops_ipc import IpcOps
 from gpushim.server.ops_memory import MemoryOps
 from gpushim.server.ops_modules import ModuleOps
 from gpushim.server.ops_streams import StreamOps
@@ -71,7 +73,7 @@ class SessionInfo:
     transport: str = "unix"  # unix | tcp: what the client's connection is
 
 
-class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps):
+class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, IpcOps):
     """The operations themselves are in the ops_* mixins, one area each."""
 
     def __init__(self, backend: Backend, info: SessionInfo, send: Callable[[list[Any]], None],
@@ -310,6 +312,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps):
         return [self.summary()]
 
     def close(self) -> None:
+        self.ipc_close_all()  # before the memory goes: no record may name it after
         self.bs.close()
         for fd in self.received_fds:
             os.close(fd)

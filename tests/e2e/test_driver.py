@@ -86,6 +86,11 @@ def test_stream_capture_and_graphs(drv: Server) -> None:
     assert "graph ok: captured memset and launch, replayed twice" in p.stdout
 
 
+def test_graphs_built_node_by_node(drv: Server) -> None:
+    p = run(drv, "drv_graph_nodes", KERNELS)
+    assert "graph nodes ok: memset, kernel, host nodes; exec kernel params updated" in p.stdout
+
+
 def test_runtime_and_driver_on_one_stream(drv: Server) -> None:
     p = run(drv, "mixed_drv")
     assert "mixed ok" in p.stdout

@@ -191,7 +191,7 @@ int main() {
     std::printf("begin_twice=%d empty_nodes=%zu end_not_capturing=%d legacy=%d\n", (int)twice, nodes,
                 (int)not_capturing, (int)legacy);
 
-    // Cross-stream capture (fork/join through an event) is refused, not run wrongly.
+    // A fork that never joins back: cudaStreamEndCapture fails with cudaErrorStreamCaptureUnjoined (904).
     cudaEvent_t ev;
     CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));

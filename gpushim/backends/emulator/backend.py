@@ -130,7 +130,7 @@ class EmulatorSession(BackendSession):
     def free(self, ptr: int) -> None:
         mem = self.memory_of(ptr)
         a = mem.find(ptr)
-        if a is None or a.addr != ptr or a.kind == "symbol":
+        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc"):  # IPC memory: cudaIpcCloseMemHandle
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
         # cudaFree waits for the device: work queued behind a host function still uses the memory.
         mem.free(ptr)
@@ -138,7 +138,7 @@ class EmulatorSession(BackendSession):
     def free_async(self, stream: Stream | None, ptr: int) -> None:
         mem = self.memory_of(ptr)
         a = mem.find(ptr)
-        if a is None or a.addr != ptr or a.kind == "symbol":
+        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc"):
             raise CudaError(Err.INVALID_VALUE, f"cudaFreeAsync({ptr:#x}): not the start of a live allocation")
         self.sched.work(self._stream(stream, self.memories.index(mem)), lambda: mem.free(ptr))
 

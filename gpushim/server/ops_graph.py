@@ -1,0 +1,114 @@
+"""Executable graphs, uploaded once and launched with one frame. A mixin of gpushim.server.session.Session.
+
+The shim uploads each segment of an executable graph (shim/api_graph_exec.c) as a list of ordinary calls
+(GRAPH_UPLOAD); GRAPH_LAUNCH runs them in order through the session's own handlers, on the launch stream,
+so every backend runs a graph as the stream work it is made of (the emulator, the cuda backend alike).
+The calls are checked when uploaded: only stream-ordered operations, with arguments of the right types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.protocol import OPS_BY_NAME, check_args
+
+# op name -> index of its stream argument
+STREAM_ARG = {"LAUNCH": 6, "MEMSET": 3, "MEMSET2D": 5, "MEMSET_WIDE": 6, "STREAM_WAIT_VALUE": 0,
+              "EVENT_RECORD": 1, "STREAM_WAIT_EVENT": 0, "MEMCPY_H2D": 1, "MEMCPY_D2D": 3, "MEMCPY2D_H2D": 4,
+              "MEMCPY2D_D2D": 6, "STREAM_HOST_FUNC": 0}
+# ops whose data argument (index) comes from the launch: the upload carries its length
+DATA_ARG = {"MEMCPY_H2D": 2, "MEMCPY2D_H2D": 5}
+MAX_SEGMENT_BYTES = 256 << 20  # all of a session's uploaded segments together
+MAX_SEGMENTS = 1 << 16
+
+
+@dataclass
+class Segment:
+    calls: list[tuple[int, list[Any]]]  # (op id, args with placeholders)
+    data_bytes: int  # host-to-device bytes a launch brings
+    callbacks: int  # host functions a launch brings ids for
+    size: int  # the upload's size, for the session's limit
+
+
+class GraphOps:
+    def _segments(self) -> dict[int, Segment]:
+        segs = getattr(self, "graph_segments", None)
+        if segs is None:
+            segs = self.graph_segments = {}
+        return segs
+
+    def op_graph_upload(self, graph: int, calls: bytes) -> list[Any]:
+        segs = self._segments()
+        used = sum(s.size for s in segs.values())
+        if len(segs) >= MAX_SEGMENTS or used + len(calls) > MAX_SEGMENT_BYTES:
+            raise CudaError(Err.MEMORY_ALLOCATION, f"too many uploaded graph segments ({len(segs)}, {used} bytes)")
+        try:
+            items = msgpack.unpackb(bytes(calls), raw=False, strict_map_key=False)
+        except Exception as e:  # noqa: BLE001 - any malformed upload is the client's error
+            raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: malformed calls: {e}") from None
+        if type(items) is not list:
+            raise CudaError(Err.INVALID_VALUE, "GRAPH_UPLOAD: calls must be an array")
+        out: list[tuple[int, list[Any]]] = []
+        data_bytes = callbacks = 0
+        for i, item in enumerate(items):
+            if type(item) is not list or len(item) != 2 or type(item[0]) is not int or type(item[1]) is not list:
+                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: call {i} is not [op, args]")
+            op_id, args = item
+            op = next((o for o in (OPS_BY_NAME.get(n) for n in STREAM_ARG) if o and o.id == op_id), None)
+            if op is None:
+                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: call {i}: operation {op_id} cannot be in a graph")
+            probe = list(args)
+            if op.name in DATA_ARG:
+                k = DATA_ARG[op.name]
+                if k >= len(probe) or type(probe[k]) is not int or probe[k] < 0:
+                    raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: call {i}: {op.name} needs its data length")
+                data_bytes += probe[k]
+                probe[k] = b""
+            if op.name == "STREAM_HOST_FUNC":
+                callbacks += 1
+            problem = check_args(op, probe)
+            if problem:
+                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: call {i}: {problem}")
+            out.append((op_id, args))
+        segs[graph] = Segment(out, data_bytes, callbacks, len(calls))
+        return []
+
+    def op_graph_launch(self, graph: int, stream: int, event: int, callbacks: list[int], data: bytes) -> list[Any]:
+        seg = self._segments().get(graph)
+        if seg is None:
+            raise CudaError(Err.INVALID_VALUE, f"{graph:#x} is not an uploaded graph of this session")
+        if len(data) != seg.data_bytes or len(callbacks) != seg.callbacks:
+            raise CudaError(Err.INVALID_VALUE, f"GRAPH_LAUNCH: the segment takes {seg.data_bytes} data bytes and "
+                            f"{seg.callbacks} callbacks, got {len(data)} and {len(callbacks)}")
+        self._stream(stream)  # a bad stream or event fails before any node runs
+        if event:
+            self._event(event)
+        view = memoryview(data)
+        off = cb = 0
+        for op_id, template in seg.calls:
+            op, handler, refusal = self.routes[op_id]
+            if refusal is not None:
+                raise refusal
+            args = list(template)
+            args[STREAM_ARG[op.name]] = stream
+            k = DATA_ARG.get(op.name)
+            if k is not None:
+                n = template[k]
+                args[k] = view[off:off + n]
+                off += n
+            elif op.name == "STREAM_HOST_FUNC":
+                args[1] = callbacks[cb]
+                cb += 1
+            handler(*args)  # stream-ordered: queued on the stream, never a Wait
+        if event:  # what orders the next launch of this graph on another stream after this one
+            self.op_event_record(event, stream, 0)
+        return []
+
+    def op_graph_free(self, graph: int) -> list[Any]:
+        if self._segments().pop(graph, None) is None:
+            raise CudaError(Err.INVALID_VALUE, f"{graph:#x} is not an uploaded graph of this session")
+        return []
