@@ -124,26 +124,39 @@ def main() -> None:
               help="Bytes of modules one session may upload.")
 @click.option("--session-uploads", type=click.IntRange(0), default=256, show_default=True,
               help="Number of modules one session may upload.")
+@click.option("--sched", type=click.Choice(["priority", "fair", "off"]), default="priority", show_default=True,
+              help="Device scheduling between sessions: priority class then fair share of device time; fair share "
+                   "only; off (no arbitration). See docs/scheduling.md.")
+@click.option("--weight", "weights", multiple=True, metavar="PRIORITY=WEIGHT",
+              help="Fair-share weight of sessions of a priority (repeatable; default 1 each), e.g. --weight 0=2.")
+@click.option("--max-share", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Most of a device's time one session may use (0 < s <= 1), even when the device is idle.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,
           token_file: str | None, memory_quota: int | None, memory_cap: int | None, max_priority: int,
           module_cache: Path | None, module_cache_size: int, max_module_size: int, session_upload_bytes: int,
-          session_uploads: int, log_level: str) -> None:
+          session_uploads: int, sched: str, weights: tuple[str, ...], max_share: float | None,
+          log_level: str) -> None:
     """Run a gpushim server."""
     from gpushim.server.modules import ModuleLimits
+    from gpushim.server.scheduler import SchedConfig, parse_weights
     from gpushim.server.supervisor import ServeError, Supervisor
 
     _without_own_driver()
 
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper()),
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    try:
+        sched_config = SchedConfig(sched, parse_weights(weights), max_share)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
     be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver, memory_cap)
     limits = ModuleLimits(module_cache_size, max_module_size, session_upload_bytes, session_uploads)
     token = Path(token_file).read_text().splitlines()[0].strip() if token_file else None
     try:
         sup = Supervisor(be, listen or server_url(), token=token, memory_quota=memory_quota, module_cache=module_cache,
-                         max_priority=max_priority, module_limits=limits)
+                         max_priority=max_priority, module_limits=limits, sched=sched_config)
     except ServeError as e:
         raise click.ClickException(str(e)) from None
     sup.serve_forever()
@@ -216,6 +229,24 @@ def status(server: str | None, as_json: bool) -> None:
             held += f", {s['launches']} launches ({s.get('thread_instructions', 0)} thread-instructions)"
         click.echo(f"  [{s['session']}] {s['program']} pid {s['pid']} CUDA {s['runtime']}: "
                    f"{s.get('state', held)}")
+    _echo_scheduling(st)
+
+
+def _echo_scheduling(st: dict) -> None:
+    """Per device: what placement sees, then each session's priority, share of device time and queued work."""
+    placement = {p["device"]: p for p in st.get("placement", [])}
+    for dev in st.get("scheduler", []):
+        p = placement.get(dev["device"], {})
+        cap = f", max share {dev['max_share']}" if dev.get("max_share") else ""
+        click.echo(f"  device {dev['device']} scheduling ({dev['policy']}{cap}): "
+                   f"{'busy' if dev['busy'] else 'idle'}, {dev['waiting']} waiting, {dev['device_s']:.3f} s used; "
+                   f"placement: load {p.get('load', '?')}, free {p.get('free_memory', 0) / 2**30:.2f} GiB, "
+                   f"{p.get('sessions_placed', 0)} session(s) placed first here")
+        for s in dev["sessions"]:
+            state = "running" if s["running"] else (f"waiting {s['waiting_s']:.3f} s" if s["waiting_s"] else "idle")
+            click.echo(f"    [{s['session']}] {s.get('program', '?')} priority {s['priority']} weight {s['weight']:g}: "
+                       f"share {100 * s['share']:.1f} % ({s['device_s']:.3f} s, {s['kernels']} kernels), "
+                       f"{state}, {s['queued']} queued")
 
 
 @main.command("shim-path")

@@ -23,6 +23,9 @@ from gpushim.compat.policy import build_policy
 from gpushim.cuda_errors import Err
 from gpushim.protocol import HELLO, PROTOCOL_VERSION, STATUS
 from gpushim.server.modules import ModuleLimits, ModuleStore, default_module_cache
+from gpushim.server.placement import inputs as placement_inputs
+from gpushim.server.placement import order_devices
+from gpushim.server.scheduler import DeviceArbiter, SchedConfig
 from gpushim.server.session import SessionInfo
 from gpushim.server.worker import run_worker
 from gpushim.wire import FrameBuffer, FrameError, pack, unpack_body
@@ -72,8 +75,11 @@ def is_loopback(host: str) -> bool:
 class Supervisor:
     def __init__(self, backend: Backend, listen: str, token: str | None = None,
                  memory_quota: int | None = None, max_sessions: int = 64, module_cache: Path | None = None,
-                 max_priority: int = 0, module_limits: ModuleLimits | None = None) -> None:
+                 max_priority: int = 0, module_limits: ModuleLimits | None = None,
+                 sched: SchedConfig | None = None) -> None:
         self.backend = backend
+        # created before any worker is forked: every worker inherits the shared table
+        self.arbiter = DeviceArbiter(len(backend.devices()), max_sessions, sched or SchedConfig())
         self.max_priority = max_priority
         self.store = ModuleStore(module_cache or default_module_cache(), module_limits)
         self.listen_url = listen
@@ -251,6 +257,7 @@ class Supervisor:
             transport=self.kind,
         )
         self.next_session += 1
+        info.sched_slot = self.arbiter.open_slot(info.session_id, 0, info.priority)
         p.sock.setblocking(True)
         welcome = {"proto": PROTOCOL_VERSION, "session": info.session_id, "error": 0, "message": "",
                    "driver": self.backend.driver_version(), "devices": len(devices),
@@ -259,6 +266,7 @@ class Supervisor:
             p.sock.sendall(pack([HELLO, welcome]))
         except OSError:
             p.sock.close()
+            self.arbiter.close_slot(info.sched_slot)
             return
         self._fork_worker(p.sock, info, leftover)
 
@@ -281,8 +289,8 @@ class Supervisor:
 
     def _devices_for(self, spec: str) -> list[int] | str:
         n = len(self.backend.devices())
-        if not spec.strip():
-            return list(range(n))
+        if not spec.strip():  # no device named: the placement policy orders them (least loaded first)
+            return order_devices(self.backend, self.arbiter, self._primaries())
         out: list[int] = []
         for part in spec.split(","):
             part = part.strip()
@@ -293,6 +301,14 @@ class Supervisor:
             if match[0] in out:
                 return f"GPUSHIM_DEVICES names device {match[0]} twice"
             out.append(match[0])
+        return out
+
+    def _primaries(self) -> dict[int, int]:
+        """Live sessions per device they were placed on first."""
+        out: dict[int, int] = {}
+        for w in self.workers.values():
+            if w.info.devices:
+                out[w.info.devices[0]] = out.get(w.info.devices[0], 0) + 1
         return out
 
     def _refuse(self, p: Pending, code: int, message: str) -> None:
@@ -320,7 +336,7 @@ class Supervisor:
                     p.sock.close()
                 for w in self.workers.values():
                     w.control.close()
-                code = run_worker(conn, child_ctl, self.backend, info, leftover, self.store)
+                code = run_worker(conn, child_ctl, self.backend, info, leftover, self.store, self.arbiter)
             except BaseException:
                 logging.getLogger("gpushim.worker").exception("worker crashed")
             finally:
@@ -343,6 +359,7 @@ class Supervisor:
             w = self.workers.pop(pid, None)
             if w is not None:
                 w.control.close()
+                self.arbiter.close_slot(w.info.sched_slot)
                 code = os.waitstatus_to_exitcode(status)
                 how = "ended" if code == 0 else f"ended with status {code}"
                 log.info("session %d (%s) %s; its resources are freed", w.info.session_id, w.info.program, how)
@@ -375,7 +392,18 @@ class Supervisor:
                          "memory": d.props.get("totalGlobalMem"), "cc": f"{d.props['major']}.{d.props['minor']}"}
                         for d in self.backend.devices()],
             "sessions": sessions,
+            "scheduler": self._scheduler_view(sessions),
+            "placement": placement_inputs(self.backend, self.arbiter, self._primaries()),
         }
+
+    def _scheduler_view(self, sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per device, each session's priority, share of device time and queued work (with its program)."""
+        programs = {s["session"]: s.get("program") for s in sessions}
+        view = self.arbiter.snapshot()
+        for dev in view:
+            for s in dev["sessions"]:
+                s["program"] = programs.get(s["session"], "?")
+        return view
 
     def shutdown(self) -> None:
         try:

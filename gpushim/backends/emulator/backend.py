@@ -7,6 +7,7 @@ import logging
 import mmap
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap, mem_available
@@ -97,6 +98,18 @@ class EmulatorSession(BackendSession):
         self.launches = 0
         self.thread_instructions = 0
         self.kernel_wall_s = 0.0
+        self.gate: Callable[[int], AbstractContextManager[None]] = lambda dev: nullcontext()
+
+    def attach_scheduler(self, arbiter: Any, slot: int) -> None:
+        """Kernels take their device's token from the server's scheduler (gpushim/server/scheduler.py)
+        while they execute: one session's kernel at a time per device, as a GPU time-slices contexts."""
+        arbiter.bind(slot)
+
+        def gate(dev: int) -> AbstractContextManager[None]:
+            queued = 1 + sum(len(s.queue) for s in self.sched.streams if s.device == dev)
+            return arbiter.hold(slot, dev, queued, lambda: self.memories[dev].used)
+
+        self.gate = gate
 
     # -- memory ------------------------------------------------------------------------------------------
     def _mem(self, dev: int) -> DeviceMemory:
@@ -421,7 +434,8 @@ class EmulatorSession(BackendSession):
         args = (tuple(grid), tuple(block), shared, bytes(params))
 
         def run() -> None:
-            stats = eng.launch(name, *args, mem, symbols, self.output)
+            with self.gate(dev):
+                stats = eng.launch(name, *args, mem, symbols, self.output)
             self.launches += 1
             self.thread_instructions += stats.thread_instructions
             self.kernel_wall_s += stats.wall_s

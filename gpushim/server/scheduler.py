@@ -1,0 +1,296 @@
+"""The per-device scheduler shared by all sessions of a server (docs/scheduling.md).
+
+Sessions are separate worker processes forked by the supervisor, so the scheduler's state is a table in an
+anonymous shared mapping the supervisor creates before forking any worker; every worker inherits it. A
+session holds a device's token while one of its kernels executes; when the token is released, the next
+holder is the waiting session chosen by the policy:
+
+- ``priority``: the highest priority class first, then the least virtual time (device time / weight);
+- ``fair``: the least virtual time, priorities ignored;
+- ``off``: no arbitration (sessions' kernels run concurrently, as the OS schedules their workers).
+
+With ``max_share`` a session that used ``t`` ns of a device may not take it again for ``t * (1 - s) / s``
+ns, so its share of the device's time stays at most ``s`` even when nobody else wants the device.
+
+Robustness: the table's mutex is a POSIX record lock (``fcntl.lockf``) on an unlinked temporary file, which
+the kernel releases when a holder dies; a token held by a process that died is reclaimed by the next waiter
+(waiters wake at least every 50 ms) and by the supervisor when it reaps the worker. Wake-ups are one
+semaphore per slot, so a dead process can never leave another blocked forever.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import multiprocessing
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+POLICIES = ("priority", "fair", "off")
+POLL_S = 0.05  # a waiter re-checks the table at least this often (dead holders, share caps)
+
+
+@dataclass
+class SchedConfig:
+    policy: str = "priority"
+    weights: dict[int, float] = field(default_factory=dict)  # priority -> weight (default 1)
+    max_share: float | None = None  # 0 < s <= 1: the most of a device's time one session may have
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"--sched must be one of {', '.join(POLICIES)}, not {self.policy!r}")
+        if self.max_share is not None and not 0 < self.max_share <= 1:
+            raise ValueError(f"--max-share must be in (0, 1], not {self.max_share}")
+        for p, w in self.weights.items():
+            if not w > 0:
+                raise ValueError(f"the weight of priority {p} must be positive, not {w}")
+
+    def weight(self, priority: int) -> float:
+        return float(self.weights.get(priority, 1.0))
+
+
+def parse_weights(items: tuple[str, ...] | list[str]) -> dict[int, float]:
+    """`PRIORITY=WEIGHT` items (e.g. `1=4`) as a mapping; ValueError with the offending item."""
+    out: dict[int, float] = {}
+    for item in items:
+        prio, sep, weight = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[int(prio)] = float(weight)
+        except ValueError:
+            raise ValueError(f"--weight takes PRIORITY=WEIGHT (e.g. 1=4), not {item!r}") from None
+    return out
+
+
+class DeviceArbiter:
+    """The shared table and the operations on it. Create it in the supervisor before forking workers."""
+
+    def __init__(self, ndevices: int, nslots: int, config: SchedConfig) -> None:
+        self.config = config
+        self.ndev, self.nslots = ndevices, nslots
+        S, D = nslots, ndevices
+        # (name, dtype, shape) of every array in the shared mapping
+        layout: list[tuple[str, Any, tuple[int, ...]]] = [
+            ("holder", np.int64, (D,)),  # slot holding the device's token, -1: none
+            ("holder_since", np.int64, (D,)),  # monotonic ns when it took it
+            ("vclock", np.float64, (D,)),  # the device's virtual clock (vtime of the last session granted)
+            ("total", np.float64, (D,)),  # ns of device time used by all sessions
+            ("session", np.int64, (S,)),  # session id using the slot, 0: free
+            ("pid", np.int64, (S,)),  # its worker's pid
+            ("prio", np.int64, (S,)),
+            ("weight", np.float64, (S,)),
+            ("granted", np.int64, (S,)),  # device this slot was just given, -1: none
+            ("waiting", np.int64, (S, D)),  # monotonic ns since it waits for the device, 0: not waiting
+            ("queued", np.int64, (S, D)),  # work items the session has queued on the device (its report)
+            ("usage", np.float64, (S, D)),  # ns of device time used
+            ("vtime", np.float64, (S, D)),  # usage / weight, caught up with vclock when it starts waiting
+            ("eligible", np.float64, (S, D)),  # monotonic ns before which it may not take the device (cap)
+            ("kernels", np.int64, (S, D)),
+            ("memory", np.int64, (S, D)),  # device bytes the session holds (its report)
+        ]
+        size = sum(int(np.dtype(t).itemsize * np.prod(shape)) for _, t, shape in layout)
+        self._map = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: inherited by forked workers
+        off = 0
+        for name, t, shape in layout:
+            n = int(np.prod(shape))
+            arr = np.frombuffer(self._map, dtype=t, count=n, offset=off).reshape(shape)
+            setattr(self, name, arr)
+            off += n * np.dtype(t).itemsize
+        self.holder[:] = -1
+        self.granted[:] = -1
+        self._lockfile = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
+        ctx = multiprocessing.get_context("fork")
+        self._wake = [ctx.Semaphore(0) for _ in range(S)]
+
+    # -- the supervisor's side -------------------------------------------------------------------------
+    def open_slot(self, session: int, pid: int, priority: int) -> int:
+        """A free slot for a new session (pid: filled in by the worker), or -1 when the table is full."""
+        with self._locked():
+            free = np.flatnonzero(self.session == 0)
+            if not len(free):
+                return -1
+            s = int(free[0])
+            self.session[s], self.pid[s], self.prio[s] = session, pid, priority
+            self.weight[s] = self.config.weight(priority)
+            self.granted[s] = -1
+            for arr in (self.waiting, self.queued, self.kernels, self.memory):
+                arr[s] = 0
+            for arr in (self.usage, self.vtime, self.eligible):
+                arr[s] = 0.0
+            return s
+
+    def close_slot(self, slot: int) -> None:
+        """The session ended (its worker was reaped): its token, if it held one, goes to the next waiter."""
+        if not 0 <= slot < self.nslots:
+            return
+        with self._locked():
+            self.session[slot] = 0
+            self.waiting[slot] = 0
+            self.granted[slot] = -1
+            for d in range(self.ndev):
+                if self.holder[d] == slot:
+                    self.holder[d] = -1
+                    self._dispatch(d, time.monotonic_ns())
+
+    # -- the worker's side -----------------------------------------------------------------------------
+    def bind(self, slot: int) -> None:
+        """Called in the worker: the slot is this process's."""
+        self.pid[slot] = os.getpid()
+
+    def acquire(self, slot: int, dev: int, queued: int = 1) -> None:
+        """Blocks until `slot` holds device `dev`'s token."""
+        if self.config.policy == "off" or slot < 0:
+            return
+        with self._locked():
+            now = time.monotonic_ns()
+            self.queued[slot, dev] = queued
+            self.waiting[slot, dev] = now
+            # a session that was idle does not bank credit: it starts from the device's virtual clock
+            self.vtime[slot, dev] = max(self.vtime[slot, dev], self.vclock[dev])
+            if self.holder[dev] < 0:
+                self._dispatch(dev, now, me=slot)
+            if self.granted[slot] == dev:
+                return
+        while True:
+            wait = POLL_S
+            el = (self.eligible[slot, dev] - time.monotonic_ns()) / 1e9
+            if el > 0:
+                wait = min(wait, max(el, 0.0005))
+            self._wake[slot].acquire(timeout=wait)
+            with self._locked():
+                if self.granted[slot] == dev:
+                    return
+                self._reclaim(dev)
+                if self.holder[dev] < 0:
+                    self._dispatch(dev, time.monotonic_ns(), me=slot)
+                if self.granted[slot] == dev:
+                    return
+
+    def release(self, slot: int, dev: int, elapsed_ns: int, memory: int | None = None) -> None:
+        if slot < 0:
+            return
+        with self._locked():
+            now = time.monotonic_ns()
+            self.usage[slot, dev] += elapsed_ns
+            self.total[dev] += elapsed_ns
+            self.kernels[slot, dev] += 1
+            self.queued[slot, dev] = 0
+            if memory is not None:
+                self.memory[slot, dev] = memory
+            if self.config.policy == "off":
+                return
+            self.vtime[slot, dev] += elapsed_ns / max(self.weight[slot], 1e-9)
+            share = self.config.max_share
+            if share is not None and share < 1:
+                self.eligible[slot, dev] = now + elapsed_ns * (1 - share) / share
+            if self.holder[dev] == slot:
+                self.holder[dev] = -1
+            self.granted[slot] = -1
+            self._dispatch(dev, now)
+
+    @contextmanager
+    def hold(self, slot: int, dev: int, queued: int = 1, memory: Callable[[], int] | None = None) -> Iterator[None]:
+        """Holds the device's token around a kernel and charges its duration to the session."""
+        self.acquire(slot, dev, queued)
+        t0 = time.monotonic_ns()
+        try:
+            yield
+        finally:
+            self.release(slot, dev, time.monotonic_ns() - t0, memory() if memory else None)
+
+    def note_memory(self, slot: int, dev: int, nbytes: int) -> None:
+        if 0 <= slot < self.nslots and 0 <= dev < self.ndev:
+            self.memory[slot, dev] = nbytes
+
+    # -- status and placement --------------------------------------------------------------------------
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Per device: who holds it, and each session's priority, share of device time and queued work.
+        Read without the lock: a status view, not a decision."""
+        now = time.monotonic_ns()
+        out = []
+        for d in range(self.ndev):
+            total = float(self.total[d])
+            sessions = []
+            for s in np.flatnonzero(self.session != 0):
+                if not (self.usage[s, d] or self.waiting[s, d] or self.holder[d] == s or self.memory[s, d]):
+                    continue
+                sessions.append({
+                    "session": int(self.session[s]), "priority": int(self.prio[s]),
+                    "weight": float(self.weight[s]),
+                    "device_s": round(float(self.usage[s, d]) / 1e9, 6),
+                    "share": round(float(self.usage[s, d]) / total, 4) if total else 0.0,
+                    "kernels": int(self.kernels[s, d]),
+                    "running": bool(self.holder[d] == s),
+                    "waiting_s": round((now - int(self.waiting[s, d])) / 1e9, 6) if self.waiting[s, d] else 0.0,
+                    "queued": int(self.queued[s, d]),
+                    "memory": int(self.memory[s, d]),
+                })
+            out.append({"device": d, "policy": self.config.policy, "max_share": self.config.max_share,
+                        "busy": bool(self.holder[d] >= 0), "device_s": round(total / 1e9, 6),
+                        "waiting": int((self.waiting[:, d] != 0).sum()), "sessions": sessions})
+        return out
+
+    def load(self, dev: int) -> dict[str, Any]:
+        """What placement sees of a device: sessions using it, waiting, device memory held by sessions."""
+        active = self.session != 0
+        return {"sessions": int((active & ((self.usage[:, dev] > 0) | (self.memory[:, dev] > 0))).sum()),
+                "waiting": int((active & (self.waiting[:, dev] != 0)).sum()),
+                "busy": bool(self.holder[dev] >= 0),
+                "memory_used": int(self.memory[active, dev].sum())}
+
+    # -- internals -------------------------------------------------------------------------------------
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        fd = self._lockfile.fileno()
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+
+    def _reclaim(self, dev: int) -> None:
+        """A token held by a process that no longer exists goes back to the device."""
+        h = int(self.holder[dev])
+        if h >= 0 and not _alive(int(self.pid[h])):
+            self.holder[dev] = -1
+            self.granted[h] = -1
+
+    def _dispatch(self, dev: int, now: int, me: int = -1) -> None:
+        """Gives the free device to the best eligible waiter (lock held)."""
+        cand = np.flatnonzero((self.waiting[:, dev] != 0) & (self.session != 0) & (self.eligible[:, dev] <= now))
+        if not len(cand):
+            return
+        vt = self.vtime[cand, dev]
+        since = self.waiting[cand, dev]
+        if self.config.policy == "priority":
+            order = np.lexsort((since, vt, -self.prio[cand]))  # last key sorts first
+        else:
+            order = np.lexsort((since, vt))
+        s = int(cand[order[0]])
+        self.holder[dev] = s
+        self.holder_since[dev] = now
+        self.waiting[s, dev] = 0
+        self.granted[s] = dev
+        self.vclock[dev] = max(self.vclock[dev], self.vtime[s, dev])
+        if s != me:
+            self._wake[s].release()
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return True  # not yet bound: the worker is starting
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
