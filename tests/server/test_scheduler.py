@@ -1,0 +1,163 @@
+"""The device scheduler's table and decisions (gpushim/server/scheduler.py), with real forked processes where
+the behaviour depends on them (waking a waiter, reclaiming a dead holder's token)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from gpushim.server.scheduler import DeviceArbiter, SchedConfig, parse_weights
+
+
+def _arbiter(policy: str = "priority", slots: int = 4, devices: int = 2, **kw: object) -> DeviceArbiter:
+    return DeviceArbiter(devices, slots, SchedConfig(policy, **kw))  # type: ignore[arg-type]
+
+
+def _wait_in_child(arb: DeviceArbiter, slot: int, dev: int, hold_s: float = 0.0) -> int:
+    """Forks a process that binds `slot`, acquires `dev`, holds it hold_s and releases it."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            arb.bind(slot)
+            arb.acquire(slot, dev)
+            time.sleep(hold_s)
+            arb.release(slot, dev, int(hold_s * 1e9))
+        finally:
+            os._exit(0)
+    return pid
+
+
+def _until(cond, timeout: float = 5.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
+def test_bad_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="--sched"):
+        SchedConfig("fifo")
+    with pytest.raises(ValueError, match="--max-share"):
+        SchedConfig("fair", max_share=1.5)
+    with pytest.raises(ValueError, match="positive"):
+        SchedConfig("fair", weights={0: 0.0})
+    with pytest.raises(ValueError, match="PRIORITY=WEIGHT"):
+        parse_weights(["2"])
+    with pytest.raises(ValueError, match="PRIORITY=WEIGHT"):
+        parse_weights(["a=1"])
+    assert parse_weights(["1=4", "-2=0.5"]) == {1: 4.0, -2: 0.5}
+
+
+def test_slots_are_reused_and_the_table_can_be_full() -> None:
+    arb = _arbiter(slots=2)
+    a, b = arb.open_slot(1, 0, 0), arb.open_slot(2, 0, 0)
+    assert (a, b) == (0, 1)
+    assert arb.open_slot(3, 0, 0) == -1
+    arb.close_slot(a)
+    assert arb.open_slot(4, 0, 0) == a
+
+
+def test_higher_priority_waiter_goes_first_then_least_device_time() -> None:
+    arb = _arbiter("priority", slots=4)
+    me = arb.open_slot(1, 0, 0)
+    arb.bind(me)
+    low_busy, low_idle, high = arb.open_slot(2, 0, 0), arb.open_slot(3, 0, 0), arb.open_slot(4, 0, 1)
+    arb.usage[low_busy, 0] = arb.vtime[low_busy, 0] = 5e9  # it has had the device for 5 s already
+    arb.acquire(me, 0)  # free: taken at once
+    assert arb.holder[0] == me
+    pids = [_wait_in_child(arb, s, 0, 0.05) for s in (low_busy, low_idle, high)]
+    _until(lambda: int((arb.waiting[:, 0] != 0).sum()) == 3)
+    order: list[int] = []
+    arb.release(me, 0, 1000)
+    for _ in range(3):  # each holder is recorded as soon as it is granted
+        _until(lambda: arb.holder[0] >= 0 and (not order or arb.holder[0] != order[-1]))
+        order.append(int(arb.holder[0]))
+    for pid in pids:
+        os.waitpid(pid, 0)
+    assert order == [high, low_idle, low_busy]
+    assert arb.holder[0] == -1
+
+
+def test_fair_policy_ignores_priority() -> None:
+    arb = _arbiter("fair", slots=3)
+    me = arb.open_slot(1, 0, 0)
+    arb.bind(me)
+    high, low = arb.open_slot(2, 0, 5), arb.open_slot(3, 0, 0)
+    arb.vtime[high, 0] = 1e9
+    arb.acquire(me, 0)
+    pids = [_wait_in_child(arb, s, 0, 0.05) for s in (high, low)]
+    _until(lambda: int((arb.waiting[:, 0] != 0).sum()) == 2)
+    arb.release(me, 0, 1000)
+    _until(lambda: arb.holder[0] >= 0)
+    first = int(arb.holder[0])
+    for pid in pids:
+        os.waitpid(pid, 0)
+    assert first == low
+
+
+def test_weights_scale_virtual_time() -> None:
+    arb = _arbiter("fair", slots=2, weights={1: 4.0})
+    heavy, light = arb.open_slot(1, 0, 1), arb.open_slot(2, 0, 0)
+    for s in (heavy, light):
+        arb.bind(s)
+        arb.acquire(s, 1)
+        arb.release(s, 1, 4_000_000)
+    assert arb.vtime[heavy, 1] == pytest.approx(1_000_000)
+    assert arb.vtime[light, 1] == pytest.approx(4_000_000)
+    shares = {s["session"]: s["share"] for s in arb.snapshot()[1]["sessions"]}
+    assert shares == {1: 0.5, 2: 0.5}
+
+
+def test_max_share_keeps_a_lone_session_off_the_device() -> None:
+    arb = _arbiter("priority", slots=1, max_share=0.25)
+    s = arb.open_slot(1, 0, 0)
+    arb.bind(s)
+    arb.acquire(s, 0)
+    arb.release(s, 0, 30_000_000)  # 30 ms used: it may take the device again after 90 ms
+    t0 = time.monotonic()
+    arb.acquire(s, 0)
+    waited = time.monotonic() - t0
+    arb.release(s, 0, 0)
+    assert waited >= 0.08
+
+
+def test_token_of_a_dead_holder_is_reclaimed() -> None:
+    arb = _arbiter(slots=2)
+    dead, me = arb.open_slot(1, 0, 0), arb.open_slot(2, 0, 0)
+    pid = os.fork()
+    if pid == 0:
+        arb.bind(dead)
+        arb.acquire(dead, 0)
+        os._exit(0)  # dies holding the device
+    os.waitpid(pid, 0)
+    assert arb.holder[0] == dead
+    arb.bind(me)
+    t0 = time.monotonic()
+    arb.acquire(me, 0)
+    assert arb.holder[0] == me
+    assert time.monotonic() - t0 < 2
+
+
+def test_closing_a_slot_hands_its_token_on() -> None:
+    arb = _arbiter(slots=2)
+    holder, waiter = arb.open_slot(1, 0, 0), arb.open_slot(2, 0, 0)
+    arb.bind(holder)  # this process, which stays alive: only close_slot can free the token
+    arb.acquire(holder, 0)
+    pid = _wait_in_child(arb, waiter, 0, 0.3)
+    _until(lambda: arb.waiting[waiter, 0] != 0)
+    arb.close_slot(holder)
+    _until(lambda: arb.holder[0] == waiter, 1.0)
+    os.waitpid(pid, 0)
+
+
+def test_off_policy_only_accounts() -> None:
+    arb = _arbiter("off", slots=2)
+    a, b = arb.open_slot(1, 0, 0), arb.open_slot(2, 0, 0)
+    arb.acquire(a, 0)
+    arb.acquire(b, 0)  # does not block: no arbitration
+    arb.release(a, 0, 10)
+    arb.release(b, 0, 30)
+    assert arb.holder[0] == -1
+    assert [(s["share"], s["kernels"]) for s in arb.snapshot()[0]["sessions"]] == [(0.25, 1), (0.75, 1)]
