@@ -44,7 +44,7 @@ class ByteSize(click.ParamType):
 
 
 def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,  # noqa: ANN201
-                 memory_cap: int | None = None):
+                 memory_cap: int | None = None, arena_base: int | None = None):
     """The backend for `serve` / `devices`; exits with a clear message when it cannot be had."""
     from gpushim.backends.emulator.backend import EmulatorBackend
 
@@ -78,7 +78,9 @@ def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driv
     else:
         reason = "chosen with --backend emulator"
     try:
-        return EmulatorBackend(emulate_gpu, emulate_devices, emulate_driver, reason=reason, memory_cap=memory_cap)
+        extra = {"arena_base": arena_base} if arena_base is not None else {}
+        return EmulatorBackend(emulate_gpu, emulate_devices, emulate_driver, reason=reason, memory_cap=memory_cap,
+                               **extra)
     except (KeyError, ValueError) as e:
         raise click.ClickException(str(e.args[0] if e.args else e)) from None
 
@@ -131,13 +133,16 @@ def main() -> None:
               help="Fair-share weight of sessions of a priority (repeatable; default 1 each), e.g. --weight 0=2.")
 @click.option("--max-share", type=click.FloatRange(0, 1, min_open=True), default=None,
               help="Most of a device's time one session may use (0 < s <= 1), even when the device is idle.")
+@click.option("--arena-base", type=lambda v: int(v, 0), default=None, metavar="ADDRESS",
+              help="Emulator: first device address (e.g. 0x400000000000). Servers a client uses together "
+                   "(GPUSHIM_SERVER=url1,url2) need distinct ranges [default: 0x300000000000].")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,
           token_file: str | None, memory_quota: int | None, memory_cap: int | None, max_priority: int,
           module_cache: Path | None, module_cache_size: int, max_module_size: int, session_upload_bytes: int,
           session_uploads: int, sched: str, weights: tuple[str, ...], max_share: float | None,
-          log_level: str) -> None:
+          arena_base: int | None, log_level: str) -> None:
     """Run a gpushim server."""
     from gpushim.server.modules import ModuleLimits
     from gpushim.server.scheduler import SchedConfig, parse_weights
@@ -151,7 +156,7 @@ def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: i
         sched_config = SchedConfig(sched, parse_weights(weights), max_share)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
-    be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver, memory_cap)
+    be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver, memory_cap, arena_base)
     limits = ModuleLimits(module_cache_size, max_module_size, session_upload_bytes, session_uploads)
     token = Path(token_file).read_text().splitlines()[0].strip() if token_file else None
     try:
@@ -247,6 +252,17 @@ def _echo_scheduling(st: dict) -> None:
             click.echo(f"    [{s['session']}] {s.get('program', '?')} priority {s['priority']} weight {s['weight']:g}: "
                        f"share {100 * s['share']:.1f} % ({s['device_s']:.3f} s, {s['kernels']} kernels), "
                        f"{state}, {s['queued']} queued")
+
+
+@main.command(hidden=True)
+@click.option("--fd", type=int, required=True, help="The client's end of the socket pair the shim made.")
+@click.argument("urls", nargs=-1, required=True)
+def multiplex(fd: int, urls: tuple[str, ...]) -> None:
+    """Several servers as one device list: started by the shim when GPUSHIM_SERVER lists several URLs."""
+    from gpushim.server.multiplex import serve_fd
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="gpushim multiplex: %(message)s")
+    sys.exit(serve_fd(fd, list(urls)))
 
 
 @main.command("shim-path")

@@ -261,7 +261,9 @@ class Supervisor:
         p.sock.setblocking(True)
         welcome = {"proto": PROTOCOL_VERSION, "session": info.session_id, "error": 0, "message": "",
                    "driver": self.backend.driver_version(), "devices": len(devices),
-                   "server": f"gpushim {__version__}", "backend": self.backend.name}
+                   "server": f"gpushim {__version__}", "backend": self.backend.name,
+                   # the device addresses this server hands out (GPUSHIM_SERVER=a,b routes pointers by them)
+                   "arena": list(self.backend.arena()) if hasattr(self.backend, "arena") else None}
         try:
             p.sock.sendall(pack([HELLO, welcome]))
         except OSError:
@@ -388,7 +390,7 @@ class Supervisor:
             "address": self.address,
             "backend": self.backend.describe(),
             "driver": self.backend.driver_version(),
-            "devices": [{"ordinal": d.ordinal, "name": d.name, "pci_bus_id": d.pci_bus_id,
+            "devices": [{"ordinal": d.ordinal, "name": d.name, "pci_bus_id": d.pci_bus_id, "uuid": d.uuid.hex(),
                          "memory": d.props.get("totalGlobalMem"), "cc": f"{d.props['major']}.{d.props['minor']}"}
                         for d in self.backend.devices()],
             "sessions": sessions,
