@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 POLICIES = ("priority", "fair", "off")
+RECENT_NS = 100_000_000  # cuda backend: a submission this recent counts as a session being active
+LOW_INFLIGHT = 1  # cuda backend: kernels a session may have in flight while a higher-priority one is busy
 POLL_S = 0.05  # a waiter re-checks the table at least this often (dead holders, share caps)
 
 
@@ -95,6 +97,7 @@ class DeviceArbiter:
             ("eligible", np.float64, (S, D)),  # monotonic ns before which it may not take the device (cap)
             ("kernels", np.int64, (S, D)),
             ("memory", np.int64, (S, D)),  # device bytes the session holds (its report)
+            ("submitted", np.int64, (S, D)),  # monotonic ns of its last submission (cuda backend)
         ]
         size = sum(int(np.dtype(t).itemsize * np.prod(shape)) for _, t, shape in layout)
         self._map = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: inherited by forked workers
@@ -121,7 +124,7 @@ class DeviceArbiter:
             self.session[s], self.pid[s], self.prio[s] = session, pid, priority
             self.weight[s] = self.config.weight(priority)
             self.granted[s] = -1
-            for arr in (self.waiting, self.queued, self.kernels, self.memory):
+            for arr in (self.waiting, self.queued, self.kernels, self.memory, self.submitted):
                 arr[s] = 0
             for arr in (self.usage, self.vtime, self.eligible):
                 arr[s] = 0.0
@@ -210,6 +213,23 @@ class DeviceArbiter:
         if 0 <= slot < self.nslots and 0 <= dev < self.ndev:
             self.memory[slot, dev] = nbytes
 
+    def note_inflight(self, slot: int, dev: int, inflight: int) -> None:
+        """cuda backend: the session has `inflight` kernels submitted and not yet complete on dev."""
+        self.queued[slot, dev] = inflight
+        self.submitted[slot, dev] = time.monotonic_ns()
+        self.kernels[slot, dev] += 1
+
+    def outranked(self, slot: int, dev: int, recent_ns: int = RECENT_NS) -> bool:
+        """cuda backend: whether a session of higher priority has work in flight on dev (it submitted within
+        recent_ns and last reported work in flight). Read without the lock: a hint for gating submissions."""
+        if self.config.policy != "priority":
+            return False
+        now = time.monotonic_ns()
+        others = (self.session != 0) & (self.prio > self.prio[slot])
+        busy = (self.queued[:, dev] > 0) & (now - self.submitted[:, dev] < recent_ns)
+        others[slot] = False
+        return bool((others & busy).any())
+
     # -- status and placement --------------------------------------------------------------------------
     def snapshot(self) -> list[dict[str, Any]]:
         """Per device: who holds it, and each session's priority, share of device time and queued work.
@@ -220,7 +240,8 @@ class DeviceArbiter:
             total = float(self.total[d])
             sessions = []
             for s in np.flatnonzero(self.session != 0):
-                if not (self.usage[s, d] or self.waiting[s, d] or self.holder[d] == s or self.memory[s, d]):
+                if not (self.usage[s, d] or self.waiting[s, d] or self.holder[d] == s or self.memory[s, d]
+                        or self.kernels[s, d] or self.queued[s, d]):
                     continue
                 sessions.append({
                     "session": int(self.session[s]), "priority": int(self.prio[s]),
@@ -282,6 +303,47 @@ class DeviceArbiter:
         self.vclock[dev] = max(self.vclock[dev], self.vtime[s, dev])
         if s != me:
             self._wake[s].release()
+
+
+class InflightGate:
+    """The cuda backend's part in scheduling (docs/scheduling.md): the GPU runs work itself, so the scheduler
+    gates submissions instead of holding a token. Each launch records a completion marker (an event); while a
+    session of higher priority has work in flight on the device, a session may keep only LOW_INFLIGHT of its
+    own kernels in flight there and waits for the oldest before submitting more, so the higher-priority
+    work is not queued behind a deep backlog. Device time is not measured on this backend (fair share and
+    --max-share are not applied). The marker operations are passed in, so the logic is testable without a GPU.
+    """
+
+    def __init__(self, arbiter: DeviceArbiter, slot: int, record: Callable[[int, Any], Any],
+                 done: Callable[[Any], bool], wait: Callable[[Any], None], drop: Callable[[Any], None]) -> None:
+        self.arbiter, self.slot = arbiter, slot
+        self.record, self.done, self.wait, self.drop = record, done, wait, drop
+        self.inflight: dict[int, list[Any]] = {}
+
+    def _reap(self, dev: int) -> list[Any]:
+        q = self.inflight.setdefault(dev, [])
+        while q and self.done(q[0]):
+            self.drop(q.pop(0))
+        return q
+
+    def before(self, dev: int) -> None:
+        q = self._reap(dev)
+        if self.arbiter.outranked(self.slot, dev):
+            while len(q) >= LOW_INFLIGHT:
+                marker = q.pop(0)
+                self.wait(marker)
+                self.drop(marker)
+
+    def after(self, dev: int, stream: Any) -> None:
+        q = self._reap(dev)
+        q.append(self.record(dev, stream))
+        self.arbiter.note_inflight(self.slot, dev, len(q))
+
+    def close(self) -> None:
+        for q in self.inflight.values():
+            for marker in q:
+                self.drop(marker)
+        self.inflight.clear()
 
 
 def _alive(pid: int) -> bool:

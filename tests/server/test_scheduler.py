@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpushim.server.scheduler import DeviceArbiter, SchedConfig, parse_weights
+from gpushim.server.scheduler import RECENT_NS, DeviceArbiter, InflightGate, SchedConfig, parse_weights
 
 
 def _arbiter(policy: str = "priority", slots: int = 4, devices: int = 2, **kw: object) -> DeviceArbiter:
@@ -161,3 +161,62 @@ def test_off_policy_only_accounts() -> None:
     arb.release(b, 0, 30)
     assert arb.holder[0] == -1
     assert [(s["share"], s["kernels"]) for s in arb.snapshot()[0]["sessions"]] == [(0.25, 1), (0.75, 1)]
+
+
+class _Markers:
+    """Completion markers for InflightGate: complete when the test says so."""
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.complete: set[int] = set()
+        self.waited: list[int] = []
+        self.dropped: list[int] = []
+
+    def record(self, dev: int, stream: object) -> int:
+        self.next += 1
+        return self.next
+
+    def wait(self, m: int) -> None:
+        self.waited.append(m)
+        self.complete.add(m)
+
+
+def _gate(arb: DeviceArbiter, slot: int, marks: _Markers) -> InflightGate:
+    return InflightGate(arb, slot, marks.record, lambda m: m in marks.complete, marks.wait, marks.dropped.append)
+
+
+def test_inflight_gate_drains_a_low_priority_backlog_only_while_outranked() -> None:
+    arb = _arbiter("priority", slots=2)
+    low, high = arb.open_slot(1, 0, 0), arb.open_slot(2, 0, 1)
+    marks = _Markers()
+    gate = _gate(arb, low, marks)
+    for _ in range(5):  # nobody else busy: the backlog may grow
+        gate.before(0)
+        gate.after(0, None)
+    assert len(gate.inflight[0]) == 5 and not marks.waited
+    assert arb.snapshot()[0]["sessions"][0]["queued"] == 5
+    arb.note_inflight(high, 0, 2)  # a higher-priority session submits
+    gate.before(0)
+    assert marks.waited == [1, 2, 3, 4, 5] and gate.inflight[0] == []  # drained to LOW_INFLIGHT - 1
+    gate.after(0, None)
+    arb.note_inflight(high, 0, 0)  # its work completed
+    gate.before(0)
+    gate.after(0, None)
+    assert len(gate.inflight[0]) == 2 and len(marks.waited) == 5
+    marks.complete.add(6)
+    gate.before(0)  # completed markers are reaped (and destroyed) at the next submission
+    assert 6 in marks.dropped and len(gate.inflight[0]) == 1
+    gate.close()
+    assert 7 in marks.dropped
+
+
+def test_inflight_gate_ignores_stale_and_lower_priority_activity() -> None:
+    arb = _arbiter("priority", slots=3)
+    me, lower, stale = arb.open_slot(1, 0, 1), arb.open_slot(2, 0, 0), arb.open_slot(3, 0, 2)
+    arb.note_inflight(lower, 0, 9)
+    arb.note_inflight(stale, 0, 3)
+    arb.submitted[stale, 0] -= 10 * RECENT_NS  # it has not submitted for a while: not counted as busy
+    assert not arb.outranked(me, 0)
+    arb.note_inflight(stale, 1, 3)  # another device's work does not count either
+    assert not arb.outranked(me, 0) and arb.outranked(me, 1)
+    assert not _arbiter("fair").outranked(0, 0)
