@@ -13,6 +13,7 @@ chunks), and while one is in progress later calls wait, so each server still see
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import select
@@ -94,6 +95,9 @@ class Multiplexer:
         self.busy = 0  # staged copies in progress: the client's later frames wait
         self.held: list[list[Any]] = []
         self.cbuf = FrameBuffer()
+        self.arenas: list[tuple[int, int, int]] = []  # (start, end, upstream) announced by the servers
+        self.allocs: dict[int, tuple[int, int]] = {}  # start -> (size, upstream), for servers announcing none
+        self.alloc_starts: list[int] = []
 
     # -- handshake -------------------------------------------------------------------------------------
     def handshake(self) -> bool:
@@ -327,11 +331,35 @@ class Multiplexer:
         return self.devs[d]
 
     def _owner(self, ptr: Any) -> int:
+        """The server a device pointer belongs to: by the address ranges servers announce, else by the
+        allocations seen (servers that announce none: the cuda backend), else the first server."""
         if isinstance(ptr, int):
             for lo, hi, k in self.arenas:
                 if lo <= ptr < hi:
                     return k
-        return self.ups[0].index if len(self.arenas) == len(self.ups) else self.ups[0].index
+            i = bisect.bisect_right(self.alloc_starts, ptr) - 1
+            if i >= 0:
+                start = self.alloc_starts[i]
+                size, k = self.allocs[start]
+                if ptr < start + max(size, 1):
+                    return k
+        return self.ups[0].index
+
+    def _remember(self, k: int, ptr: int, size: int) -> None:
+        """An allocation on a server that announces no address range (routing by allocation)."""
+        if any(lo <= ptr < hi for lo, hi, _ in self.arenas) or not isinstance(ptr, int):
+            return
+        if ptr in self.allocs and self.allocs[ptr][1] != k:
+            log.warning("servers %d and %d returned the same device address %#x: pointers to it are ambiguous",
+                        self.allocs[ptr][1], k, ptr)
+        if ptr not in self.allocs:
+            bisect.insort(self.alloc_starts, ptr)
+        self.allocs[ptr] = (int(size), k)
+
+    def _forget(self, ptr: Any) -> None:
+        if isinstance(ptr, int) and ptr in self.allocs:
+            del self.allocs[ptr]
+            self.alloc_starts.remove(ptr)
 
     def _stream_on(self, k: int, stream: int, dev_local: int) -> int:
         """Upstream k's handle for `stream`; a stream of another server becomes k's legacy stream of dev_local
@@ -410,6 +438,17 @@ class Multiplexer:
         if opname in ("STREAM_CREATE", "EVENT_CREATE"):
             kk = k
             fix = lambda r: [self._ours(kk, r[0])]  # noqa: E731
+        elif opname in ("MALLOC", "MALLOC_MANAGED"):
+            kk, size = k, a["size"]
+            fix = lambda r: (self._remember(kk, r[0], size), r)[1]  # noqa: E731
+        elif opname == "MALLOC_PITCH":
+            kk, height = k, a["height"]
+            fix = lambda r: (self._remember(kk, r[0], r[1] * height), r)[1]  # noqa: E731
+        elif opname == "SYMBOL_INFO":
+            kk = k
+            fix = lambda r: (self._remember(kk, r[0], r[1]), r)[1]  # noqa: E731
+        elif opname in ("FREE", "FREE_ASYNC"):
+            self._forget(a["ptr"])
         elif opname == "POINTER_INFO":
             kk = k
             fix = lambda r: [r[0], self.devs.index((kk, r[1])) if (kk, r[1]) in self.devs else r[1], *r[2:]]  # noqa: E731

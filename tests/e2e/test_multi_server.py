@@ -4,6 +4,8 @@ client's multiplexer), device selection by ordinal, UUID and SERVER:ORDINAL, and
 
 from __future__ import annotations
 
+import subprocess
+
 from tests.e2e.conftest import emulator_only, kv
 
 ARENA_B = "0x400000000000"
@@ -80,3 +82,24 @@ def test_an_unreachable_server_in_the_list_is_a_clear_error(make_server, tmp_pat
     assert "server 1" in p.stderr and "nobody.sock" in p.stderr
     p = a.run("device_query", GPUSHIM_SERVER=f"{a.url},http://example")
     assert p.returncode != 0 and "http://example" in p.stderr
+
+
+@emulator_only
+def test_losing_one_server_fails_the_client_cleanly(make_server) -> None:
+    a = make_server("--emulate-gpu", "h100")
+    b = make_server("--emulate-gpu", "a100", "--arena-base", ARENA_B)
+    p = a.start("hold", "16", "7", "4", GPUSHIM_SERVER=_list(a, b))
+    try:
+        assert p.stdout is not None and p.stdout.readline().startswith("ready")
+        b.stop()  # the client's other server goes away while it holds memory on the first
+        out, err = p.communicate(timeout=60)
+        assert p.returncode != 0
+        assert "server 1" in err and b.url in err, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # the multiplexer ended with its client; the remaining server is unharmed
+    ps = subprocess.run(["pgrep", "-f", f"gpushim multiplex --fd 3 {a.url}"], capture_output=True, text=True)
+    assert ps.stdout.strip() == ""
+    assert a.run("device_query").returncode == 0
