@@ -25,7 +25,7 @@ def test_sched_bench_smoke(tmp_path: Path) -> None:
     r = json.loads(out.read_text())
     for policy in ("priority", "off"):
         fair, prio = r[policy]["fair"], r[policy]["priority"]
-        assert len(fair["elapsed_s"]) == r["sizes"]["clients"] and fair["slowest_over_fastest"] >= 1
+        assert len(fair["completion_s"]) == r["sizes"]["clients"] and fair["slowest_over_fastest"] >= 1
         assert prio["alone_p99_ms"] > 0 and prio["shared_p99_ms"] > 0
         assert len(prio["best_effort_kernels"]) == r["sizes"]["clients"] - 1
     assert "--sched priority" in p.stdout and "p99 shared/alone" in p.stdout

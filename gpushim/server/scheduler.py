@@ -36,6 +36,7 @@ import numpy as np
 POLICIES = ("priority", "fair", "off")
 RECENT_NS = 100_000_000  # cuda backend: a submission this recent counts as a session being active
 LOW_INFLIGHT = 1  # cuda backend: kernels a session may have in flight while a higher-priority one is busy
+CREDIT_NS = 100_000_000  # device time an idle session may be behind the others when it comes back
 POLL_S = 0.05  # a waiter re-checks the table at least this often (dead holders, share caps)
 
 
@@ -85,6 +86,8 @@ class DeviceArbiter:
             ("holder_since", np.int64, (D,)),  # monotonic ns when it took it
             ("vclock", np.float64, (D,)),  # the device's virtual clock (vtime of the last session granted)
             ("total", np.float64, (D,)),  # ns of device time used by all sessions
+            ("work_ns", np.float64, (D,)),  # ns of kernels that reported their work ...
+            ("work_units", np.float64, (D,)),  # ... and that work (emulator: thread-instructions)
             ("session", np.int64, (S,)),  # session id using the slot, 0: free
             ("pid", np.int64, (S,)),  # its worker's pid
             ("prio", np.int64, (S,)),
@@ -93,7 +96,7 @@ class DeviceArbiter:
             ("waiting", np.int64, (S, D)),  # monotonic ns since it waits for the device, 0: not waiting
             ("queued", np.int64, (S, D)),  # work items the session has queued on the device (its report)
             ("usage", np.float64, (S, D)),  # ns of device time used
-            ("vtime", np.float64, (S, D)),  # usage / weight, caught up with vclock when it starts waiting
+            ("vtime", np.float64, (S, D)),  # work (or ns) / weight, caught up with vclock when it starts waiting
             ("eligible", np.float64, (S, D)),  # monotonic ns before which it may not take the device (cap)
             ("kernels", np.int64, (S, D)),
             ("memory", np.int64, (S, D)),  # device bytes the session holds (its report)
@@ -156,8 +159,11 @@ class DeviceArbiter:
             now = time.monotonic_ns()
             self.queued[slot, dev] = queued
             self.waiting[slot, dev] = now
-            # a session that was idle does not bank credit: it starts from the device's virtual clock
-            self.vtime[slot, dev] = max(self.vtime[slot, dev], self.vclock[dev])
+            # A session that was idle does not bank credit: it starts at most CREDIT_NS behind the device's
+            # virtual clock. The slack keeps the credit of a session that was away only for its round trip
+            # (reply, client, next launch), which would otherwise lose its turn each time it is a little late.
+            credit = CREDIT_NS / self._ns_per_unit(dev)
+            self.vtime[slot, dev] = max(self.vtime[slot, dev], self.vclock[dev] - credit)
             if self.holder[dev] < 0:
                 self._dispatch(dev, now, me=slot)
             if self.granted[slot] == dev:
@@ -177,7 +183,10 @@ class DeviceArbiter:
                 if self.granted[slot] == dev:
                     return
 
-    def release(self, slot: int, dev: int, elapsed_ns: int, memory: int | None = None) -> None:
+    def release(self, slot: int, dev: int, elapsed_ns: int, memory: int | None = None, work: float = 0) -> None:
+        """Gives the device back after a kernel of elapsed_ns. `work` (the emulator: its thread-instructions)
+        is what fair share charges when given (virtual time then counts work units): on a CPU the wall time
+        of equal kernels varies with the host's load, and an unlucky session should not fall behind."""
         if slot < 0:
             return
         with self._locked():
@@ -190,7 +199,13 @@ class DeviceArbiter:
                 self.memory[slot, dev] = memory
             if self.config.policy == "off":
                 return
-            self.vtime[slot, dev] += elapsed_ns / max(self.weight[slot], 1e-9)
+            if work > 0:  # virtual time counts work units where kernels report them, else ns
+                self.work_ns[dev] += elapsed_ns
+                self.work_units[dev] += work
+                cost = float(work)
+            else:
+                cost = elapsed_ns / self._ns_per_unit(dev)
+            self.vtime[slot, dev] += cost / max(self.weight[slot], 1e-9)
             share = self.config.max_share
             if share is not None and share < 1:
                 self.eligible[slot, dev] = now + elapsed_ns * (1 - share) / share
@@ -200,14 +215,17 @@ class DeviceArbiter:
             self._dispatch(dev, now)
 
     @contextmanager
-    def hold(self, slot: int, dev: int, queued: int = 1, memory: Callable[[], int] | None = None) -> Iterator[None]:
-        """Holds the device's token around a kernel and charges its duration to the session."""
+    def hold(self, slot: int, dev: int, queued: int = 1,
+             memory: Callable[[], int] | None = None) -> Iterator[dict[str, float]]:
+        """Holds the device's token around a kernel and charges its duration to the session; the caller may
+        set the kernel's work in the dict it gets (see release)."""
         self.acquire(slot, dev, queued)
         t0 = time.monotonic_ns()
+        charge: dict[str, float] = {}
         try:
-            yield
+            yield charge
         finally:
-            self.release(slot, dev, time.monotonic_ns() - t0, memory() if memory else None)
+            self.release(slot, dev, time.monotonic_ns() - t0, memory() if memory else None, charge.get("work", 0))
 
     def note_memory(self, slot: int, dev: int, nbytes: int) -> None:
         if 0 <= slot < self.nslots and 0 <= dev < self.ndev:
@@ -276,6 +294,10 @@ class DeviceArbiter:
             yield
         finally:
             fcntl.lockf(fd, fcntl.LOCK_UN)
+
+    def _ns_per_unit(self, dev: int) -> float:
+        """Virtual time's unit in ns: the device's average per work unit, 1 before any kernel reported work."""
+        return float(self.work_ns[dev] / self.work_units[dev]) if self.work_units[dev] else 1.0
 
     def _reclaim(self, dev: int) -> None:
         """A token held by a process that no longer exists goes back to the device."""

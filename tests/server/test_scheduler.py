@@ -220,3 +220,16 @@ def test_inflight_gate_ignores_stale_and_lower_priority_activity() -> None:
     arb.note_inflight(stale, 1, 3)  # another device's work does not count either
     assert not arb.outranked(me, 0) and arb.outranked(me, 1)
     assert not _arbiter("fair").outranked(0, 0)
+
+
+def test_fair_share_charges_work_not_the_hosts_noise() -> None:
+    arb = _arbiter("fair", slots=2)
+    a, b = arb.open_slot(1, 0, 0), arb.open_slot(2, 0, 0)
+    for s, elapsed in ((a, 10_000_000), (b, 30_000_000)):  # the same kernel, slowed down 3x by the host
+        arb.bind(s)
+        arb.acquire(s, 0)
+        arb.release(s, 0, elapsed, work=1000)
+    assert arb.vtime[a, 0] == pytest.approx(arb.vtime[b, 0], rel=0.01)
+    # status still shows wall time
+    shares = {r["session"]: r["share"] for r in arb.snapshot()[0]["sessions"]}
+    assert shares == {1: 0.25, 2: 0.75}

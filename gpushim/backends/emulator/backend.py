@@ -121,14 +121,14 @@ class EmulatorSession(BackendSession):
         self.launches = 0
         self.thread_instructions = 0
         self.kernel_wall_s = 0.0
-        self.gate: Callable[[int], AbstractContextManager[None]] = lambda dev: nullcontext()
+        self.gate: Callable[[int], AbstractContextManager[dict[str, float]]] = lambda dev: nullcontext({})
 
     def attach_scheduler(self, arbiter: Any, slot: int) -> None:
         """Kernels take their device's token from the server's scheduler (gpushim/server/scheduler.py)
         while they execute: one session's kernel at a time per device, as a GPU time-slices contexts."""
         arbiter.bind(slot)
 
-        def gate(dev: int) -> AbstractContextManager[None]:
+        def gate(dev: int) -> AbstractContextManager[dict[str, float]]:
             queued = 1 + sum(len(s.queue) for s in self.sched.streams if s.device == dev)
             return arbiter.hold(slot, dev, queued, lambda: self.memories[dev].used)
 
@@ -457,8 +457,9 @@ class EmulatorSession(BackendSession):
         args = (tuple(grid), tuple(block), shared, bytes(params))
 
         def run() -> None:
-            with self.gate(dev):
+            with self.gate(dev) as charge:
                 stats = eng.launch(name, *args, mem, symbols, self.output)
+                charge["work"] = stats.thread_instructions  # fair share charges work, not the host's noise
             self.launches += 1
             self.thread_instructions += stats.thread_instructions
             self.kernel_wall_s += stats.wall_s
