@@ -276,9 +276,16 @@ def shim_path_cmd() -> None:
 
 @main.command()
 @backend_options
+@click.option("--server", default=None,
+              help="Show a running server's devices instead, in the order its placement offers them now to a "
+                   "client naming none, with what placement sees (load, free memory, sessions).")
 @click.option("--json", "as_json", is_flag=True)
-def devices(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str, as_json: bool) -> None:
-    """List the devices a server started here would offer."""
+def devices(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str, server: str | None,
+            as_json: bool) -> None:
+    """List the devices a server started here would offer (or, with --server, a running server's)."""
+    if server is not None:
+        _server_devices(server, as_json)
+        return
     be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver)
     rows = [{"ordinal": d.ordinal, "name": d.name, "uuid": "GPU-" + d.uuid.hex(), "pci_bus_id": d.pci_bus_id,
              "memory": d.props["totalGlobalMem"], "compute_capability": f"{d.props['major']}.{d.props['minor']}",
@@ -291,6 +298,26 @@ def devices(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver
     for r in rows:
         click.echo(f"  {r['ordinal']}: {r['name']}  cc {r['compute_capability']}  {r['memory'] / 2**30:.1f} GiB  "
                    f"{r['multiprocessors']} SMs  {r['pci_bus_id']}  {r['uuid']}")
+
+
+def _server_devices(url: str, as_json: bool) -> None:
+    try:
+        st = query_status(url)
+    except OSError as e:
+        raise click.ClickException(f"no gpushim server at {url}: {e.strerror or e}") from None
+    placement = sorted(st.get("placement", []), key=lambda p: (p["load"], -p["free_memory"], p["device"]))
+    by_ordinal = {d["ordinal"]: d for d in st["devices"]}
+    rows = [{**by_ordinal.get(p["device"], {}), "placement": p} for p in placement]
+    if as_json:
+        click.echo(json.dumps({"server": st["server"], "address": st["address"], "devices": rows}, indent=2))
+        return
+    click.echo(f"{st['server']} at {st['address']}: devices in placement order (least loaded first)")
+    for r in rows:
+        p = r["placement"]
+        click.echo(f"  {r.get('ordinal')}: {r.get('name')}  cc {r.get('cc')}  load {p['load']} "
+                   f"({p['sessions']} session(s) using it, {p['sessions_placed']} placed first, {p['waiting']} "
+                   f"waiting, {'busy' if p['busy'] else 'idle'})  free {p['free_memory'] / 2**30:.2f} of "
+                   f"{p['total_memory'] / 2**30:.2f} GiB")
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -77,6 +77,14 @@ def test_placement_puts_a_new_session_on_the_least_loaded_device(make_server) ->
         assert sessions[1]["devices"][0] != 0 and sorted(sessions[1]["devices"]) == [0, 1, 2]
         placement = {p["device"]: p for p in s.status()["placement"]}
         assert placement[0]["memory_used"] >= 64 << 20 or placement[0]["sessions_placed"] == 1
+        shown = subprocess.run([sys.executable, "-m", "gpushim", "devices", "--server", s.url], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30)
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert "placement order" in lines[0] and len(lines) == 4
+        # the device neither session uses comes first; the two used ones after it, each with its session
+        assert lines[1].lstrip().startswith("2:") and "load 0" in lines[1], lines
+        assert all("1 session(s) using it, 1 placed first" in ln for ln in lines[2:]), lines
         # a client naming its devices is not reordered
         named = s.run("device_query", GPUSHIM_DEVICES="0")
         assert named.returncode == 0, named.stderr

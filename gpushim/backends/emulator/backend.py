@@ -127,6 +127,9 @@ class EmulatorSession(BackendSession):
         """Kernels take their device's token from the server's scheduler (gpushim/server/scheduler.py)
         while they execute: one session's kernel at a time per device, as a GPU time-slices contexts."""
         arbiter.bind(slot)
+        for dev, mem in enumerate(self.memories):  # placement sees each device's memory in use
+            mem.on_change = lambda used, d=dev: arbiter.note_memory(slot, d, used)
+            arbiter.note_memory(slot, dev, mem.used)
 
         def gate(dev: int) -> AbstractContextManager[dict[str, float]]:
             queued = 1 + sum(len(s.queue) for s in self.sched.streams if s.device == dev)
