@@ -28,6 +28,9 @@ from gpushim.wire import FrameBuffer, FrameError, pack, unpack_body
 
 log = logging.getLogger("gpushim.multiplex")
 PRIVATE_SEQ = 1 << 62  # sequence numbers of the multiplexer's own calls (the client's are far below)
+# operations on memory that may name a stream of another server (the memory's server decides)
+CROSS_STREAM_OPS = {"MEMCPY_H2D", "MEMCPY_D2H", "MEMCPY_D2D", "MEMCPY2D_H2D", "MEMCPY2D_D2H", "MEMCPY2D_D2D",
+                    "MEMSET", "MEMSET2D", "MEMSET_WIDE", "FREE_ASYNC"}
 ATTR_PCI_DOMAIN_ID = 50  # cudaDevAttrPciDomainId
 Reply = Callable[[list[Any]], None]
 
@@ -415,6 +418,8 @@ class Multiplexer:
     def _route(self, kind: int, seq: int, op: int, names: tuple[str, ...], a: dict[str, Any]) -> None:
         """Generic routing by the first argument that names a place: dev, a stream/event, a pointer."""
         k: int | None = None
+        opname = OPS_BY_ID[op].name
+        cross: tuple[int, int] | None = None  # a stream of another server than the memory's: (server, handle)
         if "dev" in a:
             k, a["dev"] = self._dev(a["dev"])
         for name in ("dst", "src", "ptr", "addr"):
@@ -426,15 +431,16 @@ class Multiplexer:
                 if k is None:
                     k = sk
                 elif sk != k:
-                    if name == "stream":
-                        sh = self._stream_on(k, a[name], self._local_dev_on(k))
-                    else:
-                        raise _Refuse(Err.INVALID_RESOURCE_HANDLE, "the event belongs to another server's device")
+                    if name != "stream" or opname not in CROSS_STREAM_OPS:
+                        raise _Refuse(Err.INVALID_RESOURCE_HANDLE, f"the {name} belongs to another server's device")
+                    cross, sh = (sk, sh), self._local_dev_on(k)
                 a[name] = sh
         if k is None:
             k = self.devs[0][0] if self.devs else 0
+        if cross is not None:
+            self._cross_stream(kind, seq, opname, [a[n] for n in names], k, a["stream"], cross)
+            return
         fix = None
-        opname = OPS_BY_ID[op].name
         if opname in ("STREAM_CREATE", "EVENT_CREATE"):
             kk = k
             fix = lambda r: [self._ours(kk, r[0])]  # noqa: E731
@@ -453,6 +459,33 @@ class Multiplexer:
             kk = k
             fix = lambda r: [r[0], self.devs.index((kk, r[1])) if (kk, r[1]) in self.devs else r[1], *r[2:]]  # noqa: E731
         self._forward(k, kind, seq, op, [a[n] for n in names], fix)
+
+    def _cross_stream(self, kind: int, seq: int, opname: str, args: list[Any], k: int, legacy: int,
+                      stream: tuple[int, int]) -> None:
+        """Memory of server k used on a stream of another server: the stream's earlier work completes there
+        first, then the operation runs on k's legacy stream and completes too, while later calls wait. The
+        client's order holds (more strictly than CUDA's); an error of such a posted operation is logged
+        here, not reported to the client later."""
+        self.busy += 1
+
+        def finish(msg: list[Any]) -> None:
+            self.busy -= 1
+            self._answer(kind, seq, msg[2], msg[3] if not msg[2] else [], msg[5] if len(msg) > 5 else None)
+            self._release_held()
+
+        def ran(msg: list[Any]) -> None:
+            if msg[2]:
+                finish(msg)
+                return
+            self._private(k, "STREAM_SYNC", [legacy], lambda done: finish(done if done[2] else msg))
+
+        def drained(msg: list[Any]) -> None:
+            if msg[2]:
+                finish(msg)
+                return
+            self._private(k, opname, args, ran)
+
+        self._private(stream[0], "STREAM_SYNC", [stream[1]], drained)
 
     def _local_dev_on(self, k: int) -> int:
         return next((local for kk, local in self.devs if kk == k), 0)
@@ -590,8 +623,9 @@ class Multiplexer:
 
         def next_chunk() -> None:
             off = state["off"]
-            if off >= n:
-                finish(0, None)
+            if off >= n:  # the last chunk has landed before later calls go on
+                self._private(kd, "STREAM_SYNC", [dstream],
+                              lambda m: finish(m[2], m[5] if m[2] and len(m) > 5 else None))
                 return
             m = min(BULK_CHUNK, n - off)
 

@@ -73,6 +73,34 @@ int main(int argc, char **argv) {
             if (bad) { std::printf("copy %d -> %d (way %d): %u elements wrong\n", s, d, how, bad); return 1; }
             CHECK(cudaFree(tmp));
         }
+    // A stream of device 0 used for copies to and from every other device's memory (CUDA's unified
+    // addressing lets a copy on any stream name any device's memory), then synchronised.
+    CHECK(cudaSetDevice(0));
+    cudaStream_t s0;
+    CHECK(cudaStreamCreate(&s0));
+    std::vector<unsigned> host(n), back(n);
+    for (size_t i = 0; i < n; i++) host[i] = (unsigned)i * 2654435761u + 77u;
+    for (int d = 1; d < count; d++) {
+        unsigned *tmp;
+        CHECK(cudaSetDevice(d));
+        CHECK(cudaMalloc(&tmp, n * sizeof(unsigned)));
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaMemsetAsync(tmp, 0, n * sizeof(unsigned), s0));
+        CHECK(cudaMemcpyAsync(tmp, host.data(), n * sizeof(unsigned), cudaMemcpyHostToDevice, s0));
+        CHECK(cudaStreamSynchronize(s0));
+        unsigned bad = bad_on(d, tmp, n, 77u);
+        if (bad) { std::printf("host -> device %d on device 0's stream: %u elements wrong\n", d, bad); return 1; }
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaMemcpyAsync(back.data(), buf[d], n * sizeof(unsigned), cudaMemcpyDeviceToHost, s0));
+        CHECK(cudaStreamSynchronize(s0));
+        for (size_t i = 0; i < n; i++)
+            if (back[i] != (unsigned)i * 2654435761u + 1000u + d) {
+                std::printf("device %d -> host on device 0's stream: wrong at %zu\n", d, i);
+                return 1;
+            }
+        CHECK(cudaFree(tmp));
+    }
+    CHECK(cudaStreamDestroy(s0));
     std::printf("ok\n");
     return 0;
 }
