@@ -12,19 +12,18 @@ holder is the waiting session chosen by the policy:
 With ``max_share`` a session that used ``t`` ns of a device may not take it again for ``t * (1 - s) / s``
 ns, so its share of the device's time stays at most ``s`` even when nobody else wants the device.
 
-Robustness: the table's mutex is a POSIX record lock (``fcntl.lockf``) on an unlinked temporary file, which
-the kernel releases when a holder dies; a token held by a process that died is reclaimed by the next waiter
-(waiters wake at least every 50 ms) and by the supervisor when it reaps the worker. Wake-ups are one
-semaphore per slot, so a dead process can never leave another blocked forever.
+Robustness: the table's mutex is a futex-based lock whose holder's pid is in the table; a process that
+waits a second for it and finds that pid gone takes it over. A token held by a process that died is
+reclaimed by the next waiter (waiters wake at least every 50 ms) and by the supervisor when it reaps the
+worker. Wake-ups are one semaphore per slot, so a dead process can never leave another blocked forever.
+The hot path (a free device nobody waits for) is one lock, a few memoryview element accesses and an unlock.
 """
 
 from __future__ import annotations
 
-import fcntl
 import mmap
 import multiprocessing
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -88,6 +87,8 @@ class DeviceArbiter:
             ("total", np.float64, (D,)),  # ns of device time used by all sessions
             ("work_ns", np.float64, (D,)),  # ns of kernels that reported their work ...
             ("work_units", np.float64, (D,)),  # ... and that work (emulator: thread-instructions)
+            ("nwait", np.int64, (D,)),  # sessions waiting for the device (0: a free device is taken at once)
+            ("lock_owner", np.int64, (1,)),  # pid holding the table's mutex, 0: none
             ("session", np.int64, (S,)),  # session id using the slot, 0: free
             ("pid", np.int64, (S,)),  # its worker's pid
             ("prio", np.int64, (S,)),
@@ -105,15 +106,18 @@ class DeviceArbiter:
         size = sum(int(np.dtype(t).itemsize * np.prod(shape)) for _, t, shape in layout)
         self._map = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: inherited by forked workers
         off = 0
+        self._mv: dict[str, memoryview] = {}  # the same arrays as memoryviews: fast element access (hot path)
         for name, t, shape in layout:
             n = int(np.prod(shape))
-            arr = np.frombuffer(self._map, dtype=t, count=n, offset=off).reshape(shape)
-            setattr(self, name, arr)
-            off += n * np.dtype(t).itemsize
+            nbytes = n * np.dtype(t).itemsize
+            setattr(self, name, np.frombuffer(self._map, dtype=t, count=n, offset=off).reshape(shape))
+            self._mv[name] = memoryview(self._map)[off : off + nbytes].cast(np.dtype(t).char, list(shape))
+            off += nbytes
         self.holder[:] = -1
         self.granted[:] = -1
-        self._lockfile = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
         ctx = multiprocessing.get_context("fork")
+        self._mutex = ctx.Lock()  # futex-based; a holder that died is detected through lock_owner
+        self._me = os.getpid()  # this process (bind() sets it in a worker)
         self._wake = [ctx.Semaphore(0) for _ in range(S)]
 
     # -- the supervisor's side -------------------------------------------------------------------------
@@ -139,7 +143,10 @@ class DeviceArbiter:
             return
         with self._locked():
             self.session[slot] = 0
-            self.waiting[slot] = 0
+            for d in range(self.ndev):
+                if self.waiting[slot, d]:
+                    self.waiting[slot, d] = 0
+                    self.nwait[d] -= 1
             self.granted[slot] = -1
             for d in range(self.ndev):
                 if self.holder[d] == slot:
@@ -149,38 +156,47 @@ class DeviceArbiter:
     # -- the worker's side -----------------------------------------------------------------------------
     def bind(self, slot: int) -> None:
         """Called in the worker: the slot is this process's."""
-        self.pid[slot] = os.getpid()
+        self._me = os.getpid()
+        self.pid[slot] = self._me
 
     def acquire(self, slot: int, dev: int, queued: int = 1) -> None:
         """Blocks until `slot` holds device `dev`'s token."""
         if self.config.policy == "off" or slot < 0:
             return
-        with self._locked():
+        m = self._mv
+        self._lock()
+        try:
             now = time.monotonic_ns()
-            self.queued[slot, dev] = queued
-            self.waiting[slot, dev] = now
+            m["queued"][slot, dev] = queued
+            if m["holder"][dev] < 0 and m["nwait"][dev] == 0 and m["eligible"][slot, dev] <= now:
+                self._grant(slot, dev, now)  # the fast path: a free device nobody else waits for
+                return
+            m["waiting"][slot, dev] = now
+            m["nwait"][dev] += 1
             # A session that was idle does not bank credit: it starts at most CREDIT_NS behind the device's
             # virtual clock. The slack keeps the credit of a session that was away only for its round trip
             # (reply, client, next launch), which would otherwise lose its turn each time it is a little late.
             credit = CREDIT_NS / self._ns_per_unit(dev)
-            self.vtime[slot, dev] = max(self.vtime[slot, dev], self.vclock[dev] - credit)
-            if self.holder[dev] < 0:
+            m["vtime"][slot, dev] = max(m["vtime"][slot, dev], m["vclock"][dev] - credit)
+            if m["holder"][dev] < 0:
                 self._dispatch(dev, now, me=slot)
-            if self.granted[slot] == dev:
+            if m["granted"][slot] == dev:
                 return
+        finally:
+            self._unlock()
         while True:
             wait = POLL_S
-            el = (self.eligible[slot, dev] - time.monotonic_ns()) / 1e9
+            el = (m["eligible"][slot, dev] - time.monotonic_ns()) / 1e9
             if el > 0:
                 wait = min(wait, max(el, 0.0005))
             self._wake[slot].acquire(timeout=wait)
             with self._locked():
-                if self.granted[slot] == dev:
+                if m["granted"][slot] == dev:
                     return
                 self._reclaim(dev)
-                if self.holder[dev] < 0:
+                if m["holder"][dev] < 0:
                     self._dispatch(dev, time.monotonic_ns(), me=slot)
-                if self.granted[slot] == dev:
+                if m["granted"][slot] == dev:
                     return
 
     def release(self, slot: int, dev: int, elapsed_ns: int, memory: int | None = None, work: float = 0) -> None:
@@ -189,43 +205,40 @@ class DeviceArbiter:
         of equal kernels varies with the host's load, and an unlucky session should not fall behind."""
         if slot < 0:
             return
-        with self._locked():
-            now = time.monotonic_ns()
-            self.usage[slot, dev] += elapsed_ns
-            self.total[dev] += elapsed_ns
-            self.kernels[slot, dev] += 1
-            self.queued[slot, dev] = 0
+        m = self._mv
+        self._lock()
+        try:
+            m["usage"][slot, dev] += elapsed_ns
+            m["total"][dev] += elapsed_ns
+            m["kernels"][slot, dev] += 1
+            m["queued"][slot, dev] = 0
             if memory is not None:
-                self.memory[slot, dev] = memory
+                m["memory"][slot, dev] = memory
             if self.config.policy == "off":
                 return
             if work > 0:  # virtual time counts work units where kernels report them, else ns
-                self.work_ns[dev] += elapsed_ns
-                self.work_units[dev] += work
+                m["work_ns"][dev] += elapsed_ns
+                m["work_units"][dev] += work
                 cost = float(work)
             else:
                 cost = elapsed_ns / self._ns_per_unit(dev)
-            self.vtime[slot, dev] += cost / max(self.weight[slot], 1e-9)
+            m["vtime"][slot, dev] += cost / max(m["weight"][slot], 1e-9)
             share = self.config.max_share
+            now = time.monotonic_ns()
             if share is not None and share < 1:
-                self.eligible[slot, dev] = now + elapsed_ns * (1 - share) / share
-            if self.holder[dev] == slot:
-                self.holder[dev] = -1
-            self.granted[slot] = -1
-            self._dispatch(dev, now)
-
-    @contextmanager
-    def hold(self, slot: int, dev: int, queued: int = 1,
-             memory: Callable[[], int] | None = None) -> Iterator[dict[str, float]]:
-        """Holds the device's token around a kernel and charges its duration to the session; the caller may
-        set the kernel's work in the dict it gets (see release)."""
-        self.acquire(slot, dev, queued)
-        t0 = time.monotonic_ns()
-        charge: dict[str, float] = {}
-        try:
-            yield charge
+                m["eligible"][slot, dev] = now + elapsed_ns * (1 - share) / share
+            if m["holder"][dev] == slot:
+                m["holder"][dev] = -1
+            m["granted"][slot] = -1
+            if m["nwait"][dev]:
+                self._dispatch(dev, now)
         finally:
-            self.release(slot, dev, time.monotonic_ns() - t0, memory() if memory else None, charge.get("work", 0))
+            self._unlock()
+
+    def hold(self, slot: int, dev: int, queued: int = 1, memory: Callable[[], int] | None = None) -> _Hold:
+        """A context manager holding the device's token around a kernel and charging its duration to the
+        session; the caller may set the kernel's work in the dict it gets (see release)."""
+        return _Hold(self, slot, dev, queued, memory)
 
     def note_memory(self, slot: int, dev: int, nbytes: int) -> None:
         if 0 <= slot < self.nslots and 0 <= dev < self.ndev:
@@ -286,45 +299,91 @@ class DeviceArbiter:
                 "memory_used": int(self.memory[active, dev].sum())}
 
     # -- internals -------------------------------------------------------------------------------------
+    def _lock(self) -> None:
+        """The table's mutex (always paired with _unlock in a finally). Held for microseconds; should its
+        holder die inside (SIGKILL), the next process to wait a second for it finds the owner gone and takes
+        it over."""
+        owner = self._mv["lock_owner"]
+        while not self._mutex.acquire(timeout=1.0):
+            pid = owner[0]
+            if pid and not _alive(pid):
+                break  # its holder died inside: take it over (it stays acquired, now by us)
+        owner[0] = self._me
+
+    def _unlock(self) -> None:
+        self._mv["lock_owner"][0] = 0
+        self._mutex.release()
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        fd = self._lockfile.fileno()
-        fcntl.lockf(fd, fcntl.LOCK_EX)
+        self._lock()
         try:
             yield
         finally:
-            fcntl.lockf(fd, fcntl.LOCK_UN)
+            self._unlock()
 
     def _ns_per_unit(self, dev: int) -> float:
         """Virtual time's unit in ns: the device's average per work unit, 1 before any kernel reported work."""
-        return float(self.work_ns[dev] / self.work_units[dev]) if self.work_units[dev] else 1.0
+        m = self._mv
+        units = m["work_units"][dev]
+        return m["work_ns"][dev] / units if units else 1.0
 
     def _reclaim(self, dev: int) -> None:
         """A token held by a process that no longer exists goes back to the device."""
-        h = int(self.holder[dev])
-        if h >= 0 and not _alive(int(self.pid[h])):
-            self.holder[dev] = -1
-            self.granted[h] = -1
+        m = self._mv
+        h = m["holder"][dev]
+        if h >= 0 and not _alive(m["pid"][h]):
+            m["holder"][dev] = -1
+            m["granted"][h] = -1
+
+    def _grant(self, s: int, dev: int, now: int) -> None:
+        m = self._mv
+        m["holder"][dev] = s
+        m["holder_since"][dev] = now
+        m["granted"][s] = dev
+        m["vclock"][dev] = max(m["vclock"][dev], m["vtime"][s, dev])
 
     def _dispatch(self, dev: int, now: int, me: int = -1) -> None:
         """Gives the free device to the best eligible waiter (lock held)."""
-        cand = np.flatnonzero((self.waiting[:, dev] != 0) & (self.session != 0) & (self.eligible[:, dev] <= now))
-        if not len(cand):
+        m = self._mv
+        waiting, session, eligible, vtime, prio = m["waiting"], m["session"], m["eligible"], m["vtime"], m["prio"]
+        by_prio = self.config.policy == "priority"
+        best, best_key = -1, None
+        for s in range(self.nslots):
+            since = waiting[s, dev]
+            if not since or not session[s] or eligible[s, dev] > now:
+                continue
+            key = (-prio[s] if by_prio else 0, vtime[s, dev], since)
+            if best_key is None or key < best_key:
+                best, best_key = s, key
+        if best < 0:
             return
-        vt = self.vtime[cand, dev]
-        since = self.waiting[cand, dev]
-        if self.config.policy == "priority":
-            order = np.lexsort((since, vt, -self.prio[cand]))  # last key sorts first
-        else:
-            order = np.lexsort((since, vt))
-        s = int(cand[order[0]])
-        self.holder[dev] = s
-        self.holder_since[dev] = now
-        self.waiting[s, dev] = 0
-        self.granted[s] = dev
-        self.vclock[dev] = max(self.vclock[dev], self.vtime[s, dev])
-        if s != me:
-            self._wake[s].release()
+        waiting[best, dev] = 0
+        m["nwait"][dev] -= 1
+        self._grant(best, dev, now)
+        if best != me:
+            self._wake[best].release()
+
+
+class _Hold:
+    """DeviceArbiter.hold (a class, not @contextmanager: it runs around every kernel)."""
+
+    __slots__ = ("arbiter", "slot", "dev", "queued", "memory", "t0", "charge")
+
+    def __init__(self, arbiter: DeviceArbiter, slot: int, dev: int, queued: int,
+                 memory: Callable[[], int] | None) -> None:
+        self.arbiter, self.slot, self.dev, self.queued, self.memory = arbiter, slot, dev, queued, memory
+        self.charge: dict[str, float] = {}
+        self.t0 = 0
+
+    def __enter__(self) -> dict[str, float]:
+        self.arbiter.acquire(self.slot, self.dev, self.queued)
+        self.t0 = time.monotonic_ns()
+        return self.charge
+
+    def __exit__(self, *exc: object) -> None:
+        self.arbiter.release(self.slot, self.dev, time.monotonic_ns() - self.t0,
+                             self.memory() if self.memory else None, self.charge.get("work", 0))
 
 
 class InflightGate:

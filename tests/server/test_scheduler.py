@@ -233,3 +233,20 @@ def test_fair_share_charges_work_not_the_hosts_noise() -> None:
     # status still shows wall time
     shares = {r["session"]: r["share"] for r in arb.snapshot()[0]["sessions"]}
     assert shares == {1: 0.25, 2: 0.75}
+
+
+def test_a_mutex_held_by_a_dead_process_is_taken_over() -> None:
+    arb = _arbiter(slots=1)
+    s = arb.open_slot(1, 0, 0)
+    pid = os.fork()
+    if pid == 0:
+        arb.bind(s)
+        arb._lock()  # killed inside the critical section
+        os._exit(0)
+    os.waitpid(pid, 0)
+    t0 = time.monotonic()
+    arb.bind(s)
+    arb.acquire(s, 0)
+    arb.release(s, 0, 1)
+    assert time.monotonic() - t0 < 5
+    assert arb.lock_owner[0] == 0 and arb.kernels[s, 0] == 1
