@@ -122,8 +122,9 @@ class Multiplexer:
 
     def _open(self, hello: dict[str, Any]) -> dict[str, Any]:
         token = hello.get("token")
-        inventories = []
-        for i, url in enumerate(self.urls):
+        inventories: list[list[dict[str, Any]]] = []
+        spec = str(hello.get("devices") or "")
+        for i, url in enumerate(self.urls if spec.strip() else []):  # inventories only to resolve names
             try:
                 with _connect(url, self.timeout) as s:
                     st, _ = _exchange(s, [STATUS, {"token": token}], self.timeout)
@@ -133,7 +134,7 @@ class Multiplexer:
                 msg = st[1].get("message") if isinstance(st, list) and len(st) == 2 else "bad answer"
                 raise MultiplexError(Err.NOT_PERMITTED, f"server {i} ({url}): {msg}")
             inventories.append(st[1]["devices"])
-        chosen = self._choose(inventories, str(hello.get("devices") or ""))
+        chosen = self._choose(inventories, spec) if spec.strip() else [None] * len(self.urls)
         order: list[tuple[int, int]] = []  # (upstream, session ordinal), servers in the order given
         up_of: dict[int, int] = {}  # GPUSHIM_SERVER index -> upstream index
         for i, url in enumerate(self.urls):
