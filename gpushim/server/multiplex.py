@@ -98,6 +98,7 @@ class Multiplexer:
         self.busy = 0  # staged copies in progress: the client's later frames wait
         self.held: list[list[Any]] = []
         self.cbuf = FrameBuffer()
+        self.wanted: list[tuple[int, int]] = []  # GPUSHIM_DEVICES resolved: (server index, backend ordinal)
         self.arenas: list[tuple[int, int, int]] = []  # (start, end, upstream) announced by the servers
         self.allocs: dict[int, tuple[int, int]] = {}  # start -> (size, upstream), for servers announcing none
         self.alloc_starts: list[int] = []
@@ -204,7 +205,7 @@ class Multiplexer:
 
     def _choose(self, inventories: list[list[dict[str, Any]]], spec: str) -> list[list[int] | None]:
         """Per server, the backend ordinals GPUSHIM_DEVICES names in the client's order (None: no names)."""
-        self.wanted: list[tuple[int, int]] = []
+        self.wanted = []
         if not spec.strip():
             return [None] * len(inventories)
         combined = [(i, d["ordinal"]) for i, inv in enumerate(inventories) for d in inv]
