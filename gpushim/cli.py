@@ -214,13 +214,30 @@ def connect(url: str, timeout: float) -> socket.socket:
 def status(server: str | None, as_json: bool) -> None:
     """Show a running server's devices and sessions."""
     url = server or server_url()
-    try:
-        st = query_status(url)
-    except OSError as e:
-        raise click.ClickException(f"no gpushim server at {url}: {e.strerror or e}") from None
+    if "," in url:  # several servers (GPUSHIM_SERVER=a,b): each one's status
+        urls = [u.strip() for u in url.split(",") if u.strip()]
+        if as_json:
+            click.echo(json.dumps([_status_of(u) for u in urls], indent=2))
+        else:
+            for i, u in enumerate(urls):
+                click.echo(f"server {i}:")
+                _echo_status(_status_of(u))
+        return
+    st = _status_of(url)
     if as_json:
         click.echo(json.dumps(st, indent=2))
         return
+    _echo_status(st)
+
+
+def _status_of(url: str) -> dict:
+    try:
+        return query_status(url)
+    except OSError as e:
+        raise click.ClickException(f"no gpushim server at {url}: {e.strerror or e}") from None
+
+
+def _echo_status(st: dict) -> None:
     click.echo(f"{st['server']} at {st['address']}")
     click.echo(f"  {st['backend']}")
     for d in st["devices"]:
@@ -336,7 +353,11 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
     url = server_url()
     server: subprocess.Popen | None = None
     tmp = None
-    if embedded or not _reachable(url):
+    if "," in url and not embedded:  # several servers as one device list: all must be there
+        down = [u for u in url.split(",") if not _reachable(u.strip())]
+        if down:
+            raise click.ClickException(f"GPUSHIM_SERVER lists servers that do not answer: {', '.join(down)}")
+    elif embedded or not _reachable(url):
         tmp = tempfile.TemporaryDirectory(prefix="gpushim-")
         url = f"unix://{tmp.name}/server.sock"
         server = subprocess.Popen(

@@ -4,9 +4,11 @@ client's multiplexer), device selection by ordinal, UUID and SERVER:ORDINAL, and
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
-from tests.e2e.conftest import emulator_only, kv
+from tests.e2e.conftest import BIN, ROOT, emulator_only, kv
 
 ARENA_B = "0x400000000000"
 ARENA_C = "0x500000000000"
@@ -103,3 +105,24 @@ def test_losing_one_server_fails_the_client_cleanly(make_server) -> None:
     ps = subprocess.run(["pgrep", "-f", f"gpushim multiplex --fd 3 {a.url}"], capture_output=True, text=True)
     assert ps.stdout.strip() == ""
     assert a.run("device_query").returncode == 0
+
+
+@emulator_only
+def test_a_tcp_server_in_the_list_and_the_cli_with_a_list(make_server, tmp_path) -> None:
+    a = make_server("--emulate-gpu", "h100")
+    b = make_server("--emulate-gpu", "a100", "--arena-base", ARENA_B, listen="tcp://127.0.0.1:0")
+    env = {"GPUSHIM_SERVER": _list(a, b)}
+    r = a.run("multi_device", "1", **env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # `gpushim run` uses the listed servers (no embedded server), `gpushim status` shows each
+    run_env = {**os.environ, "GPUSHIM_SERVER": _list(a, b)}
+    q = subprocess.run([sys.executable, "-m", "gpushim", "run", "--", str(BIN / "device_query")], cwd=ROOT,
+                       env=run_env, capture_output=True, text=True, timeout=120)
+    assert q.returncode == 0 and kv(q.stdout)["count"] == "2", q.stdout + q.stderr
+    st = subprocess.run([sys.executable, "-m", "gpushim", "status"], cwd=ROOT, env=run_env, capture_output=True,
+                        text=True, timeout=60)
+    assert st.returncode == 0 and "server 0:" in st.stdout and "server 1:" in st.stdout, st.stdout + st.stderr
+    bad = subprocess.run([sys.executable, "-m", "gpushim", "run", "--", str(BIN / "device_query")], cwd=ROOT,
+                         env={**run_env, "GPUSHIM_SERVER": f"{a.url},unix://{tmp_path}/none.sock"},
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "do not answer" in bad.stderr
