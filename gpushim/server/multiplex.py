@@ -27,6 +27,7 @@ from gpushim.protocol import BULK_CHUNK, CALL, CALLBACK, FATAL, HANDLE_BASE, HEL
 from gpushim.wire import FrameBuffer, FrameError, pack, unpack_body
 
 log = logging.getLogger("gpushim.multiplex")
+OUT_LIMIT = 64 << 20  # bytes buffered for one peer before the reading that feeds it pauses
 PRIVATE_SEQ = 1 << 62  # sequence numbers of the multiplexer's own calls (the client's are far below)
 # operations on memory that may name a stream of another server (the memory's server decides)
 CROSS_STREAM_OPS = {"MEMCPY_H2D", "MEMCPY_D2H", "MEMCPY_D2D", "MEMCPY2D_H2D", "MEMCPY2D_D2H", "MEMCPY2D_D2D",
@@ -51,9 +52,10 @@ class Upstream:
     buf: FrameBuffer = field(default_factory=FrameBuffer)
     welcome: dict[str, Any] = field(default_factory=dict)
     pending: dict[int, Reply] = field(default_factory=dict)  # seq -> what to do with its REPLY
+    out: bytearray = field(default_factory=bytearray)  # frames not yet written (the loop writes when it can)
 
     def send(self, msg: list[Any]) -> None:
-        self.sock.sendall(pack(msg))
+        self.out += pack(msg)
 
 
 def _connect(url: str, timeout: float) -> socket.socket:
@@ -98,6 +100,8 @@ class Multiplexer:
         self.busy = 0  # staged copies in progress: the client's later frames wait
         self.held: list[list[Any]] = []
         self.cbuf = FrameBuffer()
+        self.cout = bytearray()  # frames for the client not yet written
+        self.ending: int | None = None  # the exit status once the session must end
         self.wanted: list[tuple[int, int]] = []  # GPUSHIM_DEVICES resolved: (server index, backend ordinal)
         self.arenas: list[tuple[int, int, int]] = []  # (start, end, upstream) announced by the servers
         self.allocs: dict[int, tuple[int, int]] = {}  # start -> (size, upstream), for servers announcing none
@@ -189,7 +193,7 @@ class Multiplexer:
         seq = self.next_private
         self.next_private += 1
         up.sock.settimeout(self.timeout)
-        up.send([CALL, seq, OPS_BY_NAME[op].id, args])
+        up.sock.sendall(pack([CALL, seq, OPS_BY_NAME[op].id, args]))
         try:
             while True:
                 for body in up.buf.frames():
@@ -250,35 +254,69 @@ class Multiplexer:
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self) -> int:
-        socks = {self.client.fileno(): None, **{u.sock.fileno(): u for u in self.ups}}
+        """Forwards frames until the client leaves (0) or a server is lost (1). Nothing here blocks on a
+        write: every socket has an output buffer written when select says it can take more, so a server busy
+        sending a large reply never deadlocks against a large frame for it. A buffer over OUT_LIMIT stops
+        the reading that fills it until it drains (back-pressure)."""
+        for sock in (self.client, *(u.sock for u in self.ups)):
+            sock.setblocking(False)
         for u in self.ups:  # frames that arrived with the welcome
             self._upstream_frames(u)
         self._client_frames()
-        while True:
-            readable, _, _ = select.select(list(socks), [], [])
-            for fd in readable:
-                up = socks[fd]
-                sock = self.client if up is None else up.sock
+        while self.ending is None:
+            by_sock: dict[socket.socket, Upstream | None] = {self.client: None, **{u.sock: u for u in self.ups}}
+            readers = [u.sock for u in self.ups] if len(self.cout) < OUT_LIMIT else []
+            if all(len(u.out) < OUT_LIMIT for u in self.ups):
+                readers.append(self.client)
+            writers = [u.sock for u in self.ups if u.out] + ([self.client] if self.cout else [])
+            readable, writable, _ = select.select(readers, writers, [])
+            for sock in writable:
+                up = by_sock[sock]
+                buf = self.cout if up is None else up.out
+                try:
+                    n = sock.send(memoryview(buf)[: 4 << 20])
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    return 0 if up is None else self._lost(up)
+                del buf[:n]
+            for sock in readable:
+                up = by_sock[sock]
                 try:
                     data = sock.recv(1 << 20)
+                except (BlockingIOError, InterruptedError):
+                    continue
                 except OSError:
                     data = b""
                 if not data:
-                    if up is None:
-                        return 0  # the client left: closing our sockets ends its sessions
-                    log.error("server %d (%s) closed the connection", up.index, up.url)
-                    self._send_client([FATAL, 0, Err.DEVICES_UNAVAILABLE,
-                                       f"lost the connection to server {up.index} ({up.url})"])
-                    return 1
+                    return 0 if up is None else self._lost(up)  # the client left: our sockets end its sessions
                 if up is None:
                     self.cbuf.feed(data)
                     self._client_frames()
                 else:
                     up.buf.feed(data)
                     self._upstream_frames(up)
+        self._flush_client()
+        return self.ending
+
+    def _lost(self, up: Upstream) -> int:
+        log.error("server %d (%s) closed the connection", up.index, up.url)
+        self._send_client([FATAL, 0, Err.DEVICES_UNAVAILABLE, f"lost the connection to server {up.index} ({up.url})"])
+        self._flush_client()
+        return 1
+
+    def _flush_client(self) -> None:
+        """Writes what the client has not received yet (the session is ending)."""
+        try:
+            self.client.setblocking(True)
+            self.client.settimeout(self.timeout)
+            self.client.sendall(self.cout)
+        except OSError:
+            pass
+        self.cout.clear()
 
     def _send_client(self, msg: list[Any]) -> None:
-        self.client.sendall(pack(msg))
+        self.cout += pack(msg)
 
     def _upstream_frames(self, up: Upstream) -> None:
         for body in up.buf.frames():
@@ -297,11 +335,20 @@ class Multiplexer:
                 log.warning("unexpected frame kind %s from server %d", kind, up.index)
 
     def _client_frames(self) -> None:
-        for body in self.cbuf.frames():
-            msg = unpack_body(body)
-            if self.busy and not (isinstance(msg, list) and len(msg) == 4 and
-                                  OPS_BY_ID.get(msg[2]) and OPS_BY_ID[msg[2]].name == "CALLBACK_DONE"):
-                self.held.append(msg)
+        try:
+            bodies = self.cbuf.frames()
+            msgs = [unpack_body(b) for b in bodies]
+        except FrameError as e:
+            self._send_client([FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
+            self.ending = 1
+            return
+        for msg in msgs:
+            if self.ending is not None:
+                return
+            callback_done = isinstance(msg, list) and len(msg) == 4 and isinstance(msg[2], int) and \
+                OPS_BY_ID.get(msg[2]) is not None and OPS_BY_ID[msg[2]].name == "CALLBACK_DONE"
+            if self.busy and not callback_done:
+                self.held.append(msg)  # a staged copy is in progress: the client's order is kept
                 continue
             self._dispatch(msg)
 
@@ -376,9 +423,10 @@ class Multiplexer:
     def _dispatch(self, msg: Any) -> None:
         if not (isinstance(msg, list) and len(msg) == 4 and msg[0] in (CALL, POST) and isinstance(msg[3], list)):
             self._send_client([FATAL, 0, Err.INVALID_VALUE, "malformed frame"])
-            raise SystemExit(1)
+            self.ending = 1
+            return
         kind, seq, op_id, args = msg
-        op = OPS_BY_ID.get(op_id)
+        op = OPS_BY_ID.get(op_id) if isinstance(op_id, int) else None
         if op is None or len(args) != len(op.args):
             self._answer(kind, seq, Err.INVALID_VALUE, [], f"unknown operation {op_id} or wrong argument count")
             return

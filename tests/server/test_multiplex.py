@@ -56,3 +56,22 @@ def test_pointers_route_by_allocation_without_arenas() -> None:
     assert m._owner(0x7F00_0000_1000) == 0  # past the allocation: the first server answers (its error)
     m._forget(0x7F00_0000_0000)
     assert m._owner(0x7F00_0000_0010) == 0
+
+
+def test_a_malformed_frame_from_the_client_ends_only_its_session() -> None:
+    from gpushim.protocol import FATAL
+    from gpushim.wire import FrameBuffer, unpack_body
+
+    m = _mux(1)
+    m.client, client = socket.socketpair()
+    m.ups[0].sock, server = socket.socketpair()
+    client.sendall(b"\x03\x00\x00\x00\xc1\xc1\xc1")  # a frame that is not msgpack
+    assert m.run() == 1
+    buf = FrameBuffer()
+    client.settimeout(5)
+    buf.feed(client.recv(65536))
+    msg = unpack_body(buf.frames()[0])
+    assert msg[0] == FATAL and "malformed" in msg[3]
+    server.setblocking(False)
+    with pytest.raises(BlockingIOError):  # nothing reached the server
+        server.recv(1)
