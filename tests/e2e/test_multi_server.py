@@ -126,3 +126,14 @@ def test_a_tcp_server_in_the_list_and_the_cli_with_a_list(make_server, tmp_path)
                          env={**run_env, "GPUSHIM_SERVER": f"{a.url},unix://{tmp_path}/none.sock"},
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "do not answer" in bad.stderr
+
+
+@emulator_only
+def test_the_runtime_test_programs_pass_through_two_servers(make_server) -> None:
+    """Streams, events, host functions, memory of every kind, sync semantics and managed memory on device 0
+    behave as with one server when the client's device list spans two."""
+    a = make_server("--emulate-gpu", "h100")
+    b = make_server("--emulate-gpu", "a100", "--arena-base", ARENA_B)
+    for program in ("streams", "memory", "sync", "managed"):
+        r = a.run(program, GPUSHIM_SERVER=_list(a, b))
+        assert r.returncode == 0 and r.stdout.strip().endswith("OK"), (program, r.stdout[-500:], r.stderr[-500:])
