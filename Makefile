@@ -114,6 +114,7 @@ soak: deps all
 
 bench: all
 	$(PYTHON) bench/run.py
+	$(PYTHON) bench/sched_bench.py
 
 # On a machine with an NVIDIA GPU: installs what it needs, builds, runs tests/e2e against the cuda backend
 # and prints sync latency, launch cost and copy bandwidth through gpushim beside the native numbers.

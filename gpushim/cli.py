@@ -44,7 +44,7 @@ class ByteSize(click.ParamType):
 
 
 def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,  # noqa: ANN201
-                 memory_cap: int | None = None):
+                 memory_cap: int | None = None, arena_base: int | None = None):
     """The backend for `serve` / `devices`; exits with a clear message when it cannot be had."""
     from gpushim.backends.emulator.backend import EmulatorBackend
 
@@ -78,7 +78,9 @@ def make_backend(name: str, emulate_gpu: str, emulate_devices: int, emulate_driv
     else:
         reason = "chosen with --backend emulator"
     try:
-        return EmulatorBackend(emulate_gpu, emulate_devices, emulate_driver, reason=reason, memory_cap=memory_cap)
+        extra = {"arena_base": arena_base} if arena_base is not None else {}
+        return EmulatorBackend(emulate_gpu, emulate_devices, emulate_driver, reason=reason, memory_cap=memory_cap,
+                               **extra)
     except (KeyError, ValueError) as e:
         raise click.ClickException(str(e.args[0] if e.args else e)) from None
 
@@ -124,6 +126,16 @@ def main() -> None:
               help="Bytes of modules one session may upload.")
 @click.option("--session-uploads", type=click.IntRange(0), default=256, show_default=True,
               help="Number of modules one session may upload.")
+@click.option("--sched", type=click.Choice(["priority", "fair", "off"]), default="priority", show_default=True,
+              help="Device scheduling between sessions: priority class then fair share of device time; fair share "
+                   "only; off (no arbitration). See docs/scheduling.md.")
+@click.option("--weight", "weights", multiple=True, metavar="PRIORITY=WEIGHT",
+              help="Fair-share weight of sessions of a priority (repeatable; default 1 each), e.g. --weight 0=2.")
+@click.option("--max-share", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Most of a device's time one session may use (0 < s <= 1), even when the device is idle.")
+@click.option("--arena-base", type=lambda v: int(v, 0), default=None, metavar="ADDRESS",
+              help="Emulator: first device address (e.g. 0x400000000000). Servers a client uses together "
+                   "(GPUSHIM_SERVER=url1,url2) need distinct ranges [default: 0x300000000000].")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 @click.option("--insecure-no-token", is_flag=True,
@@ -141,23 +153,30 @@ def main() -> None:
 def serve(listen: str | None, backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str,
           token_file: str | None, memory_quota: int | None, memory_cap: int | None, max_priority: int,
           module_cache: Path | None, module_cache_size: int, max_module_size: int, session_upload_bytes: int,
-          session_uploads: int, log_level: str, insecure_no_token: bool, tls_cert: str | None,
+          session_uploads: int, sched: str, weights: tuple[str, ...], max_share: float | None,
+          arena_base: int | None, log_level: str, insecure_no_token: bool, tls_cert: str | None,
           tls_key: str | None, socket_mode: int, max_pending: int) -> None:
     """Run a gpushim server."""
     from gpushim.server.modules import ModuleLimits
+    from gpushim.server.scheduler import SchedConfig, parse_weights
     from gpushim.server.supervisor import ServeError, Supervisor
 
     _without_own_driver()
 
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper()),
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver, memory_cap)
+    try:
+        sched_config = SchedConfig(sched, parse_weights(weights), max_share)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver, memory_cap, arena_base)
     limits = ModuleLimits(module_cache_size, max_module_size, session_upload_bytes, session_uploads)
     token = read_token_file(token_file) if token_file else None
     try:
         sup = Supervisor(be, listen or server_url(), token=token, memory_quota=memory_quota, module_cache=module_cache,
                          max_priority=max_priority, module_limits=limits, insecure_no_token=insecure_no_token,
-                         tls_cert=tls_cert, tls_key=tls_key, socket_mode=socket_mode, max_pending=max_pending)
+                         tls_cert=tls_cert, tls_key=tls_key, socket_mode=socket_mode, max_pending=max_pending,
+                         sched=sched_config)
     except ServeError as e:
         raise click.ClickException(str(e)) from None
     sup.serve_forever()
@@ -252,13 +271,30 @@ def tls_wrap(sock: socket.socket, host: str) -> socket.socket:
 def status(server: str | None, as_json: bool) -> None:
     """Show a running server's devices and sessions."""
     url = server or server_url()
-    try:
-        st = query_status(url)
-    except OSError as e:
-        raise click.ClickException(f"no gpushim server at {url}: {e.strerror or e}") from None
+    if "," in url:  # several servers (GPUSHIM_SERVER=a,b): each one's status
+        urls = [u.strip() for u in url.split(",") if u.strip()]
+        if as_json:
+            click.echo(json.dumps([_status_of(u) for u in urls], indent=2))
+        else:
+            for i, u in enumerate(urls):
+                click.echo(f"server {i}:")
+                _echo_status(_status_of(u))
+        return
+    st = _status_of(url)
     if as_json:
         click.echo(json.dumps(st, indent=2))
         return
+    _echo_status(st)
+
+
+def _status_of(url: str) -> dict:
+    try:
+        return query_status(url)
+    except OSError as e:
+        raise click.ClickException(f"no gpushim server at {url}: {e.strerror or e}") from None
+
+
+def _echo_status(st: dict) -> None:
     click.echo(f"{st['server']} at {st['address']}")
     click.echo(f"  {st['backend']}")
     for d in st["devices"]:
@@ -272,6 +308,35 @@ def status(server: str | None, as_json: bool) -> None:
             held += f", {s['launches']} launches ({s.get('thread_instructions', 0)} thread-instructions)"
         click.echo(f"  [{s['session']}] {s.get('program', '(hidden)')} pid {s.get('pid', '-')} CUDA {s['runtime']}: "
                    f"{s.get('state', held)}")
+    _echo_scheduling(st)
+
+
+def _echo_scheduling(st: dict) -> None:
+    """Per device: what placement sees, then each session's priority, share of device time and queued work."""
+    placement = {p["device"]: p for p in st.get("placement", [])}
+    for dev in st.get("scheduler", []):
+        p = placement.get(dev["device"], {})
+        cap = f", max share {dev['max_share']}" if dev.get("max_share") else ""
+        click.echo(f"  device {dev['device']} scheduling ({dev['policy']}{cap}): "
+                   f"{'busy' if dev['busy'] else 'idle'}, {dev['waiting']} waiting, {dev['device_s']:.3f} s used; "
+                   f"placement: load {p.get('load', '?')}, free {p.get('free_memory', 0) / 2**30:.2f} GiB, "
+                   f"{p.get('sessions_placed', 0)} session(s) placed first here")
+        for s in dev["sessions"]:
+            state = "running" if s["running"] else (f"waiting {s['waiting_s']:.3f} s" if s["waiting_s"] else "idle")
+            click.echo(f"    [{s['session']}] {s.get('program', '?')} priority {s['priority']} weight {s['weight']:g}: "
+                       f"share {100 * s['share']:.1f} % ({s['device_s']:.3f} s, {s['kernels']} kernels), "
+                       f"{state}, {s['queued']} queued")
+
+
+@main.command(hidden=True)
+@click.option("--fd", type=int, required=True, help="The client's end of the socket pair the shim made.")
+@click.argument("urls", nargs=-1, required=True)
+def multiplex(fd: int, urls: tuple[str, ...]) -> None:
+    """Several servers as one device list: started by the shim when GPUSHIM_SERVER lists several URLs."""
+    from gpushim.server.multiplex import serve_fd
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="gpushim multiplex: %(message)s")
+    sys.exit(serve_fd(fd, list(urls)))
 
 
 @main.command("shim-path")
@@ -285,9 +350,16 @@ def shim_path_cmd() -> None:
 
 @main.command()
 @backend_options
+@click.option("--server", default=None,
+              help="Show a running server's devices instead, in the order its placement offers them now to a "
+                   "client naming none, with what placement sees (load, free memory, sessions).")
 @click.option("--json", "as_json", is_flag=True)
-def devices(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str, as_json: bool) -> None:
-    """List the devices a server started here would offer."""
+def devices(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: str, server: str | None,
+            as_json: bool) -> None:
+    """List the devices a server started here would offer (or, with --server, a running server's)."""
+    if server is not None:
+        _server_devices(server, as_json)
+        return
     be = make_backend(backend, emulate_gpu, emulate_devices, emulate_driver)
     rows = [{"ordinal": d.ordinal, "name": d.name, "uuid": "GPU-" + d.uuid.hex(), "pci_bus_id": d.pci_bus_id,
              "memory": d.props["totalGlobalMem"], "compute_capability": f"{d.props['major']}.{d.props['minor']}",
@@ -300,6 +372,26 @@ def devices(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver
     for r in rows:
         click.echo(f"  {r['ordinal']}: {r['name']}  cc {r['compute_capability']}  {r['memory'] / 2**30:.1f} GiB  "
                    f"{r['multiprocessors']} SMs  {r['pci_bus_id']}  {r['uuid']}")
+
+
+def _server_devices(url: str, as_json: bool) -> None:
+    try:
+        st = query_status(url)
+    except OSError as e:
+        raise click.ClickException(f"no gpushim server at {url}: {e.strerror or e}") from None
+    placement = sorted(st.get("placement", []), key=lambda p: (p["load"], -p["free_memory"], p["device"]))
+    by_ordinal = {d["ordinal"]: d for d in st["devices"]}
+    rows = [{**by_ordinal.get(p["device"], {}), "placement": p} for p in placement]
+    if as_json:
+        click.echo(json.dumps({"server": st["server"], "address": st["address"], "devices": rows}, indent=2))
+        return
+    click.echo(f"{st['server']} at {st['address']}: devices in placement order (least loaded first)")
+    for r in rows:
+        p = r["placement"]
+        click.echo(f"  {r.get('ordinal')}: {r.get('name')}  cc {r.get('cc')}  load {p['load']} "
+                   f"({p['sessions']} session(s) using it, {p['sessions_placed']} placed first, {p['waiting']} "
+                   f"waiting, {'busy' if p['busy'] else 'idle'})  free {p['free_memory'] / 2**30:.2f} of "
+                   f"{p['total_memory'] / 2**30:.2f} GiB")
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -318,7 +410,11 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
     url = server_url()
     server: subprocess.Popen | None = None
     tmp = None
-    if embedded or not _reachable(url):
+    if "," in url and not embedded:  # several servers as one device list: all must be there
+        down = [u for u in url.split(",") if not _reachable(u.strip())]
+        if down:
+            raise click.ClickException(f"GPUSHIM_SERVER lists servers that do not answer: {', '.join(down)}")
+    elif embedded or not _reachable(url):
         tmp = tempfile.TemporaryDirectory(prefix="gpushim-")
         url = f"unix://{tmp.name}/server.sock"
         server = subprocess.Popen(

@@ -116,6 +116,7 @@ static void host_of(const char *hostport, char *out, size_t n) {
 int gs_transport_connect(char *why, size_t whylen) {
     char addr[512];
     gs_transport_address(addr, sizeof addr);
+    if (strchr(addr, ',')) return gs_multi_connect(addr, why, whylen); /* several servers: gs_multi.c */
     if (strncmp(addr, "unix://", 7) == 0) return connect_unix(addr + 7, why, whylen);
     if (strncmp(addr, "unix:", 5) == 0) return connect_unix(addr + 5, why, whylen);
     if (strncmp(addr, "tcp://", 6) == 0) return connect_tcp(addr + 6, why, whylen);
@@ -148,7 +149,8 @@ int gs_sendv(int fd, struct iovec *iov, int n) {
 int gs_transport_is_unix(void) {
     char addr[512];
     gs_transport_address(addr, sizeof addr);
-    return strncmp(addr, "unix:", 5) == 0;
+    /* several servers: shared memory would need every server on this host; the multiplexer does not use it */
+    return strncmp(addr, "unix:", 5) == 0 && !strchr(addr, ',');
 }
 
 int gs_sendv_fd(int fd, struct iovec *iov, int n, int pass_fd) {

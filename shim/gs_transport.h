@@ -14,6 +14,9 @@ double gs_transport_connect_timeout(void);
 void gs_transport_set_timeout(int fd, double seconds);
 /* Connects; returns the fd, or -1 with a reason in why. */
 int gs_transport_connect(char *why, size_t whylen);
+/* GPUSHIM_SERVER=url1,url2,...: starts the multiplexer (`python3 -m gpushim multiplex`, gpushim/server/
+ * multiplex.py) on one end of a socket pair and returns the other end, or -1 with a reason in why. */
+int gs_multi_connect(const char *urls, char *why, size_t whylen);
 /* The token sent in the handshake (GPUSHIM_TOKEN, or the first line of GPUSHIM_TOKEN_FILE), or "". */
 const char *gs_transport_token(void);
 

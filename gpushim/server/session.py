@@ -71,6 +71,7 @@ class SessionInfo:
     memory_quota: int | None = None
     policy: Policy | None = None  # the adaptation policy for this client and driver (built at the handshake)
     transport: str = "unix"  # unix | tcp: what the client's connection is
+    sched_slot: int = -1  # the session's row in the server's scheduler table (gpushim/server/scheduler.py)
 
 
 class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, IpcOps):

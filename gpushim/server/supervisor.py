@@ -34,6 +34,9 @@ from gpushim.compat.policy import build_policy
 from gpushim.cuda_errors import Err
 from gpushim.protocol import HELLO, MAX_FIRST_FRAME, PROTOCOL_VERSION, STATUS
 from gpushim.server.modules import ModuleLimits, ModuleStore, default_module_cache
+from gpushim.server.placement import inputs as placement_inputs
+from gpushim.server.placement import order_devices
+from gpushim.server.scheduler import DeviceArbiter, SchedConfig
 from gpushim.server.session import SessionInfo
 from gpushim.server.validate import check_hello, check_status, first_frame_kind
 from gpushim.server.worker import run_worker
@@ -119,8 +122,11 @@ class Supervisor:
                  memory_quota: int | None = None, max_sessions: int = 64, module_cache: Path | None = None,
                  max_priority: int = 0, module_limits: ModuleLimits | None = None,
                  insecure_no_token: bool = False, tls_cert: str | None = None,
-                 tls_key: str | None = None, socket_mode: int = 0o600, max_pending: int = MAX_PENDING) -> None:
+                 tls_key: str | None = None, socket_mode: int = 0o600, max_pending: int = MAX_PENDING,
+                 sched: SchedConfig | None = None) -> None:
         self.backend = backend
+        # created before any worker is forked: every worker inherits the shared table
+        self.arbiter = DeviceArbiter(len(backend.devices()), max_sessions, sched or SchedConfig())
         self.max_priority = max_priority
         self.store = ModuleStore(module_cache or default_module_cache(), module_limits)
         self.listen_url = listen
@@ -469,9 +475,12 @@ class Supervisor:
             transport="unix" if self.kind == "unix" else "tcp",
         )
         self.next_session += 1
+        info.sched_slot = self.arbiter.open_slot(info.session_id, 0, info.priority)
         welcome = {"proto": PROTOCOL_VERSION, "session": info.session_id, "error": 0, "message": "",
                    "driver": self.backend.driver_version(), "devices": len(devices),
-                   "server": f"gpushim {__version__}", "backend": self.backend.name}
+                   "server": f"gpushim {__version__}", "backend": self.backend.name,
+                   # the device addresses this server hands out (GPUSHIM_SERVER=a,b routes pointers by them)
+                   "arena": list(self.backend.arena()) if hasattr(self.backend, "arena") else None}
         self._detach(p)
         try:
             p.sock.settimeout(REPLY_TIMEOUT_S)  # a fresh connection's buffer takes it at once
@@ -479,6 +488,7 @@ class Supervisor:
             p.sock.settimeout(None)
         except OSError:
             p.sock.close()
+            self.arbiter.close_slot(info.sched_slot)
             return
         self._fork_worker(p.sock, info, leftover)
 
@@ -510,8 +520,8 @@ class Supervisor:
 
     def _devices_for(self, spec: str) -> list[int] | str:
         n = len(self.backend.devices())
-        if not spec.strip():
-            return list(range(n))
+        if not spec.strip():  # no device named: the placement policy orders them (least loaded first)
+            return order_devices(self.backend, self.arbiter, self._primaries())
         out: list[int] = []
         for part in spec.split(","):
             part = part.strip()
@@ -524,6 +534,14 @@ class Supervisor:
             out.append(match[0])
         return out
 
+    def _primaries(self) -> dict[int, int]:
+        """Live sessions per device they were placed on first."""
+        out: dict[int, int] = {}
+        for w in self.workers.values():
+            if w.info.devices:
+                out[w.info.devices[0]] = out.get(w.info.devices[0], 0) + 1
+        return out
+
     # -- workers -----------------------------------------------------------------------------------------
     def _fork_worker(self, conn: socket.socket, info: SessionInfo, leftover: bytes) -> None:
         sys.stdout.flush()
@@ -533,6 +551,7 @@ class Supervisor:
         except OSError as e:
             log.error("cannot start a worker for session %d: %s", info.session_id, e)
             conn.close()
+            self.arbiter.close_slot(info.sched_slot)
             return
         try:
             pid = os.fork()
@@ -540,6 +559,7 @@ class Supervisor:
             log.error("cannot start a worker for session %d: %s", info.session_id, e)
             for s in (conn, parent_ctl, child_ctl):
                 s.close()
+            self.arbiter.close_slot(info.sched_slot)
             return
         if pid == 0:  # the worker
             code = 1
@@ -553,7 +573,7 @@ class Supervisor:
                     p.sock.close()
                 for w in self.workers.values():
                     w.control.close()
-                code = run_worker(conn, child_ctl, self.backend, info, leftover, self.store)
+                code = run_worker(conn, child_ctl, self.backend, info, leftover, self.store, self.arbiter)
             except BaseException:
                 logging.getLogger("gpushim.worker").exception("worker crashed")
             finally:
@@ -576,6 +596,7 @@ class Supervisor:
             w = self.workers.pop(pid, None)
             if w is not None:
                 w.control.close()
+                self.arbiter.close_slot(w.info.sched_slot)
                 code = os.waitstatus_to_exitcode(status)
                 how = "ended" if code == 0 else f"ended with status {code}"
                 log.info("session %d (%s) %s; its resources are freed", w.info.session_id, w.info.program, how)
@@ -644,11 +665,22 @@ class Supervisor:
             "address": self.address,
             "backend": self.backend.describe(),
             "driver": self.backend.driver_version(),
-            "devices": [{"ordinal": d.ordinal, "name": d.name, "pci_bus_id": d.pci_bus_id,
+            "devices": [{"ordinal": d.ordinal, "name": d.name, "pci_bus_id": d.pci_bus_id, "uuid": d.uuid.hex(),
                          "memory": d.props.get("totalGlobalMem"), "cc": f"{d.props['major']}.{d.props['minor']}"}
                         for d in self.backend.devices()],
             "sessions": sessions,
+            "scheduler": self._scheduler_view(sessions),
+            "placement": placement_inputs(self.backend, self.arbiter, self._primaries()),
         }
+
+    def _scheduler_view(self, sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per device, each session's priority, share of device time and queued work (with its program)."""
+        programs = {s["session"]: s.get("program") for s in sessions}
+        view = self.arbiter.snapshot()
+        for dev in view:
+            for s in dev["sessions"]:
+                s["program"] = programs.get(s["session"], "?")
+        return view
 
     def shutdown(self) -> None:
         try:

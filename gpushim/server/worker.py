@@ -26,6 +26,7 @@ from gpushim.backends.base import Backend
 from gpushim.cuda_errors import Err
 from gpushim.protocol import FATAL, OPS_BY_NAME, REPLY
 from gpushim.server.modules import ModuleStore
+from gpushim.server.scheduler import DeviceArbiter
 from gpushim.server.session import ClientGone, ProtocolError, Session, SessionInfo
 from gpushim.wire import FrameError, FrameReader, decode_bulk_call, pack, reply_with_bulk, unpack_body
 
@@ -38,7 +39,7 @@ GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, ssl.SSLEr
 
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
-               pending: bytes, store: ModuleStore) -> int:
+               pending: bytes, store: ModuleStore, arbiter: DeviceArbiter | None = None) -> int:
     """Serves one session until it ends; returns the process exit status."""
     log = logging.getLogger(f"gpushim.session.{info.session_id}")
     conn.setblocking(True)
@@ -60,6 +61,13 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
         log.error("could not open a backend session: %s", e)
         _send_quietly(conn, [FATAL, 0, Err.INITIALIZATION_ERROR, f"the server could not open a session: {e}"])
         return 1
+    attach = getattr(session.bs, "attach_scheduler", None)
+    if arbiter is not None and info.sched_slot >= 0:
+        if attach is None and arbiter.config.policy != "off":
+            log.warning("the %s backend does not take part in device scheduling: its sessions' work is not "
+                        "arbitrated", backend.name)
+        elif attach is not None:
+            attach(arbiter, info.sched_slot)  # with --sched off: accounting only
     log.info("session started: pid %d, program %s, CUDA runtime %d, devices %s, priority %d",
              info.pid, info.program, info.runtime, info.devices, info.priority)
     finished = threading.Event()  # set when this thread ends the session itself

@@ -244,6 +244,7 @@ class CudaSession(BackendSession):
         self.printf_dirty = False
         self.wait_since: float | None = None
         self.printf: _PrintfCapture | None = None
+        self.gate: Any = None  # the server scheduler's InflightGate (attach_scheduler), or None
         if capture_printf:
             try:
                 self.printf = _PrintfCapture()
@@ -823,9 +824,30 @@ class CudaSession(BackendSession):
             check(cu.cuFuncSetAttribute(fn.handle, attr, shared), "cuFuncSetAttribute")
             fn.dynamic_shared_limit = shared
         packed = PackedParams(params, fn.layout)
+        if self.gate is not None:
+            self.gate.before(dev)
         check(cu.cuLaunchKernel(fn.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
                                 s.handle, packed.address, 0), f"launching kernel {name}")
+        if self.gate is not None:
+            self.gate.after(dev, s)
         self.printf_dirty = True
+
+    def attach_scheduler(self, arbiter: Any, slot: int) -> None:
+        """Launches are gated by the server's scheduler (gpushim/server/scheduler.py, InflightGate): while a
+        higher-priority session has work in flight on a device, this one keeps little of its own queued there.
+        Not exercised on a GPU yet (developed without one)."""
+        from gpushim.server.scheduler import InflightGate
+
+        arbiter.bind(slot)
+        cu = self.cu
+
+        def record(dev: int, stream: CudaStream) -> Any:
+            ev = check(cu.cuEventCreate(0x2), "cuEventCreate")  # CU_EVENT_DISABLE_TIMING
+            check(cu.cuEventRecord(ev, stream.handle), "cuEventRecord")
+            return ev
+
+        self.gate = InflightGate(arbiter, slot, record, lambda ev: self._query(cu.cuEventQuery(ev)[0], "queued work"),
+                                 lambda ev: cu.cuEventSynchronize(ev), lambda ev: cu.cuEventDestroy(ev))
 
     def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
         dev = self._dev(dev)
@@ -874,6 +896,8 @@ class CudaSession(BackendSession):
     def close(self) -> None:
         self.hub.close()
         cu = self.cu
+        if self.gate is not None:
+            self.gate.close()
         for dev in list(self.ctx):
             # The worker's process ends with the session; resetting frees the device at once anyway.
             cu.cuDevicePrimaryCtxReset(self.cudevs[dev])

@@ -3,10 +3,12 @@ kernels run by the PTX engine (gpushim.ptx). No GPU or driver is needed."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import mmap
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap, mem_available
@@ -24,6 +26,16 @@ PITCH_ALIGNMENT = 512
 LIMIT_MALLOC_HEAP_SIZE = 2  # cudaLimitMallocHeapSize: the device heap of kernels' malloc()
 
 
+ARENA_LIMIT = 0x7000_0000_0000  # arenas stay below this (managed memory is mapped at the same address in clients)
+
+
+def check_arena_base(base: int, count: int) -> None:
+    """--arena-base: device addresses start there, one DEVICE_WINDOW per device."""
+    if base % DEVICE_WINDOW or base < ARENA_BASE or base + count * DEVICE_WINDOW > ARENA_LIMIT:
+        raise ValueError(f"--arena-base {base:#x}: it must be a multiple of {DEVICE_WINDOW:#x} from {ARENA_BASE:#x}, "
+                         f"with {count} device window(s) ending by {ARENA_LIMIT:#x}")
+
+
 def parse_driver_version(text: str) -> int:
     """'12.4' -> 12040; '13000' -> 13000."""
     if "." in text:
@@ -36,9 +48,12 @@ class EmulatorBackend(Backend):
     name = "emulator"
 
     def __init__(self, model: str = DEFAULT_MODEL, count: int = 1, driver: str = "13.0",
-                 memory_limit: int | None = None, reason: str = "", memory_cap: int | None = None) -> None:
+                 memory_limit: int | None = None, reason: str = "", memory_cap: int | None = None,
+                 arena_base: int = ARENA_BASE) -> None:
         if not 1 <= count <= 16:
             raise ValueError("the emulator presents 1 to 16 devices")
+        check_arena_base(arena_base, count)
+        self.arena_base = arena_base
         self.model = find_model(model)
         self.count = count
         self._driver = parse_driver_version(driver)
@@ -56,6 +71,11 @@ class EmulatorBackend(Backend):
         if self.memory_cap is not None:
             self.capacity = min(self.capacity, self.memory_cap)
         self._devices = [make_device(self.model, i, self.capacity) for i in range(count)]
+        if arena_base != ARENA_BASE:
+            # servers meant to be used together (GPUSHIM_SERVER=a,b) have distinct arenas: their devices get
+            # distinct UUIDs too, so a client can tell them apart
+            for d in self._devices:
+                d.uuid = d.props["uuid"] = hashlib.sha256(d.uuid + arena_base.to_bytes(8, "little")).digest()[:16]
         # Present what a driver of that version has (gpushim/compat's table): e.g. no memory pools before 11.2.
         self.features = driver_features(self._driver)
         if not self.features.get("memory_pools", True):
@@ -70,6 +90,10 @@ class EmulatorBackend(Backend):
 
     def driver_version(self) -> int:
         return self._driver
+
+    def arena(self) -> tuple[int, int]:
+        """The device addresses this server hands out: [start, end)."""
+        return self.arena_base, self.arena_base + self.count * DEVICE_WINDOW
 
     def describe(self) -> str:
         d = self._driver
@@ -88,7 +112,7 @@ class EmulatorSession(BackendSession):
         self.backend = backend
         self.output = output
         self.account = MemoryAccount(quota, backend.ledger)  # shared by this session's devices
-        self.memories = [DeviceMemory(backend.capacity, ARENA_BASE + i * DEVICE_WINDOW, self.account)
+        self.memories = [DeviceMemory(backend.capacity, backend.arena_base + i * DEVICE_WINDOW, self.account)
                          for i in range(backend.count)]
         self.sched = Scheduler()
         self.pid = os.getpid()
@@ -97,6 +121,21 @@ class EmulatorSession(BackendSession):
         self.launches = 0
         self.thread_instructions = 0
         self.kernel_wall_s = 0.0
+        self.gate: Callable[[int], AbstractContextManager[dict[str, float]]] = lambda dev: nullcontext({})
+
+    def attach_scheduler(self, arbiter: Any, slot: int) -> None:
+        """Kernels take their device's token from the server's scheduler (gpushim/server/scheduler.py)
+        while they execute: one session's kernel at a time per device, as a GPU time-slices contexts."""
+        arbiter.bind(slot)
+        for dev, mem in enumerate(self.memories):  # placement sees each device's memory in use
+            mem.on_change = lambda used, d=dev: arbiter.note_memory(slot, d, used)
+            arbiter.note_memory(slot, dev, mem.used)
+
+        def gate(dev: int) -> AbstractContextManager[dict[str, float]]:
+            queued = 1 + sum(len(s.queue) for s in self.sched.streams if s.device == dev)
+            return arbiter.hold(slot, dev, queued, lambda: self.memories[dev].used)
+
+        self.gate = gate
 
     # -- memory ------------------------------------------------------------------------------------------
     def _mem(self, dev: int) -> DeviceMemory:
@@ -421,7 +460,9 @@ class EmulatorSession(BackendSession):
         args = (tuple(grid), tuple(block), shared, bytes(params))
 
         def run() -> None:
-            stats = eng.launch(name, *args, mem, symbols, self.output)
+            with self.gate(dev) as charge:
+                stats = eng.launch(name, *args, mem, symbols, self.output)
+                charge["work"] = stats.thread_instructions  # fair share charges work, not the host's noise
             self.launches += 1
             self.thread_instructions += stats.thread_instructions
             self.kernel_wall_s += stats.wall_s

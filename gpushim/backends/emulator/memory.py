@@ -13,6 +13,7 @@ import bisect
 import ctypes
 import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,7 @@ class DeviceMemory:
         self._allocs: dict[int, Allocation] = {}
         self._free: list[tuple[int, int]] = [(0, capacity)]  # sorted (offset, size) holes
         self.used = 0
+        self.on_change: Callable[[int], None] | None = None  # told `used` after each change (the scheduler)
 
     # -- allocation -------------------------------------------------------------------------------------
     def alloc(self, size: int, kind: str = "device", align: int = ALLOC_ALIGNMENT) -> int:
@@ -97,6 +99,8 @@ class DeviceMemory:
                 bisect.insort(self._starts, addr)
                 self._allocs[addr] = Allocation(addr, size, reserved, kind)
                 self.used += reserved
+                if self.on_change is not None:
+                    self.on_change(self.used)
                 return addr
         self.account.release(reserved)
         raise CudaError(
@@ -120,6 +124,8 @@ class DeviceMemory:
         self._release(off, a.reserved)
         self.used -= a.reserved
         self.account.release(a.reserved)
+        if self.on_change is not None:
+            self.on_change(self.used)
         return a
 
     def _release(self, off: int, size: int) -> None:
