@@ -110,7 +110,7 @@ def test_losing_one_server_fails_the_client_cleanly(make_server) -> None:
 @emulator_only
 def test_a_tcp_server_in_the_list_and_the_cli_with_a_list(make_server, tmp_path) -> None:
     a = make_server("--emulate-gpu", "h100")
-    b = make_server("--emulate-gpu", "a100", "--arena-base", ARENA_B, listen="tcp://127.0.0.1:0")
+    b = make_server("--emulate-gpu", "a100", "--arena-base", ARENA_B, "--insecure-no-token", listen="tcp://127.0.0.1:0")
     env = {"GPUSHIM_SERVER": _list(a, b)}
     r = a.run("multi_device", "1", **env)
     assert r.returncode == 0, r.stdout + r.stderr
