@@ -10,7 +10,7 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 SHIM_CFLAGS = -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 SHIM_SRC = $(wildcard shim/*.c shim/*.h)
-ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt adapters/cudadrv/*/*.json)
+ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt adapters/cudadrv/*/*.json adapters/cudadrv/*.json)
 SHIM_LIB = gpushim/lib/libgpushim.so
 # The driver face: libgpushim.so has the soname libcuda.so.1, and this directory links that name to it, so
 # dlopen("libcuda.so.1") and -lcuda find the one loaded object (one session, one connection).
@@ -34,7 +34,7 @@ all: shim programs
 shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB)
 
 SHIM_GEN = shim/gen/exports.c shim/gen/libgpushim.map shim/gen/ops.h shim/gen/errors.h shim/gen/layouts.c \
-	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c
+	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c shim/gen/drv_export_tables.h
 $(SHIM_GEN): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) \
 		$(wildcard shim/api_*.c shim/drv_*.c)
 	$(PYTHON) shim/generate.py
