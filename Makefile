@@ -26,6 +26,9 @@ PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/
 	tests/programs/bin/drv_kernels/vecadd.fatbin tests/programs/bin/drv_kernels/vecadd.cubin
 # Per-thread default stream builds (nvcc --default-stream per-thread) of the programs that test stream semantics
 PTDS_PROGRAMS = tests/programs/bin/sync_ptds
+# nvcc's default builds (the CUDA runtime linked statically) of a representative subset: they reach gpushim
+# through its libcuda.so.1 and the driver's private tables (shim/drv_export*.c)
+STATIC_PROGRAMS = $(addprefix tests/programs/bin/static/,device_query memory streams sync kernels)
 
 .PHONY: all shim programs test demo lint bench gpu-check clean install deps soak
 
@@ -54,7 +57,7 @@ $(DRIVER_STUB): shim/gen/libcuda_stub.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -o $@ $< -Wl,-soname,libcuda.so.1
 
-programs: $(PROGRAMS) $(PTDS_PROGRAMS)
+programs: $(PROGRAMS) $(PTDS_PROGRAMS) $(STATIC_PROGRAMS)
 
 $(NVCC):
 	bash tools/install_nvcc.sh
@@ -67,6 +70,14 @@ tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 tests/programs/bin/%_ptds: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared --default-stream per-thread -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
+
+tests/programs/bin/static/kernels: tests/programs/kernels/main.cu tests/programs/kernels/tu2.cu | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -o $@ $^
+
+tests/programs/bin/static/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -o $@ $<
 
 # Driver-API test programs: C host code linked with -lcuda (gpushim's libcuda.so.1); their kernels are PTX,
 # a fat binary and a cubin built from tests/programs/drv_kernels/.

@@ -258,7 +258,6 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
     lib = shim_path()
     if not lib.exists():
         raise click.ClickException(f"{lib} is missing: build it with `make shim` or `pip install .`")
-    _warn_if_static(command[0])
     url = server_url()
     server: subprocess.Popen | None = None
     tmp = None
@@ -320,24 +319,6 @@ def _without_own_driver() -> None:
         if not env[key]:
             del env[key]
     os.execve(sys.executable, [sys.executable, "-m", "gpushim", *sys.argv[1:]], env)
-
-
-def _warn_if_static(program: str) -> None:
-    """nvcc links the CUDA runtime statically by default; such a program never calls the shim."""
-    import shutil
-
-    from gpushim.compat.elfscan import scan_elf
-
-    path = shutil.which(program)
-    if not path:
-        return
-    try:
-        static = scan_elf(path).static_cudart
-    except Exception:  # not an ELF file (a script), unreadable: nothing to say
-        return
-    if static:
-        click.echo(f"gpushim: {program} links the CUDA runtime statically (nvcc's default), so gpushim cannot "
-                   "intercept its calls; rebuild it with `nvcc -cudart shared`", err=True)
 
 
 def _reachable(url: str) -> bool:

@@ -127,11 +127,3 @@ static CUresult gs_export_integrity_check(uint32_t version, uint64_t unix_second
     hmac_md2_end(&h, gs_integrity_key, (unsigned char *)result);
     return CUDA_SUCCESS;
 }
-
-/* MD2 of a string, for the shim's self-test (tests/e2e/test_static.py checks RFC 1319's vectors). */
-__attribute__((visibility("default"), used)) void gpushim_md2(const void *data, size_t len, unsigned char out[16]) {
-    md2_ctx m;
-    memset(&m, 0, sizeof m);
-    md2_update(&m, data, len);
-    md2_final(&m, out);
-}
