@@ -283,6 +283,7 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
         ld_path = env.get("LD_LIBRARY_PATH", "")
         env["LD_LIBRARY_PATH"] = f"{driver}:{ld_path}" if ld_path else str(driver)
     env["GPUSHIM_SERVER"] = url
+    _prefer_ptx(url, env)
     try:
         proc = subprocess.Popen(list(command), env=env)
     except OSError as e:
@@ -319,6 +320,20 @@ def _without_own_driver() -> None:
         if not env[key]:
             del env[key]
     os.execve(sys.executable, [sys.executable, "-m", "gpushim", *sys.argv[1:]], env)
+
+
+def _prefer_ptx(url: str, env: dict[str, str]) -> None:
+    """The emulator runs PTX, never cubins. Libraries that compile their kernels at run time (CuPy with NVRTC)
+    build a cubin for the device's architecture unless asked for PTX: ask them, unless the user decided."""
+    try:
+        emulator = str(query_status(url).get("backend", "")).startswith("emulator")
+    except (OSError, click.ClickException):
+        return
+    if emulator:
+        env.setdefault("CUPY_COMPILE_WITH_PTX", "1")
+        # CuPy's CUB-based reductions come as a library whose only PTX is compute_120 and uses instructions
+        # the PTX engine lacks (packed 16-bit SIMD such as min.s16x2): CuPy's own reduction kernels instead
+        env.setdefault("CUPY_ACCELERATORS", "")
 
 
 def _reachable(url: str) -> bool:
