@@ -200,6 +200,22 @@ static CUresult gs_export_cls_get(void **value, CUcontext ctx, void *key) {
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* cuDevicePrimaryCtxReset / cuCtxDestroy: the runtime's values for the context die with it; their
+ * destructors run (without the lock: they may call back into the driver). */
+void gs_drv_cls_destroy(CUcontext ctx) {
+    for (;;) {
+        pthread_mutex_lock(&cls_lock);
+        cls_entry **p = &cls_head;
+        while (*p && (*p)->ctx != ctx) p = &(*p)->next;
+        cls_entry *e = *p;
+        if (e) *p = e->next;
+        pthread_mutex_unlock(&cls_lock);
+        if (!e) return;
+        if (e->dtor) e->dtor(ctx, e->key, e->value);
+        free(e);
+    }
+}
+
 /* ---- CONTEXT_CHECKS: no context of gpushim's carries the properties these ask about ---- */
 
 static CUresult gs_export_context_check(CUcontext ctx, uint32_t *flags, const void **extra) {

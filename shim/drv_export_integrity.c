@@ -91,6 +91,9 @@ static void hmac_md2_end(hmac_md2 *h, const unsigned char key[16], unsigned char
 static CUresult gs_export_integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t result[2]) {
     if (!result) return CUDA_ERROR_INVALID_VALUE;
     gs_log(2, "cuGetExportTable: INTEGRITY_CHECK(%u)", version);
+    /* the version is the static runtime's CUDART_VERSION plus 0..2: what it was built with (it counts for the
+     * session when this comes before the first connection, as in programs that start with a runtime call) */
+    gs_drv_note_version((int)(version - version % 10));
     if (version % 10 < 2) {
         memcpy(result, gs_integrity_constants[version % 10], 16);
         return CUDA_SUCCESS;
