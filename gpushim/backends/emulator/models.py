@@ -224,7 +224,7 @@ def device_attributes(props: dict[str, Any]) -> dict[int, int]:
     out: dict[int, int] = {}
     for name, value in device_attribute_ids().items():
         short = name.removeprefix("cudaDevAttr")
-        if short in _ATTR_FIXED or short.startswith("Reserved"):
+        if short in _ATTR_FIXED or (short.startswith("Reserved") and short[8:].isdigit()):
             out[value] = _ATTR_FIXED.get(short, 0)
             continue
         target = _ATTR_TO_PROP.get(short) or by_lower.get(short.lower())
