@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +19,10 @@ pytest.importorskip("cupy", reason="cupy-cuda13x is not installed (pip install c
 SCRIPT = ROOT / "tests" / "programs" / "python" / "cupy_ops.py"
 
 
-def run_cupy(server, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GPUSHIM_SERVER=server.url)
+def run_cupy(server, *args: str, timeout: float = 300, path: str = "", **extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GPUSHIM_SERVER=server.url, **extra)
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH", "")) if p)
     for key in ("CUPY_COMPILE_WITH_PTX", "CUPY_ACCELERATORS", "LD_PRELOAD"):
         env.pop(key, None)
     return subprocess.run([sys.executable, "-m", "gpushim", "run", "--", sys.executable, str(SCRIPT), *args],
@@ -48,3 +51,19 @@ def test_cupy_random_numbers(server):
     r = run_cupy(server, "random", timeout=600)
     assert r.returncode == 0, r.stderr + r.stdout
     assert kv(r.stdout)["random"] == "True"
+
+
+CUPY12 = os.environ.get("GPUSHIM_CUPY12", "")
+
+
+@emulator_only
+@pytest.mark.skipif(not (CUPY12 and Path(CUPY12, "cupy").is_dir()),
+                    reason="set GPUSHIM_CUPY12 to a directory holding cupy-cuda12x (pip install --target DIR "
+                    "cupy-cuda12x 'nvidia-cuda-nvrtc-cu12==12.*'; 580 MB) to check the CUDA 12.9 static runtime")
+def test_cupy_cuda12x_static_runtime_12_9(server):
+    """The CUDA 12.9 static runtime inside cupy-cuda12x asks for the same tables and checks the keyed hash."""
+    r = run_cupy(server, path=CUPY12, GPUSHIM_LOG="2")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "INTEGRITY_CHECK(12092)" in r.stderr
+    v = kv(r.stdout)
+    assert v["sum"] == "499500.0 499500.0" and v["rawkernel"] == "True"
