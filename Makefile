@@ -10,7 +10,7 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 SHIM_CFLAGS = -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 SHIM_SRC = $(wildcard shim/*.c shim/*.h)
-ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt adapters/cudadrv/*/*.json)
+ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt adapters/cudadrv/*/*.json adapters/cudadrv/*.json)
 SHIM_LIB = gpushim/lib/libgpushim.so
 # The driver face: libgpushim.so has the soname libcuda.so.1, and this directory links that name to it, so
 # dlopen("libcuda.so.1") and -lcuda find the one loaded object (one session, one connection).
@@ -26,6 +26,9 @@ PROGRAMS = $(patsubst tests/programs/%.cu,tests/programs/bin/%,$(wildcard tests/
 	tests/programs/bin/drv_kernels/vecadd.fatbin tests/programs/bin/drv_kernels/vecadd.cubin
 # Per-thread default stream builds (nvcc --default-stream per-thread) of the programs that test stream semantics
 PTDS_PROGRAMS = tests/programs/bin/sync_ptds
+# nvcc's default builds (the CUDA runtime linked statically) of a representative subset: they reach gpushim
+# through its libcuda.so.1 and the driver's private tables (shim/drv_export*.c)
+STATIC_PROGRAMS = $(addprefix tests/programs/bin/static/,device_query memory streams sync kernels)
 
 .PHONY: all shim programs test demo lint bench gpu-check clean install deps soak fuzz
 
@@ -34,7 +37,7 @@ all: shim programs
 shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB)
 
 SHIM_GEN = shim/gen/exports.c shim/gen/libgpushim.map shim/gen/ops.h shim/gen/errors.h shim/gen/layouts.c \
-	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c
+	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c shim/gen/drv_export_tables.h
 # generate.py rewrites only the files whose content changes, so a stamp records that it ran
 SHIM_STAMP = shim/gen/.stamp
 $(SHIM_STAMP): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) $(wildcard shim/*.c)
@@ -57,7 +60,7 @@ $(DRIVER_STUB): shim/gen/libcuda_stub.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -o $@ $< -Wl,-soname,libcuda.so.1
 
-programs: $(PROGRAMS) $(PTDS_PROGRAMS)
+programs: $(PROGRAMS) $(PTDS_PROGRAMS) $(STATIC_PROGRAMS)
 
 $(NVCC):
 	bash tools/install_nvcc.sh
@@ -70,6 +73,14 @@ tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 tests/programs/bin/%_ptds: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared --default-stream per-thread -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
+
+tests/programs/bin/static/kernels: tests/programs/kernels/main.cu tests/programs/kernels/tu2.cu | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -o $@ $^
+
+tests/programs/bin/static/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -o $@ $<
 
 # Driver-API test programs: C host code linked with -lcuda (gpushim's libcuda.so.1); their kernels are PTX,
 # a fat binary and a cubin built from tests/programs/drv_kernels/.

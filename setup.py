@@ -60,7 +60,9 @@ setup(
         # the bindings import without a driver; tests/cuda_backend type-checks gpushim's calls against them
         "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff", "cuda-bindings>=12.4", "cryptography>=41",
                  # frameworks the driver face is tested with (tests/e2e/test_driver.py; ~45 s to install)
-                 "numba-cuda==0.30.4", "cuda-core==1.2.2", "nvidia-cuda-nvrtc>=13.0,<14"],
+                 "numba-cuda==0.30.4", "cuda-core==1.2.2", "nvidia-cuda-nvrtc>=13.0,<14",
+                 # CuPy, static runtime inside (tests/e2e/test_cupy.py; ~20 s to install)
+                 "cupy-cuda13x==14.2.0"],
     },
     entry_points={"console_scripts": ["gpushim = gpushim.cli:main"]},
     cmdclass={"build_py": BuildPyWithShim},

@@ -406,7 +406,6 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
     lib = shim_path()
     if not lib.exists():
         raise click.ClickException(f"{lib} is missing: build it with `make shim` or `pip install .`")
-    _warn_if_static(command[0])
     url = server_url()
     server: subprocess.Popen | None = None
     tmp = None
@@ -436,6 +435,7 @@ def run(backend: str, emulate_gpu: str, emulate_devices: int, emulate_driver: st
         ld_path = env.get("LD_LIBRARY_PATH", "")
         env["LD_LIBRARY_PATH"] = f"{driver}:{ld_path}" if ld_path else str(driver)
     env["GPUSHIM_SERVER"] = url
+    _prefer_ptx(url, env)
     try:
         proc = subprocess.Popen(list(command), env=env)
     except OSError as e:
@@ -474,22 +474,18 @@ def _without_own_driver() -> None:
     os.execve(sys.executable, [sys.executable, "-m", "gpushim", *sys.argv[1:]], env)
 
 
-def _warn_if_static(program: str) -> None:
-    """nvcc links the CUDA runtime statically by default; such a program never calls the shim."""
-    import shutil
-
-    from gpushim.compat.elfscan import scan_elf
-
-    path = shutil.which(program)
-    if not path:
-        return
+def _prefer_ptx(url: str, env: dict[str, str]) -> None:
+    """The emulator runs PTX, never cubins. Libraries that compile their kernels at run time (CuPy with NVRTC)
+    build a cubin for the device's architecture unless asked for PTX: ask them, unless the user decided."""
     try:
-        static = scan_elf(path).static_cudart
-    except Exception:  # not an ELF file (a script), unreadable: nothing to say
+        emulator = str(query_status(url).get("backend", "")).startswith("emulator")
+    except (OSError, click.ClickException):
         return
-    if static:
-        click.echo(f"gpushim: {program} links the CUDA runtime statically (nvcc's default), so gpushim cannot "
-                   "intercept its calls; rebuild it with `nvcc -cudart shared`", err=True)
+    if emulator:
+        env.setdefault("CUPY_COMPILE_WITH_PTX", "1")
+        # CuPy's CUB-based reductions come as a library whose only PTX is compute_120 and uses instructions
+        # the PTX engine lacks (packed 16-bit SIMD such as min.s16x2): CuPy's own reduction kernels instead
+        env.setdefault("CUPY_ACCELERATORS", "")
 
 
 def _reachable(url: str) -> bool:

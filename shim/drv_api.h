@@ -61,6 +61,9 @@ void gs_drv_mark_initialised(void);
 /* The primary context of dev (never freed). */
 gs_ctx *gs_drv_primary(int dev);
 
+/* The context-local values of a context that is destroyed or reset (drv_export.c): their destructors run. */
+void gs_drv_cls_destroy(gs_ctx *ctx);
+
 /* A runtime face result as the driver API's code. */
 CUresult gs_drv_err(cudaError_t e);
 

@@ -269,6 +269,7 @@ GS_DRV CUresult gs_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned flags) {
 GS_DRV CUresult gs_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     CUresult r = check_device(dev);
     if (r) return r;
+    gs_drv_cls_destroy(gs_drv_primary(dev)); /* the static runtime's state for the context goes with it */
     int saved = gs_thread()->device;
     gs_thread()->device = dev;
     r = GS_DRV_CALL(gs_cudaDeviceReset());
@@ -319,6 +320,7 @@ GS_DRV CUresult gs_cuCtxDestroy_v2(CUcontext ctx) {
         }
     }
     make_current(current());
+    gs_drv_cls_destroy(ctx);
     ctx->destroyed = 1; /* kept allocated: a stale handle is then recognised, not a use after free */
     return CUDA_SUCCESS;
 }

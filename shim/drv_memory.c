@@ -164,18 +164,20 @@ static CUresult pointer_attribute(void *data, int attr, CUdeviceptr p) {
     gs_range r;
     CUresult e = classify(p, &r);
     if (e) return e;
-    int device = r.kind == cudaMemoryTypeDevice;
+    /* managed memory is device memory to the driver (CU_MEMORYTYPE_DEVICE, IS_MANAGED) that the host may use */
+    int managed = r.kind == cudaMemoryTypeManaged, device = r.kind == cudaMemoryTypeDevice || managed;
     uint64_t v = 0;
     switch (attr) {
     case PA_CONTEXT: *(void **)data = gs_drv_primary(r.device); return CUDA_SUCCESS;
     case PA_MEMORY_TYPE: *(unsigned *)data = device ? MT_DEVICE : MT_HOST; return CUDA_SUCCESS;
     case PA_DEVICE_POINTER: v = p; break;
     case PA_HOST_POINTER:
-        if (device) return CUDA_ERROR_INVALID_VALUE; /* device memory has no host address */
+        if (device && !managed) return CUDA_ERROR_INVALID_VALUE; /* device memory has no host address */
         v = p;
         break;
     case PA_SYNC_MEMOPS: case PA_IS_MANAGED: case PA_IS_LEGACY_IPC: case PA_GPU_DIRECT_RDMA: case PA_MAPPED:
-        *(int *)data = attr == PA_MAPPED; /* every allocation is mapped; the rest are off */
+        /* every allocation is mapped; managed ones say so; the rest are off */
+        *(int *)data = attr == PA_MAPPED || (attr == PA_IS_MANAGED && managed);
         return CUDA_SUCCESS;
     case PA_BUFFER_ID: *(unsigned long long *)data = r.base; return CUDA_SUCCESS;
     case PA_BLOCK_ID: *(unsigned long long *)data = r.base; return CUDA_SUCCESS;

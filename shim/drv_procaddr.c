@@ -1,5 +1,5 @@
 /* The driver face's entry points by name: cuGetProcAddress (+_v2), the runtime's
- * cudaGetDriverEntryPoint(ByVersion) (api_driver_entry.c) and cuGetExportTable.
+ * cudaGetDriverEntryPoint(ByVersion) (api_driver_entry.c); cuGetExportTable is in drv_export.c.
  *
  * The table (gen/drv_table.c, from adapters/cudadrv/) lists every ABI version of every entry point, as
  * cudaTypedefs.h names them (PFN_cuX_vNNNN); a look-up takes the newest version not newer than the
@@ -70,18 +70,4 @@ int gs_drv_entry_point(const char *symbol, void **pfn, int cuda_version, int per
     int status = PROC_SYMBOL_NOT_FOUND;
     *pfn = lookup(symbol, cuda_version, per_thread, &status);
     return status;
-}
-
-/* The driver's private tables (the static CUDA runtime asks for them, issue 13). None is offered yet:
- * CUDA_ERROR_NOT_FOUND is the answer the runtime expects for a table the driver lacks (NOT_SUPPORTED
- * breaks its start-up); each table asked for is named once. */
-GS_DRV CUresult gs_cuGetExportTable(const void **table, const void *id) {
-    if (!table || !id) return CUDA_ERROR_INVALID_VALUE;
-    *table = NULL;
-    const unsigned char *u = id;
-    char key[48];
-    int n = snprintf(key, sizeof key, "export-table-");
-    for (int i = 0; i < 16 && n < (int)sizeof key - 2; i++) n += snprintf(key + n, sizeof key - (size_t)n, "%02x", u[i]);
-    gs_warn_once(key, "cuGetExportTable(%s): gpushim offers no such table (CUDA_ERROR_NOT_FOUND)", key + 13);
-    return CUDA_ERROR_NOT_FOUND;
 }

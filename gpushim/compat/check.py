@@ -322,6 +322,14 @@ def _driver_rows(scan: ElfScan, stubs: dict[str, set[str]] | None) -> list[Row]:
     return rows
 
 
+def _static_runtimes_verified() -> set[str]:
+    """CUDA majors whose static runtime started against gpushim's tables (adapters/cudadrv/export_tables.json)."""
+    from gpushim.adapters import DATA_DIR
+
+    data = json.loads((DATA_DIR.parent / "cudadrv" / "export_tables.json").read_text())
+    return {v.split(".")[0] for t in data["tables"].values() for v in t["requested_by"]}
+
+
 def check_binary(path: str, driver: int, devices: list[dict[str, Any]], target_source: str = "",
                  shim: str | None = None) -> CheckReport:
     """Everything compat-check decides about ``path`` for a driver (e.g. 12040) and devices [{name, cc}]."""
@@ -341,11 +349,25 @@ def check_binary(path: str, driver: int, devices: list[dict[str, Any]], target_s
         rep.problems.append("the target has no GPU")
 
     if scan.static_cudart:
-        rep.problems.append(
-            "links the CUDA runtime statically (nvcc's default): it calls libcuda.so.1 directly, so gpushim's shim "
-            "never sees its calls. Rebuild with `nvcc -cudart shared` (evidence: "
-            + ", ".join(scan.static_cudart_evidence) + ")")
-        return rep
+        major = runtime // 1000 if runtime else None
+        verified = major is not None and str(major) in _static_runtimes_verified()
+        rep.notes.append(
+            "links the CUDA runtime statically (nvcc's default): its runtime calls reach gpushim through gpushim's "
+            "libcuda.so.1 (cuGetProcAddress and the driver's private tables, cuGetExportTable), so they cannot be "
+            "listed one by one here (evidence: " + ", ".join(scan.static_cudart_evidence) + ")")
+        if runtime and driver // 1000 < runtime // 1000:
+            rep.problems.append(
+                f"its statically linked CUDA {fmt(runtime)} runtime checks the driver version itself and refuses a "
+                f"CUDA {fmt(driver)} driver (cudaErrorInsufficientDriver, 35): gpushim cannot adapt a runtime built "
+                f"into the program. Use a server that presents a CUDA {runtime // 1000}.x driver, or rebuild with "
+                "`nvcc -cudart shared` so that gpushim's runtime adapts it")
+            return rep
+        if not verified:
+            rep.notes.append(
+                "gpushim's private driver tables have been verified with the CUDA "
+                + ", ".join(sorted(_static_runtimes_verified())) + " static runtimes only; "
+                f"this one (CUDA {fmt(runtime) if runtime else 'unknown'}) may ask for more: gpushim logs each table "
+                "and slot it refuses")
     if scan.soname and _SONAME_MAJOR.match(scan.soname):
         rep.problems.append(f"{path} is a CUDA runtime library itself ({scan.soname}); check the application instead")
         return rep

@@ -46,7 +46,8 @@ OP_API = {
 
 # Errors whose reason the shim prints for a person to act on (others are ordinary API results).
 NOTED = frozenset({Err.NOT_SUPPORTED, Err.UNKNOWN, Err.INSUFFICIENT_DRIVER, Err.UNSUPPORTED_PTX_VERSION,
-                   Err.NO_KERNEL_IMAGE_FOR_DEVICE, Err.INVALID_KERNEL_IMAGE, Err.NOT_PERMITTED} | STICKY)
+                   Err.NO_KERNEL_IMAGE_FOR_DEVICE, Err.INVALID_KERNEL_IMAGE, Err.NOT_PERMITTED} | STICKY
+                  | {218})  # cudaErrorInvalidPtx: the PTX engine names the kernel and the instruction it lacks
 
 
 

@@ -40,7 +40,8 @@ EXPECTED: dict[str, tuple[int, int, int, int]] = {  # drivers 11.8, 12.2, 12.4, 
     "13.0/errors": (1, 1, 1, 0),
     "13.0/kernels": (1, 1, 1, 0),
     "13.0/libvadd.so": (1, 1, 1, 0),
-    "13.0/static_kernels": (2, 2, 2, 2),
+    # nvcc's default build: its own runtime refuses older drivers; on a 13.0 driver it runs (issue 13)
+    "13.0/static_kernels": (2, 2, 2, 0),
 }
 
 
@@ -99,8 +100,10 @@ def test_cli_json() -> None:
 def test_cli_static_cudart() -> None:
     code, out = cli(str(FIXTURES / "13.0" / "static_kernels"), "--gpu", "h100", "--driver", "13.0", "--json")
     d = json.loads(out)
-    assert code == 2 and d["static_cudart"] and d["apis"] == []
-    assert "-cudart shared" in d["reasons"][0]
+    # it reaches gpushim through libcuda.so.1 and the driver's private tables (issue 13): no per-call rows
+    assert code == 0 and d["static_cudart"] and d["apis"] == [] and d["client_runtime"] == 13000
+    assert any("links the CUDA runtime statically" in n and "cuGetExportTable" in n for n in d["notes"])
+    assert not any("verified with" in n for n in d["notes"])
 
 
 def test_cli_shared_library() -> None:

@@ -190,6 +190,31 @@ _ATTR_TO_PROP: dict[str, str | tuple[str, int]] = {
     "ClusterLaunch": "clusterLaunch", "HostRegisterSupported": "hostRegisterSupported",
     "MemoryPoolSupportedHandleTypes": "memoryPoolSupportedHandleTypes", "NumaConfig": "deviceNumaConfig",
     "NumaId": "deviceNumaId", "HostNumaId": "hostNumaId", "MpsEnabled": "mpsEnabled",
+    # texture and surface limits (the static CUDA runtime reads every one to fill cudaDeviceProp)
+    "MaxTexture1DMipmappedWidth": "maxTexture1DMipmap", "MaxTexture1DLinearWidth": "maxTexture1DLinear",
+    "MaxTexture2DMipmappedWidth": ("maxTexture2DMipmap", 0), "MaxTexture2DMipmappedHeight": ("maxTexture2DMipmap", 1),
+    "MaxTexture2DLinearWidth": ("maxTexture2DLinear", 0), "MaxTexture2DLinearHeight": ("maxTexture2DLinear", 1),
+    "MaxTexture2DLinearPitch": ("maxTexture2DLinear", 2), "MaxTexture2DGatherWidth": ("maxTexture2DGather", 0),
+    "MaxTexture2DGatherHeight": ("maxTexture2DGather", 1), "MaxTexture3DWidthAlt": ("maxTexture3DAlt", 0),
+    "MaxTexture3DHeightAlt": ("maxTexture3DAlt", 1), "MaxTexture3DDepthAlt": ("maxTexture3DAlt", 2),
+    "MaxTexture1DLayeredWidth": ("maxTexture1DLayered", 0), "MaxTexture1DLayeredLayers": ("maxTexture1DLayered", 1),
+    "MaxTexture2DLayeredWidth": ("maxTexture2DLayered", 0), "MaxTexture2DLayeredHeight": ("maxTexture2DLayered", 1),
+    "MaxTexture2DLayeredLayers": ("maxTexture2DLayered", 2), "MaxTextureCubemapWidth": "maxTextureCubemap",
+    "MaxTextureCubemapLayeredWidth": ("maxTextureCubemapLayered", 0),
+    "MaxTextureCubemapLayeredLayers": ("maxTextureCubemapLayered", 1),
+    "MaxSurface3DWidth": ("maxSurface3D", 0), "MaxSurface3DHeight": ("maxSurface3D", 1),
+    "MaxSurface3DDepth": ("maxSurface3D", 2), "MaxSurface1DLayeredWidth": ("maxSurface1DLayered", 0),
+    "MaxSurface1DLayeredLayers": ("maxSurface1DLayered", 1), "MaxSurface2DLayeredWidth": ("maxSurface2DLayered", 0),
+    "MaxSurface2DLayeredHeight": ("maxSurface2DLayered", 1), "MaxSurface2DLayeredLayers": ("maxSurface2DLayered", 2),
+    "MaxSurfaceCubemapWidth": "maxSurfaceCubemap", "MaxSurfaceCubemapLayeredWidth": ("maxSurfaceCubemapLayered", 0),
+    "MaxSurfaceCubemapLayeredLayers": ("maxSurfaceCubemapLayered", 1), "IpcEventSupport": "ipcEventSupported",
+}
+
+# Attributes with no cudaDeviceProp field: what the emulated device has (no remote-write flush, interop or host
+# memory pools; four memory synchronisation domains as on Hopper; reserved attributes read 0 as on real drivers).
+_ATTR_FIXED: dict[str, int] = {
+    "CanFlushRemoteWrites": 0, "MemSyncDomainCount": 4, "D3D12CigSupported": 0, "VulkanCigSupported": 0,
+    "HostNumaMemoryPoolsSupported": 0, "HostMemoryPoolsSupported": 0, "OnlyPartialHostNativeAtomicSupported": 0,
 }
 
 
@@ -199,6 +224,9 @@ def device_attributes(props: dict[str, Any]) -> dict[int, int]:
     out: dict[int, int] = {}
     for name, value in device_attribute_ids().items():
         short = name.removeprefix("cudaDevAttr")
+        if short in _ATTR_FIXED or (short.startswith("Reserved") and short[8:].isdigit()):
+            out[value] = _ATTR_FIXED.get(short, 0)
+            continue
         target = _ATTR_TO_PROP.get(short) or by_lower.get(short.lower())
         if isinstance(target, tuple):
             v = props[target[0]][target[1]]

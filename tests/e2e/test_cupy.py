@@ -1,0 +1,69 @@
+"""CuPy (cupy-cuda13x from PyPI, its CUDA runtime linked statically into its extension modules) runs on the
+emulator with nothing but `gpushim run` (issue 13): elementwise kernels, reductions, cupy.asnumpy, a user
+RawKernel and an ElementwiseKernel, checked against numpy. On the emulator `gpushim run` asks CuPy for PTX
+(CUPY_COMPILE_WITH_PTX=1) and for its own reduction kernels rather than CUB's (CUPY_ACCELERATORS='')."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, emulator_only, kv
+
+pytest.importorskip("cupy", reason="cupy-cuda13x is not installed (pip install cupy-cuda13x)")
+
+SCRIPT = ROOT / "tests" / "programs" / "python" / "cupy_ops.py"
+
+
+def run_cupy(server, *args: str, timeout: float = 300, path: str = "", **extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GPUSHIM_SERVER=server.url, **extra)
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH", "")) if p)
+    for key in ("CUPY_COMPILE_WITH_PTX", "CUPY_ACCELERATORS", "LD_PRELOAD"):
+        env.pop(key, None)
+    return subprocess.run([sys.executable, "-m", "gpushim", "run", "--", sys.executable, str(SCRIPT), *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@emulator_only
+def test_cupy_array_work_matches_numpy(server):
+    r = run_cupy(server)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "env 1 ''" in r.stdout  # what gpushim run chose for the emulator
+    v = kv(r.stdout)
+    assert v["asnumpy"] == "True" and v["elementwise"] == "True"
+    assert v["sum"] == "499500.0 499500.0"
+    assert v["max_mean"] == "999.0 499.5"
+    assert v["axis_sum"] == "[6.0, 22.0, 38.0]"
+    assert v["argmax"] == "1"
+    assert v["rawkernel"] == "True" and v["elementwise_kernel"] == "True"
+    assert r.stdout.strip().endswith("OK")
+
+
+@emulator_only
+@pytest.mark.skipif(not os.environ.get("GPUSHIM_SLOW_TESTS"), reason="about 70 s on the emulator (every generator "
+                    "state runs curand_init's skip-ahead on the CPU); set GPUSHIM_SLOW_TESTS=1")
+def test_cupy_random_numbers(server):
+    r = run_cupy(server, "random", timeout=600)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert kv(r.stdout)["random"] == "True"
+
+
+CUPY12 = os.environ.get("GPUSHIM_CUPY12", "")
+
+
+@emulator_only
+@pytest.mark.skipif(not (CUPY12 and Path(CUPY12, "cupy").is_dir()),
+                    reason="set GPUSHIM_CUPY12 to a directory holding cupy-cuda12x (pip install --target DIR "
+                    "cupy-cuda12x 'nvidia-cuda-nvrtc-cu12==12.*'; 580 MB) to check the CUDA 12.9 static runtime")
+def test_cupy_cuda12x_static_runtime_12_9(server):
+    """The CUDA 12.9 static runtime inside cupy-cuda12x asks for the same tables and checks the keyed hash."""
+    r = run_cupy(server, path=CUPY12, GPUSHIM_LOG="2")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "INTEGRITY_CHECK(12092)" in r.stderr
+    v = kv(r.stdout)
+    assert v["sum"] == "499500.0 499500.0" and v["rawkernel"] == "True"
