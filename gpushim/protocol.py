@@ -136,6 +136,11 @@ OPS: tuple[Op, ...] = (
         "elements of elem (2 or 4) bytes per row, height rows pitch bytes apart"),
     _op(82, "STREAM_WAIT_VALUE", "stream addr value cmp width", "", "cuStreamWaitValue32/64: the stream waits "
         "until the width-byte value at addr compares (0 GEQ, 1 EQ, 2 AND, 3 NOR) with value"),
+    # textures and surfaces (descriptors in device memory: gpushim/ptx/texdesc.py)
+    _op(100, "TEX_CREATE", "dev surface fields", "handle", "cudaCreateTextureObject / cudaCreateSurfaceObject: "
+        "fields are texdesc.Desc's from restype on (border colours as f32 bits); the handle is the descriptor's "
+        "device address"),
+    _op(101, "TEX_DESTROY", "handle", "", "cudaDestroyTextureObject / cudaDestroySurfaceObject"),
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}
@@ -144,7 +149,7 @@ OPS_BY_ID = {op.id: op for op in OPS}
 # Argument types by name; every argument not listed is an integer.
 ARG_TYPES: dict[str, type] = {
     "data": bytes, "fatbin": bytes, "hash": bytes, "params": bytes, "bus_id": str, "name": str,
-    "grid": list, "block": list,
+    "grid": list, "block": list, "fields": list,
 }
 
 

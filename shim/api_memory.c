@@ -798,7 +798,7 @@ GS_IMPL cudaError_t gs_cudaPointerGetAttributes__11(void *a, const void *p) { re
 GS_IMPL cudaError_t gs_cudaPointerGetAttributes__12(void *a, const void *p) { return pointer_attributes(a, p, 12); }
 GS_IMPL cudaError_t gs_cudaPointerGetAttributes__13(void *a, const void *p) { return pointer_attributes(a, p, 13); }
 
-/* ---- 3D: pitched memory only (CUDA arrays are not supported); one 2D copy or memset per slice ---- */
+/* ---- 3D: pitched memory and CUDA arrays (api_texture.c); one 2D copy or memset per slice ---- */
 
 typedef struct { void *ptr; size_t pitch, xsize, ysize; } pitched_ptr;
 typedef struct { size_t width, height, depth; } extent3d;
@@ -827,16 +827,38 @@ static char *slice_addr(const pitched_ptr *p, pos3d pos, size_t z) {
     return (char *)p->ptr + (pos.z + z) * p->pitch * p->ysize + pos.y * p->pitch + pos.x;
 }
 
+int gs_array_layout(const void *a, void **base, size_t *pitch, size_t *rows, size_t *elem); /* api_texture.c */
+
+/* A CUDA array side of a 3D copy as pitched memory; positions and the extent's width count its elements. */
+static int array_side(void *arr, pitched_ptr *p, pos3d *pos, size_t *elem) {
+    size_t rows;
+    if (!gs_array_layout(arr, &p->ptr, &p->pitch, &rows, elem)) return 0;
+    p->xsize = p->pitch;
+    p->ysize = rows;
+    pos->x *= *elem;
+    return 1;
+}
+
 static cudaError_t memcpy3d(const memcpy3d_parms *m, cudaStream_t s, int ptds, int async) {
     if (!m) return gs_ret(cudaErrorInvalidValue);
+    memcpy3d_parms c = *m;
+    size_t elem = 1;
+    if (m->src_array && !array_side(m->src_array, &c.src, &c.src_pos, &elem)) return gs_ret(cudaErrorInvalidValue);
+    if (m->dst_array && !array_side(m->dst_array, &c.dst, &c.dst_pos, &elem)) return gs_ret(cudaErrorInvalidValue);
     if (m->src_array || m->dst_array) {
-        gs_warn_once("cudaArray", "cudaMemcpy3D with CUDA arrays is not supported by gpushim yet");
-        return gs_ret(cudaErrorNotSupported);
+        /* CUDA: the extent is in elements of the array when one is given (a zero height or depth is 1) */
+        c.extent.width *= elem;
+        if (!c.extent.height) c.extent.height = 1;
+        if (!c.extent.depth) c.extent.depth = 1;
+        if (m->src_array && (c.src_pos.x + c.extent.width > c.src.pitch || c.src_pos.y + c.extent.height > c.src.ysize))
+            return gs_ret(cudaErrorInvalidValue);
+        if (m->dst_array && (c.dst_pos.x + c.extent.width > c.dst.pitch || c.dst_pos.y + c.extent.height > c.dst.ysize))
+            return gs_ret(cudaErrorInvalidValue);
     }
-    for (size_t z = 0; z < m->extent.depth; z++) {
-        cudaError_t e = memcpy2d_any(slice_addr(&m->dst, m->dst_pos, z), m->dst.pitch,
-                                     slice_addr(&m->src, m->src_pos, z), m->src.pitch, m->extent.width,
-                                     m->extent.height, m->kind, s, ptds, async);
+    for (size_t z = 0; z < c.extent.depth; z++) {
+        cudaError_t e = memcpy2d_any(slice_addr(&c.dst, c.dst_pos, z), c.dst.pitch,
+                                     slice_addr(&c.src, c.src_pos, z), c.src.pitch, c.extent.width,
+                                     c.extent.height, c.kind, s, ptds, async);
         if (e) return e;
     }
     return cudaSuccess;

@@ -26,6 +26,7 @@ from gpushim.server.ops_driver import DriverOps
 from gpushim.server.ops_memory import MemoryOps
 from gpushim.server.ops_modules import ModuleOps
 from gpushim.server.ops_streams import StreamOps
+from gpushim.server.ops_texture import TextureOps
 from gpushim.server.wait import Wait
 
 # The runtime API an operation serves, for the policy's per-API verdicts.
@@ -70,7 +71,7 @@ class SessionInfo:
     transport: str = "unix"  # unix | tcp: what the client's connection is
 
 
-class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps):
+class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, TextureOps):
     """The operations themselves are in the ops_* mixins, one area each."""
 
     def __init__(self, backend: Backend, info: SessionInfo, send: Callable[[list[Any]], None],
