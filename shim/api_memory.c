@@ -88,10 +88,58 @@ static int shm_wanted(void) {
     return gs_transport_is_unix() && !(e && strcmp(e, "0") == 0);
 }
 
+#define HOST_ALLOC_MAPPED 2u /* cudaHostAllocMapped */
+#define ARENA_BACKED 2        /* gs_range.owned of mapped pinned memory that lives in the emulator's memory */
+
+/* Mapped pinned memory with the client on the server's host: device memory of the emulator, mapped at its own
+ * address in this process as managed memory is (api_managed.c), so the host pointer is the device pointer, as
+ * under CUDA's unified addressing, and kernels read and write the very bytes the host does. Whole pages, so no
+ * device allocation's reservation shares one. NULL when that cannot be done (*why says why). */
+static void *arena_host_alloc(size_t size, const char **why) {
+    int dev = gs_thread()->device;
+    size_t n = page_round(size);
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MALLOC_MANAGED, 2);
+    gs_w_int(c.w, dev);
+    gs_w_uint(c.w, n);
+    cudaError_t e = gs_call_run(&c);
+    uint64_t p = 0, pid = 0, sfd = 0, base = 0;
+    if (!e) {
+        p = gs_u64(&c);
+        pid = gs_u64(&c);
+        sfd = gs_u64(&c);
+        base = gs_u64(&c);
+    }
+    gs_call_end(&c);
+    if (e) { *why = "the server refused device memory for it"; return NULL; }
+    int fd = device_file(dev, (long)pid, (int)sfd);
+    void *m = fd < 0 ? MAP_FAILED
+                     : mmap((void *)(uintptr_t)p, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd,
+                            (off_t)(p - base));
+    if (m != (void *)(uintptr_t)p) {
+        if (m != MAP_FAILED) munmap(m, n);
+        free_on_server(p);
+        *why = "the server's memory cannot be mapped into this process";
+        return NULL;
+    }
+    return m;
+}
+
 static cudaError_t host_alloc(void **ptr, size_t size, unsigned flags) {
     if (!ptr) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     if (size == 0) { *ptr = NULL; return cudaSuccess; }
+    if (flags & HOST_ALLOC_MAPPED) {
+        const char *why = "the client is not on the server's host (TCP)";
+        void *m = gs_transport_is_unix() ? arena_host_alloc(size, &why) : NULL;
+        if (m) {
+            gs_ranges_add((gs_range){(uintptr_t)m, size, gs_thread()->device, cudaMemoryTypeHost, flags, ARENA_BACKED,
+                                     0, 0});
+            *ptr = m;
+            return cudaSuccess;
+        }
+        gs_warn_once("mapped", "cudaHostAllocMapped: %s; the memory is pinned but kernels cannot reach it", why);
+    }
     void *p = MAP_FAILED;
     uint64_t shm = 0;
     if (shm_wanted()) {
@@ -125,6 +173,12 @@ GS_IMPL cudaError_t gs_cudaFreeHost(void *ptr) {
     if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeHost || !r.owned || r.base != (uintptr_t)ptr)
         return gs_ret(cudaErrorInvalidValue);
     gs_ranges_remove(r.base, cudaMemoryTypeHost, NULL);
+    if (r.owned == ARENA_BACKED) {
+        /* device memory: cudaFree's rules (the server waits for the device before freeing it) */
+        free_on_server(r.base);
+        munmap(ptr, page_round(r.size));
+        return cudaSuccess;
+    }
     if (r.shm) {
         /* Like cudaFreeHost, wait for the device first: queued copies may still use the memory. */
         gs_call c;
@@ -166,7 +220,13 @@ GS_IMPL cudaError_t gs_cudaHostGetDevicePointer(void **dptr, void *hptr, unsigne
     GS_ENTER();
     gs_range r;
     if (!gs_ranges_find((uintptr_t)hptr, &r) || r.kind != cudaMemoryTypeHost) return gs_ret(cudaErrorInvalidValue);
-    gs_warn_once("mapped", "mapped pinned memory is not reachable from kernels on a remote device yet");
+    if (r.owned != ARENA_BACKED) {
+        /* Only memory from cudaHostAlloc(cudaHostAllocMapped) with the client on the server's host lives where
+         * kernels can reach it; registered memory and allocations over TCP do not. */
+        gs_warn_once("mapped_ptr", "cudaHostGetDevicePointer: kernels can reach only memory allocated with "
+                     "cudaHostAlloc(..., cudaHostAllocMapped) by a client on the server's host (a Unix socket)");
+        return gs_ret(cudaErrorNotSupported);
+    }
     *dptr = hptr; /* unified addressing: the same address */
     return cudaSuccess;
 }
