@@ -30,3 +30,4 @@ def test_textures(server, part):
     v = kv(r.stdout)
     for name in CHECKS[part]:
         assert v.get(name) == "ok", (name, r.stdout)
+
