@@ -298,6 +298,46 @@ GS_IMPL cudaError_t gs_cudaMemcpyFromArrayAsync_ptsz(void *d, const void *s, siz
     return from_array_1d(d, s, wo, ho, n, k, st, 1, 1);
 }
 
+/* Array to array: device to device (the kind may only be that or cudaMemcpyDefault). */
+static cudaError_t array_to_array(void *d, size_t wd, size_t hd, const void *s, size_t ws, size_t hs, size_t w,
+                                  size_t h, int kind, int ptds) {
+    gs_array da, sa;
+    char *dat, *sat;
+    cudaError_t e = array_span(d, wd, hd, w, h, &da, &dat);
+    if (!e) e = array_span(s, ws, hs, w, h, &sa, &sat);
+    if (e) return gs_ret(e);
+    if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) return gs_ret(cudaErrorInvalidMemcpyDirection);
+    return memcpy2d_any(dat, da.pitch, sat, sa.pitch, w, h, cudaMemcpyDeviceToDevice, NULL, ptds, 0);
+}
+
+GS_IMPL cudaError_t gs_cudaMemcpy2DArrayToArray(void *d, size_t wd, size_t hd, const void *s, size_t ws, size_t hs,
+                                                size_t w, size_t h, int k) {
+    return array_to_array(d, wd, hd, s, ws, hs, w, h, k, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpy2DArrayToArray_ptds(void *d, size_t wd, size_t hd, const void *s, size_t ws,
+                                                     size_t hs, size_t w, size_t h, int k) {
+    return array_to_array(d, wd, hd, s, ws, hs, w, h, k, 1);
+}
+
+static cudaError_t array_to_array_1d(void *d, size_t wd, size_t hd, const void *s, size_t ws, size_t hs, size_t n,
+                                     int kind, int ptds) {
+    char *dat, *sat;
+    cudaError_t e = linear_array(d, wd, hd, n, &dat);
+    if (!e) e = linear_array(s, ws, hs, n, &sat);
+    if (e) return gs_ret(e);
+    if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) return gs_ret(cudaErrorInvalidMemcpyDirection);
+    return gs_memcpy(dat, sat, n, cudaMemcpyDeviceToDevice, NULL, ptds, 0);
+}
+
+GS_IMPL cudaError_t gs_cudaMemcpyArrayToArray(void *d, size_t wd, size_t hd, const void *s, size_t ws, size_t hs,
+                                              size_t n, int k) {
+    return array_to_array_1d(d, wd, hd, s, ws, hs, n, k, 0);
+}
+GS_IMPL cudaError_t gs_cudaMemcpyArrayToArray_ptds(void *d, size_t wd, size_t hd, const void *s, size_t ws, size_t hs,
+                                                   size_t n, int k) {
+    return array_to_array_1d(d, wd, hd, s, ws, hs, n, k, 1);
+}
+
 /* ---- texture and surface objects ---- */
 
 static uint64_t rd_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }

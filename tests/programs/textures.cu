@@ -113,6 +113,21 @@ static void test_array2d() {
     CHECK(cudaMemcpy2DFromArray(back.data(), w * sizeof(float), arr, 0, 0, w * sizeof(float), h,
                                 cudaMemcpyDeviceToHost));
     report("array_roundtrip", std::memcmp(back.data(), img.data(), back.size() * 4) != 0);
+    // array to array: rows 2.. of arr into rows 0.. of a second array, then the first 3 elements of its row 0
+    // over the start of its row 1 (the deprecated 1D form)
+    cudaArray_t arr2;
+    CHECK(cudaMallocArray(&arr2, &cd, w, h));
+    CHECK(cudaMemcpy2DArrayToArray(arr2, 0, 0, arr, 0, 2, w * sizeof(float), h - 2, cudaMemcpyDeviceToDevice));
+    CHECK(cudaMemcpyArrayToArray(arr2, 0, 1, arr2, 0, 0, 3 * sizeof(float), cudaMemcpyDeviceToDevice));
+    CHECK(cudaMemcpy2DFromArray(back.data(), w * sizeof(float), arr2, 0, 0, w * sizeof(float), h - 2,
+                                cudaMemcpyDeviceToHost));
+    int a2a = 0;
+    for (int y = 0; y < h - 2; y++)
+        for (int x = 0; x < w; x++) a2a += back[y * w + x] != (y == 1 && x < 3 ? img[2 * w + x] : img[(y + 2) * w + x]);
+    report("array_to_array", a2a);
+    EXPECT_ERR(cudaMemcpy2DArrayToArray(arr2, 0, 0, arr, 0, 1, w * sizeof(float), h, cudaMemcpyDeviceToDevice),
+               cudaErrorInvalidValue);
+    CHECK(cudaFreeArray(arr2));
 
     std::vector<float2> xy(n);
     for (int i = 0; i < n; i++) xy[i] = make_float2(-0.6f + 2.2f * ((i * 37) % 101) / 101.0f,
