@@ -51,9 +51,14 @@ GS_IMPL cudaError_t gs_cudaMallocPitch(void **ptr, size_t *pitch, size_t width, 
     return gs_ret(e);
 }
 
+int gs_array_layout(const void *a, void **base, size_t *pitch, size_t *rows, size_t *elem); /* api_texture.c */
+
 GS_IMPL cudaError_t gs_cudaFree(void *ptr) {
     GS_ENTER();
     if (!ptr) return cudaSuccess;
+    void *ab;
+    size_t ap, ar, ae;
+    if (gs_array_layout(ptr, &ab, &ap, &ar, &ae)) return gs_ret(cudaErrorInvalidValue); /* cudaFreeArray's */
     gs_call c;
     gs_call_begin(&c, GS_OP_FREE, 1);
     gs_w_uint(c.w, (uintptr_t)ptr);
@@ -886,8 +891,6 @@ GS_IMPL cudaError_t gs_cudaMalloc3D(pitched_ptr *p, extent3d e) {
 static char *slice_addr(const pitched_ptr *p, pos3d pos, size_t z) {
     return (char *)p->ptr + (pos.z + z) * p->pitch * p->ysize + pos.y * p->pitch + pos.x;
 }
-
-int gs_array_layout(const void *a, void **base, size_t *pitch, size_t *rows, size_t *elem); /* api_texture.c */
 
 /* A CUDA array side of a 3D copy as pitched memory; positions and the extent's width count its elements. */
 static int array_side(void *arr, pitched_ptr *p, pos3d *pos, size_t *elem) {

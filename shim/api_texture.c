@@ -151,6 +151,17 @@ GS_IMPL cudaError_t gs_cudaMalloc3DArray(void **arr, const gs_channel_desc *desc
     return array_create(arr, desc, ext, flags);
 }
 
+/* cudaFree without its refusal of arrays */
+static cudaError_t free_device(void *p) {
+    gs_call c;
+    gs_call_begin(&c, GS_OP_FREE, 1);
+    gs_w_uint(c.w, (uintptr_t)p);
+    cudaError_t e = gs_call_run(&c);
+    gs_call_end(&c);
+    if (!e) gs_ranges_remove((uintptr_t)p, cudaMemoryTypeDevice, NULL);
+    return gs_ret(e);
+}
+
 GS_IMPL cudaError_t gs_cudaFreeArray(void *arr) {
     GS_ENTER();
     if (!arr) return cudaSuccess;
@@ -161,7 +172,7 @@ GS_IMPL cudaError_t gs_cudaFreeArray(void *arr) {
     pthread_mutex_unlock(&tables_lock);
     if (!found) return gs_ret(cudaErrorInvalidValue);
     free(found);
-    return gs_cudaFree(arr);
+    return free_device(arr);
 }
 
 GS_IMPL cudaError_t gs_cudaArrayGetInfo(gs_channel_desc *desc, gs_extent *ext, unsigned *flags, void *arr) {

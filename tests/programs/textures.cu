@@ -405,7 +405,9 @@ static void test_errors() {
     EXPECT_ERR(cudaDestroyTextureObject((cudaTextureObject_t)d), cudaErrorInvalidValue);
     EXPECT_ERR(cudaFreeArray((cudaArray_t)d), cudaErrorInvalidValue);
     CHECK(cudaFree(d));
+    EXPECT_ERR(cudaFree(plain), cudaErrorInvalidValue);  // an array is freed with cudaFreeArray
     CHECK(cudaFreeArray(plain));
+    EXPECT_ERR(cudaFreeArray(plain), cudaErrorInvalidValue);  // once
     // the failures above are not sticky: the last one is reported once, then the context works on
     EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
     CHECK(cudaGetLastError());

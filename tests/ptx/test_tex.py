@@ -267,3 +267,12 @@ def test_bad_handles_fault(dev):
     dev.mem.free(base)
     with pytest.raises(CudaError, match="freed"):
         dev.launch("f2d", 1, 1, t, xs, xs, out, 1)
+
+
+def test_surface_bytes(dev):
+    w = 20
+    s, base = make_tex(dev, np.zeros(w, np.uint8), 1, surface=True)
+    out = dev.empty(w)
+    dev.launch("surf_bytes", 1, w, s, out, w)
+    assert dev.get(base, np.uint8, w).tolist() == [x * 3 + 1 for x in range(w)]
+    assert dev.get(out, np.uint8, w).tolist() == [(w - 1 - x) * 3 + 1 for x in range(w)]

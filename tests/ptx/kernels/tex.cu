@@ -63,3 +63,9 @@ extern "C" __global__ void surf_layered(cudaSurfaceObject_t s, int w, int h, int
     int x = threadIdx.x, y = blockIdx.x, l = blockIdx.y;
     surf2DLayeredwrite<short2>(make_short2(x + 100 * y, l), s, x * 4, y, l);
 }
+extern "C" __global__ void surf_bytes(cudaSurfaceObject_t s, unsigned char *out, int w) {
+    int x = threadIdx.x;
+    surf1Dwrite<unsigned char>((unsigned char)(x * 3 + 1), s, x);
+    __syncthreads();
+    out[x] = surf1Dread<unsigned char>(s, (w - 1 - x));
+}
