@@ -186,7 +186,7 @@ def _sample(st, d: td.Desc, geom: str, coords: list, layer, int_coords: bool, as
 def _combine_point(st, d, idx, zbase, dims, valid, as_float, border=None):
     x = idx[0]
     y = idx[1] if dims > 1 else np.zeros_like(x)
-    z = idx[2] if dims > 2 else zbase
+    z = np.clip(idx[2] if dims > 2 else zbase, 0, d.depth - 1)  # a cubemap fetch on a resource of fewer faces
     t = _texels(st, d, x, y, z, as_float)
     if not valid.all():
         b = np.asarray(d.border if border is None else border, np.float32)

@@ -82,6 +82,10 @@ def check(d: Desc) -> str | None:
         return "empty resource or pitch below a row"
     if any(a not in (0, 1, 2, 3) for a in d.addr) or d.filter not in (0, 1) or d.read not in (0, 1):
         return "bad address, filter or read mode"
+    if d.flags & ~(FLAG_LAYERED | FLAG_CUBEMAP | FLAG_3D) or d.normalized not in (0, 1) or d.srgb not in (0, 1):
+        return "bad flags"
+    if d.flags & FLAG_CUBEMAP and (d.width != d.height or d.depth % 6):
+        return "a cubemap needs square faces, 6 per layer"
     if d.read == READ_NORMALIZED and d.bits == 32 and d.kind != KIND_FLOAT:
         return "cudaReadModeNormalizedFloat on 32-bit integer channels"
     return None

@@ -17,7 +17,8 @@ NFIELDS = 21
 def create(mem: DeviceMemory, surface: bool, fields: list[int]) -> int:
     if len(fields) != NFIELDS:
         raise CudaError(Err.INVALID_VALUE, f"a texture description has {NFIELDS} fields, got {len(fields)}")
-    if any(not 0 <= f < 1 << 64 for f in fields):
+    # base and pitch are 64-bit, the other fields 32-bit
+    if any(not 0 <= f < 1 << (64 if i in (1, 2) else 32) for i, f in enumerate(fields)):
         raise CudaError(Err.INVALID_VALUE, "texture description field out of range")
     restype, base, pitch, width, height, depth, flags, channels, bits, kind = fields[:10]
     border = struct.unpack("<4f", struct.pack("<4I", *[f & 0xFFFFFFFF for f in fields[17:21]]))
@@ -32,8 +33,9 @@ def create(mem: DeviceMemory, surface: bool, fields: list[int]) -> int:
     if a is None or a.kind == KIND or base + d.extent > a.addr + a.size:
         raise CudaError(Err.INVALID_VALUE, f"the resource at {base:#x} ({d.extent} bytes) is not inside one "
                         "device allocation of this device")
+    packed = d.pack()
     h = mem.alloc(td.SIZE, kind=KIND)
-    mem.write(h, d.pack())
+    mem.write(h, packed)
     return h
 
 
