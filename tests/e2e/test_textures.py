@@ -10,7 +10,7 @@ import pytest
 from .conftest import emulator_only, kv
 
 CHECKS = {
-    "array2d": ["array_info", "array_roundtrip", "array_to_array", "tex_get_desc"]
+    "array2d": ["array_info", "array_roundtrip", "array_to_array", "array_async", "tex_get_desc"]
     + [f"tex2d_{m}_{f}{n}" for m in ("wrap", "clamp", "mirror", "border") for f in ("point", "linear")
        for n in ("", "_norm")],
     "uchar4": ["uchar4_normalized_float"],

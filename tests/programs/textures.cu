@@ -125,6 +125,17 @@ static void test_array2d() {
     for (int y = 0; y < h - 2; y++)
         for (int x = 0; x < w; x++) a2a += back[y * w + x] != (y == 1 && x < 3 ? img[2 * w + x] : img[(y + 2) * w + x]);
     report("array_to_array", a2a);
+    // the asynchronous forms, on a stream: to the array and back
+    cudaStream_t st;
+    CHECK(cudaStreamCreate(&st));
+    std::vector<float> rev(img.rbegin(), img.rend()), back2(w * h);
+    CHECK(cudaMemcpy2DToArrayAsync(arr2, 0, 0, rev.data(), w * sizeof(float), w * sizeof(float), h,
+                                   cudaMemcpyHostToDevice, st));
+    CHECK(cudaMemcpy2DFromArrayAsync(back2.data(), w * sizeof(float), arr2, 0, 0, w * sizeof(float), h,
+                                     cudaMemcpyDeviceToHost, st));
+    CHECK(cudaStreamSynchronize(st));
+    CHECK(cudaStreamDestroy(st));
+    report("array_async", std::memcmp(back2.data(), rev.data(), rev.size() * 4) != 0);
     EXPECT_ERR(cudaMemcpy2DArrayToArray(arr2, 0, 0, arr, 0, 1, w * sizeof(float), h, cudaMemcpyDeviceToDevice),
                cudaErrorInvalidValue);
     CHECK(cudaFreeArray(arr2));

@@ -276,3 +276,16 @@ def test_surface_bytes(dev):
     dev.launch("surf_bytes", 1, w, s, out, w)
     assert dev.get(base, np.uint8, w).tolist() == [x * 3 + 1 for x in range(w)]
     assert dev.get(out, np.uint8, w).tolist() == [(w - 1 - x) * 3 + 1 for x in range(w)]
+
+
+def test_half_texels_linear(dev, rng):
+    # cudaChannelFormatKindFloat with 16-bit channels: texels are halves, read as f32
+    img = rng.standard_normal((3, 4)).astype(np.float16)
+    t, _ = make_tex(dev, img, 1, filt=td.FILTER_LINEAR)
+    xs = np.array([0.5, 1.25, 3.9, 2.0], np.float32)
+    ys = np.array([0.5, 1.75, 2.1, 0.2], np.float32)
+    out = dev.empty(16 * 4)
+    dev.launch("f2d", 1, 4, t, dev.array(xs), dev.array(ys), out, 4)
+    f = img.astype(np.float32)
+    want = [ref_2d(f, float(x), float(y), CLAMP, td.FILTER_LINEAR, 0) for x, y in zip(xs, ys, strict=True)]
+    np.testing.assert_allclose(dev.get(out, np.float32, 16)[::4], want, rtol=0, atol=2e-6)
