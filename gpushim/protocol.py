@@ -136,6 +136,11 @@ OPS: tuple[Op, ...] = (
         "elements of elem (2 or 4) bytes per row, height rows pitch bytes apart"),
     _op(82, "STREAM_WAIT_VALUE", "stream addr value cmp width", "", "cuStreamWaitValue32/64: the stream waits "
         "until the width-byte value at addr compares (0 GEQ, 1 EQ, 2 AND, 3 NOR) with value"),
+    # textures and surfaces (descriptors in device memory: gpushim/ptx/texdesc.py)
+    _op(100, "TEX_CREATE", "dev surface fields", "handle", "cudaCreateTextureObject / cudaCreateSurfaceObject: "
+        "fields are texdesc.Desc's from restype on (border colours as f32 bits); the handle is the descriptor's "
+        "device address"),
+    _op(101, "TEX_DESTROY", "handle", "", "cudaDestroyTextureObject / cudaDestroySurfaceObject"),
     # graphs (gpushim/server/ops_graph.py)
     _op(120, "GRAPH_UPLOAD", "graph calls", "", "keep a segment of an executable graph: calls is a msgpack array "
         "of [op, args] run in order at each launch, their stream argument replaced by the launch stream, a "
@@ -194,10 +199,13 @@ ARG_SPECS: dict[str, Field] = {
     # graphs (ops_graph.py): a segment's packed calls, a launch's host-function ids; IPC handles are 64 bytes
     "calls": Field(bytes, 1, MAX_FRAME), "callbacks": Field(list, 0, 1 << 16, item_range=U64),
     "handle": Field(bytes, 64, 64),
+    # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
+    "fields": Field(list, 21, 21, item_range=U64),
 }
 # Where one name means different things in different operations:
 OP_ARG_SPECS: dict[tuple[str, str], Field] = {
     ("MEMSET", "value"): _int(I32), ("MEMSET2D", "value"): _int(I32), ("FUNC_SET_ATTR", "value"): _int(I32),
+    ("TEX_DESTROY", "handle"): _int(U64),  # a texture or surface object, not an IPC handle
 }
 # Argument types by name (derived from ARG_SPECS; kept for existing users).
 ARG_TYPES: dict[str, type] = {name: f.type for name, f in ARG_SPECS.items() if f.type is not int}

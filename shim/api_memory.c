@@ -51,9 +51,14 @@ GS_IMPL cudaError_t gs_cudaMallocPitch(void **ptr, size_t *pitch, size_t width, 
     return gs_ret(e);
 }
 
+int gs_array_layout(const void *a, void **base, size_t *pitch, size_t *rows, size_t *elem); /* api_texture.c */
+
 GS_IMPL cudaError_t gs_cudaFree(void *ptr) {
     GS_ENTER();
     if (!ptr) return cudaSuccess;
+    void *ab;
+    size_t ap, ar, ae;
+    if (gs_array_layout(ptr, &ab, &ap, &ar, &ae)) return gs_ret(cudaErrorInvalidValue); /* cudaFreeArray's */
     gs_call c;
     gs_call_begin(&c, GS_OP_FREE, 1);
     gs_w_uint(c.w, (uintptr_t)ptr);
@@ -89,10 +94,58 @@ static int shm_wanted(void) {
     return gs_transport_is_unix() && !(e && strcmp(e, "0") == 0);
 }
 
+#define HOST_ALLOC_MAPPED 2u /* cudaHostAllocMapped */
+#define ARENA_BACKED 2        /* gs_range.owned of mapped pinned memory that lives in the emulator's memory */
+
+/* Mapped pinned memory with the client on the server's host: device memory of the emulator, mapped at its own
+ * address in this process as managed memory is (api_managed.c), so the host pointer is the device pointer, as
+ * under CUDA's unified addressing, and kernels read and write the very bytes the host does. Whole pages, so no
+ * device allocation's reservation shares one. NULL when that cannot be done (*why says why). */
+static void *arena_host_alloc(size_t size, const char **why) {
+    int dev = gs_thread()->device;
+    size_t n = page_round(size);
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MALLOC_MANAGED, 2);
+    gs_w_int(c.w, dev);
+    gs_w_uint(c.w, n);
+    cudaError_t e = gs_call_run(&c);
+    uint64_t p = 0, pid = 0, sfd = 0, base = 0;
+    if (!e) {
+        p = gs_u64(&c);
+        pid = gs_u64(&c);
+        sfd = gs_u64(&c);
+        base = gs_u64(&c);
+    }
+    gs_call_end(&c);
+    if (e) { *why = "the server refused device memory for it"; return NULL; }
+    int fd = device_file(dev, (long)pid, (int)sfd);
+    void *m = fd < 0 ? MAP_FAILED
+                     : mmap((void *)(uintptr_t)p, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd,
+                            (off_t)(p - base));
+    if (m != (void *)(uintptr_t)p) {
+        if (m != MAP_FAILED) munmap(m, n);
+        free_on_server(p);
+        *why = "the server's memory cannot be mapped into this process";
+        return NULL;
+    }
+    return m;
+}
+
 static cudaError_t host_alloc(void **ptr, size_t size, unsigned flags) {
     if (!ptr) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     if (size == 0) { *ptr = NULL; return cudaSuccess; }
+    if (flags & HOST_ALLOC_MAPPED) {
+        const char *why = "the client is not on the server's host (TCP)";
+        void *m = gs_transport_is_unix() ? arena_host_alloc(size, &why) : NULL;
+        if (m) {
+            gs_ranges_add((gs_range){(uintptr_t)m, size, gs_thread()->device, cudaMemoryTypeHost, flags, ARENA_BACKED,
+                                     0, 0});
+            *ptr = m;
+            return cudaSuccess;
+        }
+        gs_warn_once("mapped", "cudaHostAllocMapped: %s; the memory is pinned but kernels cannot reach it", why);
+    }
     void *p = MAP_FAILED;
     uint64_t shm = 0;
     if (shm_wanted()) {
@@ -126,6 +179,12 @@ GS_IMPL cudaError_t gs_cudaFreeHost(void *ptr) {
     if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeHost || !r.owned || r.base != (uintptr_t)ptr)
         return gs_ret(cudaErrorInvalidValue);
     gs_ranges_remove(r.base, cudaMemoryTypeHost, NULL);
+    if (r.owned == ARENA_BACKED) {
+        /* device memory: cudaFree's rules (the server waits for the device before freeing it) */
+        free_on_server(r.base);
+        munmap(ptr, page_round(r.size));
+        return cudaSuccess;
+    }
     if (r.shm) {
         /* Like cudaFreeHost, wait for the device first: queued copies may still use the memory. */
         gs_call c;
@@ -167,7 +226,13 @@ GS_IMPL cudaError_t gs_cudaHostGetDevicePointer(void **dptr, void *hptr, unsigne
     GS_ENTER();
     gs_range r;
     if (!gs_ranges_find((uintptr_t)hptr, &r) || r.kind != cudaMemoryTypeHost) return gs_ret(cudaErrorInvalidValue);
-    gs_warn_once("mapped", "mapped pinned memory is not reachable from kernels on a remote device yet");
+    if (r.owned != ARENA_BACKED) {
+        /* Only memory from cudaHostAlloc(cudaHostAllocMapped) with the client on the server's host lives where
+         * kernels can reach it; registered memory and allocations over TCP do not. */
+        gs_warn_once("mapped_ptr", "cudaHostGetDevicePointer: kernels can reach only memory allocated with "
+                     "cudaHostAlloc(..., cudaHostAllocMapped) by a client on the server's host (a Unix socket)");
+        return gs_ret(cudaErrorNotSupported);
+    }
     *dptr = hptr; /* unified addressing: the same address */
     return cudaSuccess;
 }
@@ -799,7 +864,7 @@ GS_IMPL cudaError_t gs_cudaPointerGetAttributes__11(void *a, const void *p) { re
 GS_IMPL cudaError_t gs_cudaPointerGetAttributes__12(void *a, const void *p) { return pointer_attributes(a, p, 12); }
 GS_IMPL cudaError_t gs_cudaPointerGetAttributes__13(void *a, const void *p) { return pointer_attributes(a, p, 13); }
 
-/* ---- 3D: pitched memory only (CUDA arrays are not supported); one 2D copy or memset per slice ---- */
+/* ---- 3D: pitched memory and CUDA arrays (api_texture.c); one 2D copy or memset per slice ---- */
 
 typedef struct { void *ptr; size_t pitch, xsize, ysize; } pitched_ptr;
 typedef struct { size_t width, height, depth; } extent3d;
@@ -828,16 +893,36 @@ static char *slice_addr(const pitched_ptr *p, pos3d pos, size_t z) {
     return (char *)p->ptr + (pos.z + z) * p->pitch * p->ysize + pos.y * p->pitch + pos.x;
 }
 
+/* A CUDA array side of a 3D copy as pitched memory; positions and the extent's width count its elements. */
+static int array_side(void *arr, pitched_ptr *p, pos3d *pos, size_t *elem) {
+    size_t rows;
+    if (!gs_array_layout(arr, &p->ptr, &p->pitch, &rows, elem)) return 0;
+    p->xsize = p->pitch;
+    p->ysize = rows;
+    pos->x *= *elem;
+    return 1;
+}
+
 static cudaError_t memcpy3d(const memcpy3d_parms *m, cudaStream_t s, int ptds, int async) {
     if (!m) return gs_ret(cudaErrorInvalidValue);
+    memcpy3d_parms c = *m;
+    size_t elem = 1;
+    if (m->src_array && !array_side(m->src_array, &c.src, &c.src_pos, &elem)) return gs_ret(cudaErrorInvalidValue);
+    if (m->dst_array && !array_side(m->dst_array, &c.dst, &c.dst_pos, &elem)) return gs_ret(cudaErrorInvalidValue);
     if (m->src_array || m->dst_array) {
-        gs_warn_once("cudaArray", "cudaMemcpy3D with CUDA arrays is not supported by gpushim yet");
-        return gs_ret(cudaErrorNotSupported);
+        /* CUDA: the extent is in elements of the array when one is given (a zero height or depth is 1) */
+        c.extent.width *= elem;
+        if (!c.extent.height) c.extent.height = 1;
+        if (!c.extent.depth) c.extent.depth = 1;
+        if (m->src_array && (c.src_pos.x + c.extent.width > c.src.pitch || c.src_pos.y + c.extent.height > c.src.ysize))
+            return gs_ret(cudaErrorInvalidValue);
+        if (m->dst_array && (c.dst_pos.x + c.extent.width > c.dst.pitch || c.dst_pos.y + c.extent.height > c.dst.ysize))
+            return gs_ret(cudaErrorInvalidValue);
     }
-    for (size_t z = 0; z < m->extent.depth; z++) {
-        cudaError_t e = memcpy2d_any(slice_addr(&m->dst, m->dst_pos, z), m->dst.pitch,
-                                     slice_addr(&m->src, m->src_pos, z), m->src.pitch, m->extent.width,
-                                     m->extent.height, m->kind, s, ptds, async);
+    for (size_t z = 0; z < c.extent.depth; z++) {
+        cudaError_t e = memcpy2d_any(slice_addr(&c.dst, c.dst_pos, z), c.dst.pitch,
+                                     slice_addr(&c.src, c.src_pos, z), c.src.pitch, c.extent.width,
+                                     c.extent.height, c.kind, s, ptds, async);
         if (e) return e;
     }
     return cudaSuccess;

@@ -6,7 +6,8 @@ version of each entry point (with `_ptds` / `_ptsz` for the per-thread-default-s
 function under its own name (`cuMemAlloc`, `cuMemAlloc_v2`, `cuMemcpyHtoD_v2_ptds`, ...). The k-th
 version of `cuX` (oldest first) is exported as `cuX` for k = 1 and `cuX_v<k>` after; a per-thread variant
 of version V belongs to the newest plain version <= V and adds its suffix. The generator checks that this
-rule names an exported function for every typedef (it does for CUDA 13.0: 447 entry points, 634 exports).
+rule names an exported function for every typedef (it does for CUDA 13.0: 450 entry points, 637 exports,
+the profiler's three included).
 
     python adapters/tools/gen_cudadrv.py [--cuda /usr/local/cuda]
 """
@@ -25,10 +26,17 @@ PFN_RE = re.compile(r"PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\)")
 DECL_RE = re.compile(r"\bCUresult\s+(cu\w+)\s*\(")
 
 
+# libcuda also exports the profiler control functions of cudaProfiler.h (typedefs in cudaProfilerTypedefs.h)
+HEADERS = (("cuda.h", "cudaTypedefs.h"), ("cudaProfiler.h", "cudaProfilerTypedefs.h"))
+
+
 def exported_functions(include: Path) -> set[str]:
-    src = subprocess.run(["gcc", "-E", "-P", "-D__CUDA_API_VERSION_INTERNAL", "-I", str(include), "-x", "c",
-                          str(include / "cuda.h")], capture_output=True, text=True, check=True).stdout
-    return set(DECL_RE.findall(src))
+    out: set[str] = set()
+    for header, _ in HEADERS:
+        src = subprocess.run(["gcc", "-E", "-P", "-D__CUDA_API_VERSION_INTERNAL", "-I", str(include), "-x", "c",
+                              str(include / header)], capture_output=True, text=True, check=True).stdout
+        out |= set(DECL_RE.findall(src))
+    return out
 
 
 def cuda_version(include: Path) -> int:
@@ -64,8 +72,9 @@ def errors(include: Path) -> list[dict]:
 def entry_points(include: Path) -> dict:
     exports = exported_functions(include)
     versions: dict[str, set[tuple[int, str]]] = {}
-    for name, ver, suffix in PFN_RE.findall((include / "cudaTypedefs.h").read_text()):
-        versions.setdefault(name, set()).add((int(ver), suffix))
+    for _, typedefs in HEADERS:
+        for name, ver, suffix in PFN_RE.findall((include / typedefs).read_text()):
+            versions.setdefault(name, set()).add((int(ver), suffix))
     table: dict[str, dict] = {}
     for name, vs in sorted(versions.items()):
         plain = sorted(v for v, s in vs if not s)
@@ -86,7 +95,7 @@ def entry_points(include: Path) -> dict:
     covered = {n for e in table.values() for _, n in e["versions"] + e.get("per_thread", [])}
     if covered != exports:
         raise SystemExit(f"exports without a PFN typedef: {sorted(exports - covered)[:10]}")
-    return {"cuda_version": cuda_version(include), "source": "cuda.h + cudaTypedefs.h",
+    return {"cuda_version": cuda_version(include), "source": " + ".join(h for pair in HEADERS for h in pair),
             "exports": sorted(exports), "entry_points": table, "errors": errors(include)}
 
 

@@ -163,6 +163,16 @@ class BackendSession(ABC):
     def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
         """(device address, size) of a module variable."""
 
+    # -- textures and surfaces -------------------------------------------------------------------------------
+    def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:
+        raise CudaError(Err.NOT_SUPPORTED, "texture and surface objects are not supported by this backend yet")
+
+    def texture_check(self, handle: int) -> None:
+        raise CudaError(Err.INVALID_VALUE, f"{handle:#x} is not a texture or surface object")
+
+    def texture_destroy(self, handle: int) -> None:
+        self.texture_check(handle)
+
     def set_limit(self, dev: int, limit: int, value: int) -> None:  # noqa: B027 - most limits need no action
         """Applies a cudaLimit the backend acts on (the session keeps the values); by default none."""
 

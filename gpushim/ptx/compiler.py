@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpushim.ptx import ops_bits, ops_cmp, ops_cvt, ops_float, ops_int, ops_simd
+from gpushim.ptx import ops_bits, ops_cmp, ops_cvt, ops_float, ops_int, ops_simd, ops_tex
 from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.groups import alive_only
 from gpushim.ptx.link import Program
@@ -19,7 +19,7 @@ from gpushim.ptx.nodes import Instr, Module, Reg, Sym
 from gpushim.ptx.operands import Ctx
 
 HANDLERS: dict = {}
-for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt, ops_simd):
+for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt, ops_simd, ops_tex):
     HANDLERS.update(_m.HANDLERS)
 
 
@@ -49,13 +49,11 @@ WARP_HANDLERS: dict = {}
 # instructions whose effects go beyond registers: exited threads must not take part (groups.alive_only)
 EFFECTS = {"ld", "ldu", "st", "atom", "red", "cp", "@vprintf", "@__assertfail", "@malloc", "@free", "activemask",
            "@stackoverflow",
-           "prefetch", "prefetchu"}  # fmt: skip
+           "prefetch", "prefetchu", "tex", "tld4", "txq", "suq", "suld", "sust"}  # fmt: skip
 BAR_HANDLERS: dict = {}
 
 UNSUPPORTED = {
-    "tex": "texture fetch (tex)", "tld4": "texture gather (tld4)", "txq": "texture query (txq)",
-    "suld": "surface load (suld)", "sust": "surface store (sust)", "sured": "surface reduction (sured)",
-    "suq": "surface query (suq)", "wmma": "warp matrix multiply (wmma)", "mma": "tensor core mma",
+    "sured": "surface reduction (sured)", "wmma": "warp matrix multiply (wmma)", "mma": "tensor core mma",
     "ldmatrix": "ldmatrix", "stmatrix": "stmatrix", "cp.async.bulk": "bulk asynchronous copy (TMA)",
     "cp.reduce": "cp.reduce.async.bulk", "wgmma": "wgmma", "tcgen05": "tcgen05", "mbarrier": "mbarrier",
     "getctarank": "clusters (getctarank)", "setmaxnreg": "setmaxnreg",

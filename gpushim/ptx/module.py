@@ -17,7 +17,7 @@ from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.jit import engine as jit_engine
 from gpushim.ptx.link import align_up, function_address, link_kernel
 from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
-from gpushim.ptx.operands import PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+from gpushim.ptx.operands import GRID_WORKSPACE, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from gpushim.ptx.parser import parse
 from gpushim.ptx.scheduler import run_batch
 from gpushim.ptx.state import Batch, Geometry, State
@@ -30,6 +30,7 @@ MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_SHARED_BYTES = 232448  # 227 KiB, the opt-in maximum per block of sm_80/sm_90
 MAX_PLANS = 64  # cached launch configurations per module
+CO_RESIDENT_THREADS = 132 * 2048  # threads resident at once on the emulated device (SMs x threads per SM)
 CACHED_BATCH_THREADS = 4096  # launches of at most this many threads keep their batch constants in the plan
 _BLOCK_SPECIALS = frozenset({"%ctaid.x", "%ctaid.y", "%ctaid.z", "%smid"})
 
@@ -75,6 +76,7 @@ class _Plan:
     param_pad: bytes  # zeros after the parameters, up to the parameter buffer's size
     used_globals: tuple[str, ...]
     specials: tuple[str, ...]  # per-block special registers the kernel reads (made with each batch)
+    grid_sync: bool = False  # reads the grid workspace (%envreg1/2): one batch, a workspace per launch
 
 
 @dataclass
@@ -190,7 +192,7 @@ class PtxModule:
         pbuf.extend(plan.param_pad)
         pbuf = np.frombuffer(pbuf, np.uint8)
         psize = len(params)
-        if self.engine != "interp" and self.source_hash:
+        if self.engine != "interp" and self.source_hash and not plan.grid_sync:
             jk = self.jit_kernel(kernel)
             if jk is not None and self.engine == "diff":
                 from gpushim.ptx.jit.diff import launch_both
@@ -206,7 +208,18 @@ class PtxModule:
             if jk is not None:
                 count = jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s)
                 return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
-        count = self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output)
+        if not plan.grid_sync:
+            count = self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output)
+            return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
+        # Cooperative groups' grid sync (on the interpreter) counts arrivals in a zeroed workspace whose address
+        # the kernel reads from %envreg1/%envreg2; every block of the grid runs in one batch, so all meet there.
+        ws = memory.alloc(16, kind="grid_sync")
+        try:
+            memory.fill(ws, 0, 16)
+            syms = {**symbols, GRID_WORKSPACE: ws}
+            count = self._interpret(plan, kernel, shared_bytes, memory, syms, pbuf, psize, output)
+        finally:
+            memory.free(ws)
         return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
 
     def _plan(self, kernel: str, grid, block, shared_bytes: int, params: bytes) -> _Plan:
@@ -241,6 +254,13 @@ class PtxModule:
         lo_stride = align_up(max(prog.frame_bytes, 1), 16)
         if prog.frame_bytes:
             k = max(1, min(k, MAX_LOCAL_BATCH_BYTES // (tpb * lo_stride)))
+        grid_sync = bool(getattr(kern.ctx, "grid_sync", False))
+        if grid_sync:
+            # a grid that syncs runs as one batch: as many threads as the device holds at once, at most
+            if nblocks * tpb > CO_RESIDENT_THREADS:
+                raise CudaError(Err.COOPERATIVE_LAUNCH_TOO_LARGE, f"kernel {kernel} syncs its grid of "
+                                f"{nblocks * tpb} threads; at most {CO_RESIDENT_THREADS} run at once")
+            k = nblocks
         gkey = (grid, block, k, shared_total, prog.frame_bytes)
         geo = self._geometries.get(gkey)
         if geo is None:
@@ -262,6 +282,7 @@ class PtxModule:
             bytes(align_up(len(params), 16) + 16 - len(params)),
             tuple(sorted(prog.used_globals)),
             eager,
+            grid_sync,
         )
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()

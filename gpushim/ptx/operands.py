@@ -22,6 +22,8 @@ SPECIALS = {
 TIMERS = {"%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"}
 _ZERO_SPECIALS = {f"%pm{i}" for i in range(8)} | {f"%pm{i}_64" for i in range(8)} | {f"%envreg{i}" for i in range(32)}
 
+GRID_WORKSPACE = "%grid_workspace"  # key of the cooperative-groups grid workspace's address in a launch's symbols
+
 # Generic-address windows of the per-block shared and per-thread local spaces and of the kernel parameters.
 SHARED_WINDOW = 0x1000_0000_0000
 LOCAL_WINDOW = 0x1100_0000_0000
@@ -98,6 +100,11 @@ class Ctx:
             return rd
         if name in TIMERS:
             return lambda st, idx: conv(st.timer(name), dt)
+        if name in ("%envreg1", "%envreg2"):
+            # cooperative groups' grid workspace (high, low 32 bits): launches of kernels reading it get one
+            self.grid_sync = True
+            shift = 32 if name == "%envreg1" else 0
+            return lambda st, idx: conv(np.uint32((st.sym.src.get(GRID_WORKSPACE, 0) >> shift) & 0xFFFFFFFF), dt)
         if name in _ZERO_SPECIALS:
             z = const(0, dt)
             return lambda st, idx: z

@@ -34,7 +34,8 @@ def test_committed_data_is_what_the_headers_give() -> None:
 def test_versions_and_names() -> None:
     d = json.loads(DATA.read_text())
     eps = d["entry_points"]
-    assert len(d["exports"]) == 634 and len(eps) == 447
+    assert len(d["exports"]) == 637 and len(eps) == 450  # cuda.h and cudaProfiler.h
+    assert eps["cuProfilerStart"]["versions"] == [[4000, "cuProfilerStart"]]
     assert eps["cuMemAlloc"]["versions"] == [[2000, "cuMemAlloc"], [3020, "cuMemAlloc_v2"]]
     assert eps["cuCtxCreate"]["versions"][-1] == [12050, "cuCtxCreate_v4"]
     assert eps["cuMemcpyHtoD"]["per_thread"] == [[7000, "cuMemcpyHtoD_v2_ptds"]]

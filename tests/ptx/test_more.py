@@ -91,7 +91,7 @@ def test_spin_lock_makes_progress(more, rng):
 
 @pytest.mark.parametrize(
     "case,what",
-    [(1, "texture"), (4, "wmma")],
+    [(1, "formatted surface"), (4, "wmma")],
 )
 def test_unsupported_ptx_rejected_at_load(case, what):
     ptx = compile_ptx("unsupported", "sm_75", (f"-DCASE={case}",))
@@ -148,7 +148,7 @@ def test_named_barriers_producer_consumer(more, rng):
 def test_non_strict_load_keeps_other_kernels(rng):
     ptx = compile_ptx("unsupported", "sm_75", ("-DCASE=1",)) + "\n"
     mod = load_module(ptx, strict=False)
-    assert "texKernel" in mod.unsupported and "tex" in mod.unsupported["texKernel"]
+    assert "texKernel" in mod.unsupported and "sust.p" in mod.unsupported["texKernel"]
     assert mod.kernels["texKernel"].param_bytes == 16
     from gpushim.backends.emulator.memory import DeviceMemory
     from gpushim.cuda_errors import CudaError, Err

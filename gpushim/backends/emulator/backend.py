@@ -13,6 +13,7 @@ from typing import Any
 
 from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap, mem_available
 from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
+from gpushim.backends.emulator import textures
 from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
 from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, find_model, make_device
@@ -169,7 +170,7 @@ class EmulatorSession(BackendSession):
     def free(self, ptr: int) -> None:
         mem = self.memory_of(ptr)
         a = mem.find(ptr)
-        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc"):  # IPC memory: cudaIpcCloseMemHandle
+        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", textures.KIND):  # IPC memory: cudaIpcCloseMemHandle
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
         # cudaFree waits for the device: work queued behind a host function still uses the memory.
         mem.free(ptr)
@@ -180,6 +181,17 @@ class EmulatorSession(BackendSession):
         if a is None or a.addr != ptr or a.kind in ("symbol", "ipc"):
             raise CudaError(Err.INVALID_VALUE, f"cudaFreeAsync({ptr:#x}): not the start of a live allocation")
         self.sched.work(self._stream(stream, self.memories.index(mem)), lambda: mem.free(ptr))
+
+    def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:
+        return textures.create(self._mem(dev), surface, fields)
+
+    def texture_check(self, handle: int) -> None:
+        a = self.memory_of(handle).find(handle)
+        if a is None or a.addr != handle or a.kind != textures.KIND:
+            raise CudaError(Err.INVALID_VALUE, f"{handle:#x} is not a texture or surface object")
+
+    def texture_destroy(self, handle: int) -> None:
+        textures.destroy(self.memory_of(handle), handle)
 
     def set_limit(self, dev: int, limit: int, value: int) -> None:
         if limit == LIMIT_MALLOC_HEAP_SIZE:

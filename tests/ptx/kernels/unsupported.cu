@@ -1,6 +1,8 @@
 #if CASE == 1
-extern "C" __global__ void texKernel(cudaTextureObject_t t, float *out) {
-    out[threadIdx.x] = tex1Dfetch<float>(t, threadIdx.x);
+// formatted surface stores (sust.p) are not supported (textures and unformatted surfaces are)
+extern "C" __global__ void texKernel(cudaSurfaceObject_t s, float *out) {
+    asm volatile("sust.p.1d.v4.b32.trap [%0, {%1}], {%2, %2, %2, %2};" :: "l"(s), "r"((int)threadIdx.x), "r"(1));
+    out[threadIdx.x] = 0;
 }
 #elif CASE == 2
 __device__ __noinline__ int walk(const int *t, int n) { return n <= 0 ? 0 : t[n] + walk(t, t[n] % n) + walk(t, n / 2); }
