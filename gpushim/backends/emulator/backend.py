@@ -170,7 +170,8 @@ class EmulatorSession(BackendSession):
     def free(self, ptr: int) -> None:
         mem = self.memory_of(ptr)
         a = mem.find(ptr)
-        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", textures.KIND):  # IPC memory: cudaIpcCloseMemHandle
+        # symbols belong to their module, IPC memory is closed with cudaIpcCloseMemHandle, arrays with cudaFreeArray
+        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", textures.KIND):
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
         # cudaFree waits for the device: work queued behind a host function still uses the memory.
         mem.free(ptr)
