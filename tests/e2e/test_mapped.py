@@ -30,7 +30,7 @@ def test_mapped_pinned_memory_on_one_host(server):
 
 @emulator_only
 def test_mapped_pinned_memory_over_tcp_is_refused(make_server):
-    s = make_server(listen="tcp://127.0.0.1:0")
+    s = make_server("--insecure-no-token", listen="tcp://127.0.0.1:0")
     r = s.run("mapped", "tcp")
     assert r.returncode == 0, r.stdout + r.stderr
     v = kv(r.stdout)

@@ -138,24 +138,24 @@ class Scheduler:
                 if o is not s and o.device in devices and o.completed < o.submitted]
 
         def run() -> bool:
-            try:
-                fn()
-            except CudaError as e:
-                self.errors.append((e.code, e.message))
-            except Exception as e:  # noqa: BLE001 - see _internal_error
-                self._internal_error(e)
+            self._run_reporting(fn)
             return True
 
         self.submit(s, run, deps)
         for d in devices:
             self.fences[d] = (s, s.submitted)
 
-    def _internal_error(self, e: Exception) -> None:
-        """Stream work that raised something other than a CUDA error is a gpushim bug: it is logged with its
-        traceback and becomes the session's asynchronous error (999), instead of escaping from whichever
+    def _run_reporting(self, fn: Callable[[], None]) -> None:
+        """Runs stream work; a CudaError it raises becomes the session's asynchronous error. Anything else is a
+        gpushim bug: logged with its traceback and reported as error 999, instead of escaping from whichever
         unrelated call happened to pump the queue."""
-        _log.error("internal error in stream work", exc_info=e)
-        self.errors.append((Err.UNKNOWN, f"internal server error in stream work: {type(e).__name__}: {e}"))
+        try:
+            fn()
+        except CudaError as e:
+            self.errors.append((e.code, e.message))
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            _log.error("internal error in stream work", exc_info=e)
+            self.errors.append((Err.UNKNOWN, f"internal server error in stream work: {type(e).__name__}: {e}"))
 
     def submit(self, s: EmuStream, run: Callable[[], bool], extra_deps: Sequence[tuple[EmuStream, int]] = ()) -> None:
         item = _Item(run, self._implicit_deps(s) + list(extra_deps))
@@ -172,11 +172,7 @@ class Scheduler:
         if self.runs_now(s):  # the common case on the CPU: run at once, without queueing
             s.submitted += 1
             try:
-                fn()
-            except CudaError as e:
-                self.errors.append((e.code, e.message))
-            except Exception as e:  # noqa: BLE001 - see _internal_error
-                self._internal_error(e)
+                self._run_reporting(fn)
             finally:
                 s.completed += 1
             if self.value_waits:  # the work may have written a value another stream waits for
@@ -184,12 +180,7 @@ class Scheduler:
             return
 
         def run() -> bool:
-            try:
-                fn()
-            except CudaError as e:
-                self.errors.append((e.code, e.message))
-            except Exception as e:  # noqa: BLE001 - see _internal_error
-                self._internal_error(e)
+            self._run_reporting(fn)
             return True
 
         self.submit(s, run)
