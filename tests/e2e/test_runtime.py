@@ -115,6 +115,16 @@ def test_limits_stream_ordered_allocation_peers(make_server):
     assert r.stdout.strip().endswith("OK")
 
 
+def test_managed_memory_after_a_device_allocation_overlapped_host_memory(server):
+    # A device allocation whose pages overlap host memory is not reserved; the page it shares with a neighbour
+    # must be released with that neighbour, or a managed allocation there later fails (EEXIST).
+    r = server.run("managed_reserve")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "overlaps host memory of this process" in r.stderr  # the situation the test sets up
+    assert "managed at d1: 1" in r.stdout  # the managed allocation got the once-shared page
+    assert "managed after overlap ok" in r.stdout
+
+
 def test_managed_memory_on_one_host(server):
     r = server.run("managed")
     assert r.returncode == 0, r.stderr + r.stdout
