@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpushim.backends.emulator.models import MODELS
 
 from .conftest import emulator_only, kv
@@ -98,6 +100,23 @@ def test_threads_and_fork(server):
     assert v["child"] == "23"
     assert v["parent"] == "66 child_status=0"
     assert r.stdout.strip().endswith("OK")
+
+
+@emulator_only
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_kernel_reaches_peer_memory_only_with_peer_access(make_server, monkeypatch, engine):
+    # CUDA Programming Guide, "Peer-to-Peer Memory Access": after cudaDeviceEnablePeerAccess a kernel may use
+    # the peer device's pointers; without peer access (never enabled, or disabled again) that is an error.
+    monkeypatch.setenv("GPUSHIM_PTX_ENGINE", engine)  # the server process inherits it
+    s = make_server("--emulate-devices", "2")
+    r = s.run("peer_kernel", "enabled")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "kernel on device 0 read and wrote device 1's memory: 777 elements ok" in r.stdout
+    for mode in ("none", "disabled"):
+        r = s.run("peer_kernel", mode)
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert f"peer access {mode}: kernel cudaErrorIllegalAddress" in r.stdout
+        assert "ld.global.u32 (line 46): 4 bytes out of bounds" in r.stderr  # the load of device 1's memory
 
 
 def test_limits_stream_ordered_allocation_peers(make_server):
