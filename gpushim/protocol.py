@@ -158,6 +158,9 @@ OPS: tuple[Op, ...] = (
         "cudaEventInterprocess | cudaEventDisableTiming)"),
     _op(127, "IPC_OPEN_EVENT_HANDLE", "dev handle", "event", "cudaIpcOpenEventHandle in another session: an event "
         "of this session sharing the exported event's state"),
+    # peer access (gpushim/server/ops_devices.py)
+    _op(128, "PEER_ACCESS", "dev peer set", "", "cudaDeviceEnablePeerAccess (set 1) / DisablePeerAccess (set 0): "
+        "whether kernels on dev may access peer's memory"),
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}

@@ -48,6 +48,7 @@ cudaError_t gs_module_ensure(gs_module *m) {
 
 static cudaError_t find_kernel(const void *func, gs_entry **out) {
     gs_entry *k = gs_registry_find(func);
+    if (!k) k = gs_drv_kernel_entry(func); /* a cudaKernel_t from cudaLibraryGetKernel */
     if (!k || k->is_var) return cudaErrorInvalidDeviceFunction;
     *out = k;
     return gs_module_ensure(k->module);

@@ -170,7 +170,16 @@ static cudaError_t peer_access(int peer, unsigned flags, int enable) {
     pthread_mutex_lock(&peer_lock);
     if (enable && peer_enabled[dev][peer]) e = cudaErrorPeerAccessAlreadyEnabled;
     else if (!enable && !peer_enabled[dev][peer]) e = cudaErrorPeerAccessNotEnabled;
-    else peer_enabled[dev][peer] = (unsigned char)enable;
+    if (!e) { /* the server's kernels on dev reach peer's memory from now on (or no longer) */
+        gs_call c;
+        gs_call_begin(&c, GS_OP_PEER_ACCESS, 3);
+        gs_w_int(c.w, dev);
+        gs_w_int(c.w, peer);
+        gs_w_uint(c.w, (unsigned)enable);
+        e = gs_call_run(&c);
+        gs_call_end(&c);
+        if (!e) peer_enabled[dev][peer] = (unsigned char)enable;
+    }
     pthread_mutex_unlock(&peer_lock);
     return gs_ret(e);
 }

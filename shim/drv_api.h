@@ -85,6 +85,18 @@ cudaError_t gs_entry_occupancy(gs_entry *k, int *nblocks, int block_size, size_t
 cudaError_t gs_launch_entry(gs_entry *k, dim3 grid, dim3 block, void **args, const void *packed, size_t packed_len,
                             size_t shmem, cudaStream_t s, int ptsz);
 
+/* Libraries and kernels (drv_module.c), for the runtime face's cudaLibrary* (api_library.c). */
+struct drv_library;
+struct drv_function;
+CUresult gs_cuLibraryLoadData(struct drv_library **lib, const void *code, int *jit_opts, void **jit_values,
+                              unsigned njit, void *lib_opts, void **lib_values, unsigned nlib);
+CUresult gs_cuLibraryLoadFromFile(struct drv_library **lib, const char *path, int *jit_opts, void **jit_values,
+                                  unsigned njit, void *lib_opts, void **lib_values, unsigned nlib);
+CUresult gs_cuLibraryUnload(struct drv_library *h);
+CUresult gs_cuLibraryGetKernel(struct drv_function **k, struct drv_library *h, const char *name);
+CUresult gs_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, struct drv_library *h, const char *name);
+CUresult gs_cuKernelSetAttribute(int attr, int value, struct drv_function *k, CUdevice dev);
+
 /* cuGetProcAddress's table (gen/drv_table.c): one row per exported variant, sorted by name then version. */
 typedef struct {
     const char *name; /* the entry point's base name, e.g. "cuMemAlloc" */

@@ -47,11 +47,14 @@ typedef struct drv_module {
     int unloaded;
 } drv_module;
 
-typedef struct {
+typedef struct drv_library {
     uint32_t magic;
     drv_module *module;
     int unloaded;
+    struct drv_library *next; /* every library loaded (never freed): cudaKernel_t handles are found here */
 } drv_library;
+
+static drv_library *libraries;
 
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -280,8 +283,24 @@ static CUresult library_load(drv_library **out, const void *code) {
     CUresult r = load_image(&l->module, code);
     if (r) { free(l); return r; }
     l->magic = LIB_MAGIC;
+    pthread_mutex_lock(&drv_lock);
+    l->next = libraries;
+    libraries = l;
+    pthread_mutex_unlock(&drv_lock);
     *out = l;
     return CUDA_SUCCESS;
+}
+
+/* The runtime face's cudaKernel_t: a kernel of a live library, found by comparing handles (never by reading
+ * through a pointer the application passed, which may be a host stub or garbage). */
+gs_entry *gs_drv_kernel_entry(const void *k) {
+    gs_entry *found = NULL;
+    pthread_mutex_lock(&drv_lock);
+    for (drv_library *l = libraries; l && !found; l = l->next)
+        for (drv_function *f = l->unloaded ? NULL : l->module->functions; f && !found; f = f->next)
+            if ((const void *)f == k) found = &f->entry;
+    pthread_mutex_unlock(&drv_lock);
+    return found;
 }
 
 GS_DRV CUresult gs_cuLibraryLoadData(drv_library **lib, const void *code, int *jit_opts, void **jit_values,

@@ -41,5 +41,7 @@ void gs_registry_add_function(gs_module *m, const void *host_fun, const char *na
 void gs_registry_add_var(gs_module *m, const void *host_var, const char *name, size_t size, int constant);
 /* Finds a kernel or variable by its host address; NULL if the application never registered it. */
 gs_entry *gs_registry_find(const void *host);
+/* The kernel behind a cudaKernel_t of a loaded library (shim/drv_module.c); NULL for anything else. */
+gs_entry *gs_drv_kernel_entry(const void *kernel);
 
 #endif

@@ -191,16 +191,20 @@ static void own_pages_locked(size_t i, uintptr_t *lo, uintptr_t *hi) {
     const gs_range *r = &ranges[i];
     *lo = r->base & ~(pg - 1);
     *hi = (r->base + (r->size ? r->size : 1) + pg - 1) & ~(pg - 1);
-    for (size_t j = i; j-- > 0;)
-        if (ranges[j].kind == cudaMemoryTypeDevice) {
-            if (ranges[j].base + ranges[j].size > *lo) *lo += pg;
-            break;
-        }
-    for (size_t j = i + 1; j < nranges; j++)
-        if (ranges[j].kind == cudaMemoryTypeDevice) {
-            if (ranges[j].base < *hi) *hi -= pg;
-            break;
-        }
+    /* Only a neighbour that holds its reservation keeps a shared page: one whose reservation failed (it
+     * overlapped host memory) never will unmap it, so the page would stay reserved after both are freed,
+     * and a managed allocation the server later places there fails with EEXIST. Ranges do not overlap:
+     * the scan ends at the first device range clear of the page. */
+    for (size_t j = i; j-- > 0;) {
+        if (ranges[j].kind != cudaMemoryTypeDevice) continue;
+        if (ranges[j].base + ranges[j].size <= *lo) break;
+        if (ranges[j].reserved) { *lo += pg; break; }
+    }
+    for (size_t j = i + 1; j < nranges; j++) {
+        if (ranges[j].kind != cudaMemoryTypeDevice) continue;
+        if (ranges[j].base >= *hi) break;
+        if (ranges[j].reserved) { *hi -= pg; break; }
+    }
 }
 
 static void reserve_locked(size_t i) {

@@ -108,6 +108,10 @@ class BackendSession(ABC):
                         height: int) -> tuple[Callable[[], bool], Callable[[], Any]]:
         return self.sync_point(stream), lambda: self.read_2d(stream, src, spitch, width, height)
 
+    def set_peer_access(self, dev: int, peer: int, enable: bool) -> None:  # noqa: B027 (optional: a no-op)
+        """cudaDeviceEnablePeerAccess / DisablePeerAccess for this session's kernels. This default does nothing:
+        a backend on real GPUs has the driver's peer access."""
+
     def copy_peer(self, stream: Stream, dst: int, src: int, n: int, devices: list[int]) -> None:
         """cudaMemcpyPeer: serialised with all pending and later work of `devices`. This default only orders
         the copy on `stream` (the current device's legacy stream)."""

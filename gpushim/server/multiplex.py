@@ -554,6 +554,13 @@ class Multiplexer:
         else:
             self._forward(k, kind, seq, op, [d, p])
 
+    def _op_peer_access(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        (k, d), (kp, p) = self._dev(a["dev"]), self._dev(a["peer"])
+        if k != kp:  # cudaDeviceCanAccessPeer said 0: the shim never asks
+            self._answer(kind, seq, Err.NOT_SUPPORTED, [], "peer access across servers is not supported")
+        else:
+            self._forward(k, kind, seq, op, [d, p, a["set"]])
+
     def _op_device_by_pci_bus_id(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
         if len(self.ups) == 1:
             self._forward(self.ups[0].index, kind, seq, op, [a["bus_id"]],

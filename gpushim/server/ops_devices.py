@@ -86,6 +86,13 @@ class DeviceOps:
     def op_can_access_peer(self, dev: int, peer: int) -> list[Any]:
         return [int(self._dev(dev) != self._dev(peer))]
 
+    def op_peer_access(self, dev: int, peer: int, set: int) -> list[Any]:  # noqa: A002 (the protocol's name)
+        d, p = self._dev(dev), self._dev(peer)
+        if d == p:
+            raise CudaError(Err.INVALID_DEVICE, f"device {dev} cannot be its own peer")
+        self.bs.set_peer_access(d, p, bool(set))
+        return []
+
     def op_set_device_flags(self, dev: int, flags: int) -> list[Any]:
         if flags & ~0x1F:
             raise CudaError(Err.INVALID_VALUE, f"invalid device flags {flags:#x}")

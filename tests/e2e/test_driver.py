@@ -63,6 +63,14 @@ def test_module_and_library_globals(drv: Server) -> None:
     assert "globals ok: counter 17" in p.stdout
 
 
+def test_runtime_library_management(drv: Server) -> None:
+    # cudaLibraryLoadData/LoadFromFile, GetKernel, GetGlobal, KernelSetAttributeForDevice and a cudaLaunchKernel
+    # on the cudaKernel_t (runtime API reference, "Library Management"): the runtime face on the driver's.
+    p = run(drv, "library", KERNELS)
+    assert "library data vecadd ok: 1000 elements" in p.stdout
+    assert "library file globals ok: initialised 42, poly 43" in p.stdout
+
+
 def test_jit_link_two_ptx_files(drv: Server) -> None:
     p = run(drv, "drv_link", KERNELS)
     assert "link ok: 2 PTX inputs" in p.stdout

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpushim.backends.emulator.models import MODELS
 
 from .conftest import emulator_only, kv
@@ -100,6 +102,23 @@ def test_threads_and_fork(server):
     assert r.stdout.strip().endswith("OK")
 
 
+@emulator_only
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_kernel_reaches_peer_memory_only_with_peer_access(make_server, monkeypatch, engine):
+    # CUDA Programming Guide, "Peer-to-Peer Memory Access": after cudaDeviceEnablePeerAccess a kernel may use
+    # the peer device's pointers; without peer access (never enabled, or disabled again) that is an error.
+    monkeypatch.setenv("GPUSHIM_PTX_ENGINE", engine)  # the server process inherits it
+    s = make_server("--emulate-devices", "2")
+    r = s.run("peer_kernel", "enabled")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "kernel on device 0 read and wrote device 1's memory: 777 elements ok" in r.stdout
+    for mode in ("none", "disabled"):
+        r = s.run("peer_kernel", mode)
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert f"peer access {mode}: kernel cudaErrorIllegalAddress" in r.stdout
+        assert "ld.global.u32 (line 46): 4 bytes out of bounds" in r.stderr  # the load of device 1's memory
+
+
 def test_limits_stream_ordered_allocation_peers(make_server):
     s = make_server("--emulate-devices", "2")
     r = s.run("misc")
@@ -113,6 +132,16 @@ def test_limits_stream_ordered_allocation_peers(make_server):
     assert v["peer_copy"] == "1" and v["peer_access"] == "1"
     assert v["func_name"] == "_Z4fillPiii"
     assert r.stdout.strip().endswith("OK")
+
+
+def test_managed_memory_after_a_device_allocation_overlapped_host_memory(server):
+    # A device allocation whose pages overlap host memory is not reserved; the page it shares with a neighbour
+    # must be released with that neighbour, or a managed allocation there later fails (EEXIST).
+    r = server.run("managed_reserve")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "overlaps host memory of this process" in r.stderr  # the situation the test sets up
+    assert "managed at d1: 1" in r.stdout  # the managed allocation got the once-shared page
+    assert "managed after overlap ok" in r.stdout
 
 
 def test_managed_memory_on_one_host(server):

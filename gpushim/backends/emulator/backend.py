@@ -17,6 +17,7 @@ from gpushim.backends.emulator import textures
 from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
 from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, find_model, make_device
+from gpushim.backends.emulator.peers import PeerSpace, PeerView
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
 from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
@@ -116,6 +117,8 @@ class EmulatorSession(BackendSession):
         self.memories = [DeviceMemory(backend.capacity, backend.arena_base + i * DEVICE_WINDOW, self.account)
                          for i in range(backend.count)]
         self.sched = Scheduler()
+        self.peers: dict[int, set[int]] = {}  # device -> the devices its kernels may access (peer access)
+        self.peer_space: PeerSpace | None = None
         self.pid = os.getpid()
         self.modules: dict[bytes, EmuModule] = {}
         self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
@@ -474,7 +477,7 @@ class EmulatorSession(BackendSession):
 
         def run() -> None:
             with self.gate(dev) as charge:
-                stats = eng.launch(name, *args, mem, symbols, self.output)
+                stats = eng.launch(name, *args, self._kernel_memory(dev, mem), symbols, self.output)
                 charge["work"] = stats.thread_instructions  # fair share charges work, not the host's noise
             self.launches += 1
             self.thread_instructions += stats.thread_instructions
@@ -485,6 +488,24 @@ class EmulatorSession(BackendSession):
                           stats.thread_instructions / stats.wall_s if stats.wall_s else 0.0)
 
         self.sched.work(self._stream(stream, dev), run)
+
+    def set_peer_access(self, dev: int, peer: int, enable: bool) -> None:
+        """cudaDeviceEnablePeerAccess / DisablePeerAccess: whether kernels on dev may access peer's memory
+        (CUDA: without it, such an access is an error)."""
+        self._mem(dev), self._mem(peer)  # both exist
+        if enable and self.peer_space is None:
+            self.peer_space = PeerSpace(self.memories)
+        s = self.peers.setdefault(dev, set())
+        if enable:
+            s.add(peer)
+        else:
+            s.discard(peer)
+
+    def _kernel_memory(self, dev: int, mem: DeviceMemory) -> DeviceMemory | PeerView:
+        peers = self.peers.get(dev)
+        if not peers or self.peer_space is None:
+            return mem
+        return PeerView(self.peer_space, mem, [self.memories[p] for p in sorted(peers)])
 
     def _check_launch(self, dev: int, grid: list[int], block: list[int], shared: int, static_shared: int) -> None:
         p = self.backend.devices()[dev].props
@@ -526,6 +547,8 @@ class EmulatorSession(BackendSession):
             mem.free(a.addr)
 
     def close(self) -> None:
+        if self.peer_space is not None:
+            self.peer_space.close()
         for m in self.memories:
             for a in list(m.allocations()):
                 m.free(a.addr)
