@@ -16,7 +16,7 @@ from tests.e2e.conftest import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 import sched_bench  # noqa: E402
 
-SMALL = sched_bench.Sizes(clients=4, fair_kernels=10, fair_iters=2000, hp_kernels=15, hp_iters=3000,
+SMALL = sched_bench.Sizes(clients=4, fair_kernels=40, fair_iters=2000, hp_kernels=15, hp_iters=3000,
                           hp_gap_us=2000, be_iters=200)
 
 
