@@ -48,10 +48,11 @@ static void free_on_server(uintptr_t ptr) {
     gs_call_end(&c);
 }
 
-GS_IMPL cudaError_t gs_cudaMallocManaged(void **ptr, size_t size, unsigned flags) {
-    if (!ptr || size == 0 || (flags != 1 && flags != 2)) return gs_ret(cudaErrorInvalidValue);
-    GS_ENTER();
-    int dev = gs_thread()->device;
+/* Allocates size bytes of device dev's memory on the server and maps those pages at their own address in this
+ * process (managed memory, and mapped pinned memory in api_memory.c). On failure returns NULL with *err the
+ * server's error (*why NULL), or cudaErrorNotSupported with *why saying why the pages cannot be mapped (the
+ * allocation is freed again). */
+void *gs_map_device_memory(int dev, size_t size, cudaError_t *err, const char **why) {
     gs_call c;
     gs_call_begin(&c, GS_OP_MALLOC_MANAGED, 2);
     gs_w_int(c.w, dev);
@@ -65,19 +66,39 @@ GS_IMPL cudaError_t gs_cudaMallocManaged(void **ptr, size_t size, unsigned flags
         base = gs_u64(&c);
     }
     gs_call_end(&c);
-    if (e) return gs_ret(e);
+    *why = NULL;
+    if (e) {
+        *err = e;
+        return NULL;
+    }
     int fd = device_file(dev, (long)pid, (int)sfd);
     void *m = fd < 0 ? MAP_FAILED
                      : mmap((void *)(uintptr_t)p, page_round(size), PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)(p - base));
     if (m != (void *)(uintptr_t)p) {
+        *why = fd < 0 ? "no access to it" : strerror(errno);
         if (m != MAP_FAILED) munmap(m, page_round(size));
         free_on_server(p);
-        gs_warn_once("managed", "cudaMallocManaged: the server's memory cannot be mapped into this process (%s); "
-                     "managed memory needs the emulator on this host", fd < 0 ? "no access to it" : strerror(errno));
-        return gs_ret(cudaErrorNotSupported);
+        *err = cudaErrorNotSupported;
+        return NULL;
     }
-    gs_ranges_add((gs_range){(uintptr_t)p, size, dev, cudaMemoryTypeManaged, flags, 0, 0, 0});
+    return m;
+}
+
+GS_IMPL cudaError_t gs_cudaMallocManaged(void **ptr, size_t size, unsigned flags) {
+    if (!ptr || size == 0 || (flags != 1 && flags != 2)) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    int dev = gs_thread()->device;
+    cudaError_t e = cudaSuccess;
+    const char *why;
+    void *m = gs_map_device_memory(dev, size, &e, &why);
+    if (!m) {
+        if (why)
+            gs_warn_once("managed", "cudaMallocManaged: the server's memory cannot be mapped into this process (%s); "
+                         "managed memory needs the emulator on this host", why);
+        return gs_ret(e);
+    }
+    gs_ranges_add((gs_range){(uintptr_t)m, size, dev, cudaMemoryTypeManaged, flags, 0, 0, 0});
     *ptr = m;
     return cudaSuccess;
 }

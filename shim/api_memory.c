@@ -102,32 +102,11 @@ static int shm_wanted(void) {
  * under CUDA's unified addressing, and kernels read and write the very bytes the host does. Whole pages, so no
  * device allocation's reservation shares one. NULL when that cannot be done (*why says why). */
 static void *arena_host_alloc(size_t size, const char **why) {
-    int dev = gs_thread()->device;
-    size_t n = page_round(size);
-    gs_call c;
-    gs_call_begin(&c, GS_OP_MALLOC_MANAGED, 2);
-    gs_w_int(c.w, dev);
-    gs_w_uint(c.w, n);
-    cudaError_t e = gs_call_run(&c);
-    uint64_t p = 0, pid = 0, sfd = 0, base = 0;
-    if (!e) {
-        p = gs_u64(&c);
-        pid = gs_u64(&c);
-        sfd = gs_u64(&c);
-        base = gs_u64(&c);
-    }
-    gs_call_end(&c);
-    if (e) { *why = "the server refused device memory for it"; return NULL; }
-    int fd = device_file(dev, (long)pid, (int)sfd);
-    void *m = fd < 0 ? MAP_FAILED
-                     : mmap((void *)(uintptr_t)p, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd,
-                            (off_t)(p - base));
-    if (m != (void *)(uintptr_t)p) {
-        if (m != MAP_FAILED) munmap(m, n);
-        free_on_server(p);
-        *why = "the server's memory cannot be mapped into this process";
-        return NULL;
-    }
+    cudaError_t e;
+    const char *reason;
+    void *m = gs_map_device_memory(gs_thread()->device, page_round(size), &e, &reason);
+    if (!m) *why = reason ? "the server's memory cannot be mapped into this process"
+                          : "the server refused device memory for it";
     return m;
 }
 

@@ -60,8 +60,10 @@ cudaError_t gs_memcpy(void *dst, const void *src, size_t n, int kind, cudaStream
 /* cudaStreamSynchronize of a wire stream handle, as part of another call (no capture check, no gs_ret). */
 cudaError_t gs_stream_sync(uint64_t stream);
 
-/* Returns a managed range's pages to an inaccessible reservation (cudaFree of managed memory). */
+/* Unmaps a managed range's pages (cudaFree of managed memory). */
 void gs_unmap_managed(const gs_range *r);
+/* Device memory allocated on the server and mapped at its own address here (api_managed.c). */
+void *gs_map_device_memory(int dev, size_t size, cudaError_t *err, const char **why);
 
 /* Memory pools (api_pool.c): stream-ordered allocation from a pool (NULL: the device's current pool), and
  * the end of an allocation (its pool's account). */
