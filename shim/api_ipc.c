@@ -16,12 +16,11 @@ typedef struct {
     char reserved[64];
 } ipc_handle; /* cudaIpcMemHandle_t, cudaIpcEventHandle_t */
 
-GS_IMPL cudaError_t gs_cudaIpcGetMemHandle(ipc_handle *handle, void *ptr) {
-    if (!handle || !ptr) return gs_ret(cudaErrorInvalidValue);
-    GS_ENTER();
+/* Asks the server for the 64-byte handle naming an allocation or an event (op IPC_GET_*_HANDLE). */
+static cudaError_t get_handle(int op, uint64_t what, ipc_handle *handle) {
     gs_call c;
-    gs_call_begin(&c, GS_OP_IPC_GET_MEM_HANDLE, 1);
-    gs_w_uint(c.w, (uintptr_t)ptr);
+    gs_call_begin(&c, op, 1);
+    gs_w_uint(c.w, what);
     cudaError_t e = gs_call_run(&c);
     if (!e) {
         const uint8_t *p = NULL;
@@ -31,7 +30,13 @@ GS_IMPL cudaError_t gs_cudaIpcGetMemHandle(ipc_handle *handle, void *ptr) {
         else memcpy(handle->reserved, p, n);
     }
     gs_call_end(&c);
-    return gs_ret(e);
+    return e;
+}
+
+GS_IMPL cudaError_t gs_cudaIpcGetMemHandle(ipc_handle *handle, void *ptr) {
+    if (!handle || !ptr) return gs_ret(cudaErrorInvalidValue);
+    GS_ENTER();
+    return gs_ret(get_handle(GS_OP_IPC_GET_MEM_HANDLE, (uintptr_t)ptr, handle));
 }
 
 GS_IMPL cudaError_t gs_cudaIpcOpenMemHandle(void **ptr, ipc_handle handle, unsigned flags) {
@@ -100,19 +105,7 @@ cudaError_t gs_ipc_event_wait(uint64_t ev) {
 GS_IMPL cudaError_t gs_cudaIpcGetEventHandle(ipc_handle *handle, cudaEvent_t ev) {
     if (!handle) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
-    gs_call c;
-    gs_call_begin(&c, GS_OP_IPC_GET_EVENT_HANDLE, 1);
-    gs_w_uint(c.w, (uintptr_t)ev);
-    cudaError_t e = gs_call_run(&c);
-    if (!e) {
-        const uint8_t *p = NULL;
-        uint32_t n = 0;
-        gs_r_bin(&c.r, &p, &n);
-        if (n != sizeof handle->reserved || c.r.err) e = cudaErrorUnknown;
-        else memcpy(handle->reserved, p, n);
-    }
-    gs_call_end(&c);
-    return gs_ret(e);
+    return gs_ret(get_handle(GS_OP_IPC_GET_EVENT_HANDLE, (uintptr_t)ev, handle));
 }
 
 GS_IMPL cudaError_t gs_cudaIpcOpenEventHandle(cudaEvent_t *ev, ipc_handle handle) {
