@@ -40,6 +40,16 @@ static inline const char *cu_name(CUresult r) {
         }                                                                                            \
     } while (0)
 
+/* cuInit, then device 0's primary context made current (what most driver programs start with). */
+static inline CUcontext use_primary_context(CUdevice *dev) {
+    CUcontext ctx;
+    CU_CHECK(cuInit(0));
+    CU_CHECK(cuDeviceGet(dev, 0));
+    CU_CHECK(cuDevicePrimaryCtxRetain(&ctx, *dev));
+    CU_CHECK(cuCtxSetCurrent(ctx));
+    return ctx;
+}
+
 /* Reads dir/name whole, NUL-terminated (PTX must be, for cuModuleLoadData). */
 static inline void *read_kernel(const char *dir, const char *name, size_t *size) {
     char path[4096];

@@ -5,11 +5,7 @@
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     CUdevice dev;
-    CUcontext ctx;
-    CU_CHECK(cuInit(0));
-    CU_CHECK(cuDeviceGet(&dev, 0));
-    CU_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CU_CHECK(cuCtxSetCurrent(ctx));
+    use_primary_context(&dev);
     CUmodule mod;
     CU_CHECK(cuModuleLoadData(&mod, read_kernel(argv[1], "vecadd.ptx", NULL)));
     CUfunction scale;

@@ -8,11 +8,7 @@ int main(int argc, char **argv) {
     if (argc < 2) return 2;
     enum { N = 64, TILE = 16 };
     CUdevice dev;
-    CUcontext ctx;
-    CU_CHECK(cuInit(0));
-    CU_CHECK(cuDeviceGet(&dev, 0));
-    CU_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CU_CHECK(cuCtxSetCurrent(ctx));
+    use_primary_context(&dev);
     CUmodule mod;
     void *ptx = read_kernel(argv[1], "matmul.ptx", NULL);
     CU_CHECK(cuModuleLoadData(&mod, ptx));
