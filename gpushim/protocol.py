@@ -210,8 +210,6 @@ OP_ARG_SPECS: dict[tuple[str, str], Field] = {
     ("MEMSET", "value"): _int(I32), ("MEMSET2D", "value"): _int(I32), ("FUNC_SET_ATTR", "value"): _int(I32),
     ("TEX_DESTROY", "handle"): _int(U64),  # a texture or surface object, not an IPC handle
 }
-# Argument types by name (derived from ARG_SPECS; kept for existing users).
-ARG_TYPES: dict[str, type] = {name: f.type for name, f in ARG_SPECS.items() if f.type is not int}
 
 
 def arg_spec(op: Op, name: str) -> Field:

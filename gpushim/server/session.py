@@ -320,8 +320,3 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
         for fd in self.received_fds:
             os.close(fd)
         self.host_maps.clear()
-
-
-def _describe(msg: Any) -> str:
-    text = repr(msg)
-    return text if len(text) < 80 else text[:77] + "..."
