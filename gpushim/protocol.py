@@ -150,13 +150,13 @@ OPS: tuple[Op, ...] = (
         "frame per launch), then record event there (0: none)"),
     _op(122, "GRAPH_FREE", "graph", "", "forget an uploaded segment"),
     # CUDA IPC between sessions of one server (gpushim/server/ops_ipc.py)
-    _op(123, "IPC_GET_MEM_HANDLE", "ptr", "handle", "cudaIpcGetMemHandle: a 64-byte handle naming the allocation"),
-    _op(124, "IPC_OPEN_MEM_HANDLE", "dev handle flags", "ptr size", "cudaIpcOpenMemHandle in another session: "
+    _op(123, "IPC_GET_MEM_HANDLE", "ptr", "ipc_handle", "cudaIpcGetMemHandle: a 64-byte handle naming the allocation"),
+    _op(124, "IPC_OPEN_MEM_HANDLE", "dev ipc_handle flags", "ptr size", "cudaIpcOpenMemHandle in another session: "
         "the allocation, mapped into this session's device memory"),
     _op(125, "IPC_CLOSE_MEM_HANDLE", "ptr", "", "cudaIpcCloseMemHandle"),
-    _op(126, "IPC_GET_EVENT_HANDLE", "event", "handle", "cudaIpcGetEventHandle (an event made with "
+    _op(126, "IPC_GET_EVENT_HANDLE", "event", "ipc_handle", "cudaIpcGetEventHandle (an event made with "
         "cudaEventInterprocess | cudaEventDisableTiming)"),
-    _op(127, "IPC_OPEN_EVENT_HANDLE", "dev handle", "event", "cudaIpcOpenEventHandle in another session: an event "
+    _op(127, "IPC_OPEN_EVENT_HANDLE", "dev ipc_handle", "event", "cudaIpcOpenEventHandle in another session: an event "
         "of this session sharing the exported event's state"),
     # peer access (gpushim/server/ops_devices.py)
     _op(128, "PEER_ACCESS", "dev peer set", "", "cudaDeviceEnablePeerAccess (set 1) / DisablePeerAccess (set 0): "
@@ -201,14 +201,13 @@ ARG_SPECS: dict[str, Field] = {
     "grid": Field(list, 3, 3), "block": Field(list, 3, 3),
     # graphs (ops_graph.py): a segment's packed calls, a launch's host-function ids; IPC handles are 64 bytes
     "calls": Field(bytes, 1, MAX_FRAME), "callbacks": Field(list, 0, 1 << 16, item_range=U64),
-    "handle": Field(bytes, 64, 64),
+    "ipc_handle": Field(bytes, 64, 64),
     # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
     "fields": Field(list, 21, 21, item_range=U64),
 }
 # Where one name means different things in different operations:
 OP_ARG_SPECS: dict[tuple[str, str], Field] = {
     ("MEMSET", "value"): _int(I32), ("MEMSET2D", "value"): _int(I32), ("FUNC_SET_ATTR", "value"): _int(I32),
-    ("TEX_DESTROY", "handle"): _int(U64),  # a texture or surface object, not an IPC handle
 }
 
 
