@@ -1,0 +1,606 @@
+"""Tensor-core instructions: wmma.load/mma/store, mma.sync, ldmatrix, stmatrix, movmatrix (and cvt to tf32).
+
+All are warp-collective: the scheduler runs them once every live thread of each warp involved has arrived, and
+they need all 32 lanes (a partial warp fails the launch with ILLEGAL_INSTRUCTION; PTX leaves it undefined).
+An instruction gathers each warp's fragments into whole matrices (numpy arrays of shape (warps, rows, cols)),
+computes, and scatters the result back to the lanes.
+
+Fragment layouts:
+- mma.sync, ldmatrix, stmatrix, movmatrix: exactly the PTX ISA's ("Matrix Fragments for mma.m16n8k16" and the
+  other shapes; "Warp-level matrix load instruction: ldmatrix"), groupID = lane >> 2, threadID_in_group = lane & 3.
+- wmma: the ISA leaves the mapping implementation-defined. Ours: for a rows x cols matrix with U = rows*cols/32
+  distinct elements per lane, element e of lane L is element p = L*U + (e mod U) of the matrix in row-major order
+  (f16 A/B fragments hold 16 elements per lane, more than U, so they hold each element twice or four times, like
+  the hardware's). load, mma and store agree, and element-wise code on `frag.x[i]` (fill, scaling, conversion)
+  works as on a GPU.
+
+Arithmetic (the ISA does not specify the order or intermediate precision of a tensor core's dot products):
+- f16, bf16 and tf32 sources: every product is exact (in f64); each element of D is c + the K products summed in
+  f64 in order of k, rounded once to f32 (round to nearest even), then once more to f16 for an f16 D. This
+  follows the public finding that the products are exact and the sums are kept at f32 precision or better before
+  one final rounding to f16 (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ
+  Computer Science 7:e330, 2021). The same paper finds that V100/T4/A100 truncate (round toward zero) while
+  aligning the summands, so the last bit of an f32 result can differ from a real GPU's. NaN results are the
+  canonical NaNs (0x7fffffff, 0x7fff), as elsewhere in this engine.
+- tf32 sources use only the tf32 bits of each f32 register (the low 13 mantissa bits are ignored, as the ISA says
+  for .tf32 operands that are not valid tf32 values).
+- f64 (m8n8k4): an IEEE fused multiply-add per k in order of k, from c (d = fma(a3, b3, fma(a2, b2, ...)), .rn).
+- s8/u8: exact integer sums; the s32 result wraps, or clamps with .satfinite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx import fexact
+from gpushim.ptx.nodes import Addr, Instr, Vec
+from gpushim.ptx.operands import Ctx
+
+_ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32, "b16": 16}
+_MMA_TYPES = {"f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s32", "s4", "u4", "b1", "e4m3", "e5m2"}
+_LANE = np.arange(32)
+_G = _LANE >> 2  # groupID
+_T = _LANE & 3  # threadID_in_group
+_CANON = {"f32": 0x7FFFFFFF, "f16": 0x7FFF}
+
+
+# -- register fragments <-> element values ----------------------------------------------------------------------
+def _reg_type(typ: str) -> str:
+    return "b64" if typ == "f64" else "b32"
+
+
+def _per_reg(typ: str) -> int:
+    return max(1, 32 // _ELEM_BITS[typ])
+
+
+def _read_elems(readers, st, idx, n: int, typ: str) -> np.ndarray:
+    """Bits of the fragment elements of every thread: (n, registers * elements per register), uint64."""
+    eb = _ELEM_BITS[typ]
+    per = _per_reg(typ)
+    cols = []
+    for r in readers:
+        v = np.broadcast_to(np.asarray(r(st, idx)), (n,)).astype(np.uint64)
+        if per == 1:
+            cols.append(v)
+        else:
+            m = np.uint64((1 << eb) - 1)
+            cols.extend((v >> np.uint64(q * eb)) & m for q in range(per))
+    return np.stack(cols, axis=1)
+
+
+def _write_elems(writers, st, idx, bits: np.ndarray, typ: str) -> None:
+    """Inverse of _read_elems: bits (n, E) uint64 packed into the destination registers."""
+    eb = _ELEM_BITS[typ]
+    per = _per_reg(typ)
+    for j, w in enumerate(writers):
+        if per == 1:
+            v = bits[:, j]
+            w(st, idx, v if typ == "f64" else v.astype(np.uint32))
+            continue
+        acc = np.zeros(bits.shape[0], np.uint64)
+        for q in range(per):
+            acc |= bits[:, j * per + q] << np.uint64(q * eb)
+        w(st, idx, acc.astype(np.uint32))
+
+
+def decode(bits: np.ndarray, typ: str) -> np.ndarray:
+    """Element bits -> values: float64 for floating types (exact), int64 for integer types."""
+    if typ == "f16":
+        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    if typ == "bf16":
+        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    if typ == "tf32":
+        return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if typ == "f32":
+        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    if typ == "f64":
+        return bits.astype(np.uint64).view(np.float64)
+    if typ == "s8":
+        return bits.astype(np.uint8).view(np.int8).astype(np.int64)
+    if typ == "u8":
+        return bits.astype(np.uint8).astype(np.int64)
+    if typ == "s32":
+        return bits.astype(np.uint32).view(np.int32).astype(np.int64)
+    raise ValueError(typ)
+
+
+def encode(vals: np.ndarray, typ: str, sat: bool = False) -> np.ndarray:
+    """Values -> element bits (uint64), rounding floats to nearest even; s32 wraps (clamps with sat)."""
+    with np.errstate(all="ignore"):
+        if typ in ("f32", "f16"):
+            f = np.asarray(vals, np.float64).astype(np.float32)
+            if typ == "f16":
+                b = f.astype(np.float16).view(np.uint16).astype(np.uint64)
+            else:
+                b = f.view(np.uint32).astype(np.uint64)
+            return np.where(np.isnan(f), np.uint64(_CANON[typ]), b)
+        if typ == "f64":
+            return np.asarray(vals, np.float64).view(np.uint64)
+        if typ == "s32":
+            v = np.asarray(vals, np.int64)
+            if sat:
+                v = np.clip(v, -(2**31), 2**31 - 1)
+            return (v & 0xFFFFFFFF).astype(np.uint64)
+    raise ValueError(typ)
+
+
+# -- warps ---------------------------------------------------------------------------------------------------------
+def _warp_threads(st, idx, what: str) -> np.ndarray:
+    """The running threads as (warps, 32) in lane order; every warp must be complete."""
+    t = np.arange(st.n) if idx is None else np.asarray(idx)
+    ok = t.size % 32 == 0
+    if ok:
+        tt = t.reshape(-1, 32)
+        lane = st.sp["%laneid"]
+        lane = lane[tt] if lane.__class__ is np.ndarray else np.broadcast_to(lane, tt.shape)
+        w = st.warp[tt]
+        ok = bool((lane == _LANE).all() and (w == w[:, :1]).all())
+    if not ok:
+        raise CudaError(
+            Err.ILLEGAL_INSTRUCTION,
+            f"{what}: a warp-collective matrix instruction needs all 32 threads of the warp; "
+            f"{st.describe_thread(int(t[0]) if t.size else 0)} ran it in a partial or diverged warp",
+        )
+    return tt
+
+
+def _per_warp(v, n: int, nw: int) -> np.ndarray:
+    """A per-thread operand as lane 0's value of each warp."""
+    return np.broadcast_to(np.asarray(v), (n,)).reshape(nw, 32)[:, 0]
+
+
+# -- fragment layouts ----------------------------------------------------------------------------------------------
+def _wmma_layout(rows: int, cols: int, elems: int):
+    u = rows * cols // 32
+    e = np.arange(elems)
+    p = _LANE[:, None] * u + (e[None, :] % u)
+    return p // cols, p % cols
+
+
+def _mma_layout(shape: str, atyp: str, which: str):
+    """(rows, cols) of each lane's fragment elements, arrays (32, E), per the PTX ISA's figures."""
+    g, t = _G[:, None], _T[:, None]
+    sixteen = atyp in ("f16", "bf16")
+    if which == "c":
+        if shape.startswith("m8n8"):
+            i = np.arange(2)[None, :]
+            return np.broadcast_to(g, (32, 2)), t * 2 + i
+        i = np.arange(4)[None, :]
+        return g + 8 * (i >> 1), t * 2 + (i & 1)
+    key = (shape, "16" if sixteen else atyp if atyp in ("tf32", "f64") else "8")
+    if which == "a":
+        i = {
+            ("m16n8k16", "16"): 8, ("m16n8k8", "16"): 4, ("m16n8k8", "tf32"): 4, ("m16n8k4", "tf32"): 2,
+            ("m8n8k4", "f64"): 1, ("m16n8k32", "8"): 16, ("m16n8k16", "8"): 8, ("m8n8k16", "8"): 4,
+        }[key]  # fmt: skip
+        i = np.arange(i)[None, :]
+        if key == ("m16n8k16", "16"):
+            return g + 8 * ((i >> 1) & 1), t * 2 + (i & 1) + 8 * (i >> 2)
+        if key == ("m16n8k8", "16"):
+            return g + 8 * (i >> 1), t * 2 + (i & 1)
+        if key == ("m16n8k8", "tf32"):
+            return g + 8 * (i & 1), t + 4 * (i >> 1)
+        if key == ("m16n8k4", "tf32"):
+            return g + 8 * i, np.broadcast_to(t, (32, 2))
+        if key == ("m8n8k4", "f64"):
+            return g, t
+        if key == ("m16n8k32", "8"):
+            return g + 8 * ((i >> 2) & 1), t * 4 + (i & 3) + 16 * (i >> 3)
+        if key == ("m16n8k16", "8"):
+            return g + 8 * (i >> 2), t * 4 + (i & 3)
+        return np.broadcast_to(g, (32, 4)), t * 4 + i  # m8n8k16 s8/u8
+    i = {
+        ("m16n8k16", "16"): 4, ("m16n8k8", "16"): 2, ("m16n8k8", "tf32"): 2, ("m16n8k4", "tf32"): 1,
+        ("m8n8k4", "f64"): 1, ("m16n8k32", "8"): 8, ("m16n8k16", "8"): 4, ("m8n8k16", "8"): 4,
+    }[key]  # fmt: skip
+    i = np.arange(i)[None, :]
+    gcol = np.broadcast_to(g, (32, i.shape[1]))
+    if key == ("m16n8k16", "16"):
+        return t * 2 + (i & 1) + 8 * (i >> 1), gcol
+    if key == ("m16n8k8", "16"):
+        return t * 2 + i, gcol
+    if key == ("m16n8k8", "tf32"):
+        return t + 4 * i, gcol
+    if key in (("m16n8k4", "tf32"), ("m8n8k4", "f64")):
+        return np.broadcast_to(t, (32, 1)), gcol
+    if key == ("m16n8k32", "8"):
+        return t * 4 + (i & 3) + 16 * (i >> 2), gcol
+    return t * 4 + i, gcol  # m16n8k16 / m8n8k16 s8/u8
+
+
+def _dims(shape: str) -> tuple[int, int, int]:
+    m, rest = shape[1:].split("n")
+    n, k = rest.split("k")
+    return int(m), int(n), int(k)
+
+
+def _assemble(vals: np.ndarray, rows, cols, nr: int, nc: int) -> np.ndarray:
+    """Per-lane fragment values (warps, 32, E) -> matrices (warps, nr, nc)."""
+    m = np.zeros((vals.shape[0], nr, nc), vals.dtype)
+    m[:, rows, cols] = vals
+    return m
+
+
+# -- the arithmetic ------------------------------------------------------------------------------------------------
+def matmul_acc(a: np.ndarray, b: np.ndarray, c: np.ndarray, atyp: str, sat: bool = False) -> np.ndarray:
+    """D = A B + C over the leading (warp) axis, with the arithmetic in the module docstring."""
+    k = a.shape[-1]
+    if atyp in ("s8", "u8"):
+        return c + np.einsum("wik,wkj->wij", a, b)
+    if atyp == "f64":
+        d = c
+        for j in range(k):
+            d = fexact.fma_f64(a[:, :, j, None], b[:, None, j, :], d)
+        return d
+    with np.errstate(all="ignore"):
+        acc = c.copy()
+        for j in range(k):
+            acc += a[:, :, j, None] * b[:, None, j, :]
+    return acc
+
+
+# -- operand parsing -----------------------------------------------------------------------------------------------
+def _regs(ctx: Ctx, op, what: str) -> tuple:
+    if not isinstance(op, Vec):
+        raise ctx.error(f"{what}: expected a {{...}} register vector, found {op}")
+    return op.items
+
+
+def _space(ctx: Ctx, parts: list[str], addr) -> str | None:
+    from gpushim.ptx.ops_mem import SPACE_NAMES, _resolve_space
+
+    space = next((SPACE_NAMES[p] for p in parts if p in SPACE_NAMES), None)
+    if space not in (None, "global", "shared"):
+        raise ctx.fail(f"{'.'.join(parts)} (state space .{space})")
+    return _resolve_space(ctx, space, addr)
+
+
+def _wmma_frag(ctx: Ctx, which: str, shape: str, typ: str, nregs: int):
+    """(rows, cols, element layout) of a wmma fragment, checking its register count."""
+    m, n, k = _dims(shape)
+    nr, nc = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[which]
+    elems = nregs * _per_reg(typ)
+    u = nr * nc // 32
+    want = 16 if typ == "f16" and which in "ab" else u
+    if elems != want:
+        raise ctx.error(f"wmma .{which} fragment of {shape} .{typ} needs {want // _per_reg(typ)} registers, "
+                        f"found {nregs}")  # fmt: skip
+    return nr, nc, _wmma_layout(nr, nc, elems)
+
+
+_WMMA_SHAPES = {
+    "f16": ("m16n16k16", "m32n8k16", "m8n32k16"), "bf16": ("m16n16k16", "m32n8k16", "m8n32k16"),
+    "tf32": ("m16n16k8",), "f64": ("m8n8k4",), "s8": ("m16n16k16", "m32n8k16", "m8n32k16"),
+    "u8": ("m16n16k16", "m32n8k16", "m8n32k16"),
+}  # fmt: skip
+
+
+def _check_shape(ctx: Ctx, ins: Instr, shape: str | None, atyp: str) -> str:
+    if shape is None:
+        raise ctx.error(f"{ins.op}: no shape")
+    if atyp not in _WMMA_SHAPES:
+        raise ctx.fail(f"{ins.op} (wmma on .{atyp} elements)")
+    if shape not in _WMMA_SHAPES[atyp]:
+        raise ctx.fail(f"{ins.op} (wmma shape {shape} for .{atyp})")
+    return shape
+
+
+def _shape_of(parts: list[str]) -> str | None:
+    return next((p for p in parts if p.startswith("m") and "n" in p and "k" in p and p[1].isdigit()), None)
+
+
+# -- wmma ------------------------------------------------------------------------------------------------------------
+def compile_wmma(ctx: Ctx, ins: Instr):
+    parts = ins.op.split(".")
+    if len(parts) < 2 or parts[1] not in ("load", "store", "mma"):
+        raise ctx.fail(f"{ins.op}")
+    if parts[1] == "mma":
+        return _compile_wmma_mma(ctx, ins, parts)
+    return _compile_wmma_ldst(ctx, ins, parts)
+
+
+def _compile_wmma_ldst(ctx: Ctx, ins: Instr, parts: list[str]):
+    from gpushim.ptx.ops_mem import gather, scatter
+
+    load = parts[1] == "load"
+    which = parts[2]
+    if (load and which not in ("a", "b", "c")) or (not load and which != "d"):
+        raise ctx.error(f"{ins.op}: bad matrix .{which}")
+    layout = "col" if "col" in parts else "row"
+    typ = parts[-1]
+    shape = _shape_of(parts)
+    if which in "ab":
+        _check_shape(ctx, ins, shape, typ)
+    else:
+        if typ not in ("f16", "f32", "f64", "s32"):
+            raise ctx.fail(f"{ins.op} (accumulator .{typ})")
+        if shape not in {s for v in _WMMA_SHAPES.values() for s in v}:
+            raise ctx.fail(f"{ins.op} (wmma shape {shape})")
+    frag_op, addr = (ins.args[0], ins.args[1]) if load else (ins.args[1], ins.args[0])
+    if not isinstance(addr, Addr):
+        raise ctx.error(f"{ins.op}: expected an address")
+    regs = _regs(ctx, frag_op, ins.op)
+    nr, nc, (rows, cols) = _wmma_frag(ctx, which, shape, typ, len(regs))
+    space = _space(ctx, parts, addr)
+    _, ra = ctx.address(addr)
+    rstride = ctx.reader(ins.args[2], "u32") if len(ins.args) > 2 else None
+    default_ld = nc if layout == "row" else nr
+    esize = _ELEM_BITS[typ] // 8
+    dt = np.dtype(f"u{esize}")
+    what = f"{ins.op} (line {ins.line})"
+    rw = [ctx.writer(r) for r in regs] if load else [ctx.reader(r, _reg_type(typ)) for r in regs]
+    r_, c_ = (rows, cols) if layout == "row" else (cols, rows)  # (major, minor) index of each element
+
+    def addresses(st, idx, n, nw):
+        base = _per_warp(ra(st, idx), n, nw).astype(np.uint64)
+        ld = _per_warp(rstride(st, idx), n, nw).astype(np.uint64) if rstride else np.full(nw, default_ld, np.uint64)
+        off = (r_[None].astype(np.uint64) * ld[:, None, None] + c_[None].astype(np.uint64)) * np.uint64(esize)
+        return (base[:, None, None] + off).reshape(n, -1)  # (threads, elements)
+
+    def wmma_load(st, idx):
+        tt = _warp_threads(st, idx, what)
+        nw, n = tt.shape[0], tt.size
+        a = addresses(st, idx, n, nw)
+        bits = np.stack([gather(st, idx, space, a[:, e], dt, 1, what)[0] for e in range(a.shape[1])], axis=1)
+        _write_elems(rw, st, idx, bits.astype(np.uint64), typ)
+
+    def wmma_store(st, idx):
+        tt = _warp_threads(st, idx, what)
+        nw, n = tt.shape[0], tt.size
+        a = addresses(st, idx, n, nw)
+        bits = _read_elems(rw, st, idx, n, typ)
+        for e in range(a.shape[1]):
+            scatter(st, idx, space, a[:, e], dt, [bits[:, e].astype(dt)], what)
+
+    return wmma_load if load else wmma_store
+
+
+def _compile_wmma_mma(ctx: Ctx, ins: Instr, parts: list[str]):
+    types = [p for p in parts if p in _MMA_TYPES]
+    if len(types) == 2:
+        dtyp, ctyp = types
+        atyp = btyp = "f16"
+    elif len(types) == 4:
+        dtyp, atyp, btyp, ctyp = types
+    else:
+        raise ctx.error(f"{ins.op}: expected 2 or 4 types")
+    sat = "satfinite" in parts
+    shape = _check_shape(ctx, ins, _shape_of(parts), atyp)
+    if (atyp in ("s8", "u8")) != (btyp in ("s8", "u8")) or (atyp not in ("s8", "u8") and atyp != btyp):
+        raise ctx.fail(f"{ins.op} (mixed .{atyp}/.{btyp} sources)")
+    if sat and atyp not in ("s8", "u8"):
+        raise ctx.fail(f"{ins.op} (.satfinite on floating-point wmma, deprecated)")
+    _acc_types(ctx, ins, atyp, dtyp, ctyp)
+    rnd = [p for p in parts if p in ("rn", "rz", "rm", "rp")]
+    if rnd and rnd != ["rn"]:
+        raise ctx.fail(f"{ins.op} (rounding .{rnd[0]})")
+    d, a, b, c = (_regs(ctx, x, ins.op) for x in ins.args[:4])
+    fa = _wmma_frag(ctx, "a", shape, atyp, len(a))
+    fb = _wmma_frag(ctx, "b", shape, btyp, len(b))
+    fc = _wmma_frag(ctx, "c", shape, ctyp, len(c))
+    fd = _wmma_frag(ctx, "d", shape, dtyp, len(d))
+    return _mma_closure(ctx, ins, (a, b, c, d), (fa, fb, fc, fd), (atyp, btyp, ctyp, dtyp), sat)
+
+
+def _acc_types(ctx: Ctx, ins: Instr, atyp: str, dtyp: str, ctyp: str) -> None:
+    ok = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",), "s8": ("s32",), "u8": ("s32",)}
+    if atyp not in ok:
+        raise ctx.fail(f"{ins.op} (.{atyp} sources)")
+    if dtyp not in ok[atyp] or ctyp not in ok[atyp]:
+        raise ctx.fail(f"{ins.op} (.{dtyp}/.{ctyp} accumulators with .{atyp} sources)")
+
+
+def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool):
+    a, b, c, d = regs
+    (ma, ka, la), (kb, nb, lb), (mc, nc, lc), (_, _, ld) = frags
+    atyp, btyp, ctyp, dtyp = types
+    ra = [ctx.reader(r, _reg_type(atyp)) for r in a]
+    rb = [ctx.reader(r, _reg_type(btyp)) for r in b]
+    rc = [ctx.reader(r, _reg_type(ctyp)) for r in c]
+    wd = [ctx.writer(r) for r in d]
+    what = f"{ins.op} (line {ins.line})"
+
+    def frag(readers, st, idx, n, nw, typ, lay, nr, ncol):
+        vals = decode(_read_elems(readers, st, idx, n, typ), typ).reshape(nw, 32, -1)
+        return _assemble(vals, lay[0], lay[1], nr, ncol)
+
+    def mma(st, idx):
+        tt = _warp_threads(st, idx, what)
+        nw, n = tt.shape[0], tt.size
+        am = frag(ra, st, idx, n, nw, atyp, la, ma, ka)
+        bm = frag(rb, st, idx, n, nw, btyp, lb, kb, nb)
+        cm = frag(rc, st, idx, n, nw, ctyp, lc, mc, nc)
+        dm = matmul_acc(am, bm, cm, atyp, sat)
+        out = dm[:, ld[0], ld[1]].reshape(n, -1)
+        _write_elems(wd, st, idx, encode(out, dtyp, sat), dtyp)
+
+    return mma
+
+
+# -- mma.sync --------------------------------------------------------------------------------------------------------
+_MMA_SHAPES = {
+    "f16": ("m16n8k16", "m16n8k8"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4"),
+    "f64": ("m8n8k4",), "s8": ("m16n8k32", "m16n8k16", "m8n8k16"), "u8": ("m16n8k32", "m16n8k16", "m8n8k16"),
+}  # fmt: skip
+
+
+def compile_mma(ctx: Ctx, ins: Instr):
+    parts = ins.op.split(".")
+    if "sp" in parts or "sp::ordered_metadata" in parts:
+        raise ctx.fail(f"{ins.op} (sparse mma)")
+    if "sync" not in parts or "aligned" not in parts:
+        raise ctx.fail(f"{ins.op}")
+    types = [p for p in parts if p in _MMA_TYPES]
+    if len(types) != 4:
+        raise ctx.fail(f"{ins.op} (expected .dtype.atype.btype.ctype)")
+    dtyp, atyp, btyp, ctyp = types
+    shape = _shape_of(parts)
+    if atyp not in _MMA_SHAPES or shape not in _MMA_SHAPES[atyp]:
+        raise ctx.fail(f"{ins.op} (mma shape {shape} with .{atyp})")
+    if (atyp in ("s8", "u8")) != (btyp in ("s8", "u8")) or (atyp not in ("s8", "u8") and atyp != btyp):
+        raise ctx.fail(f"{ins.op} (mixed .{atyp}/.{btyp} sources)")
+    if "row" not in parts or "col" not in parts or parts.index("row") > parts.index("col"):
+        raise ctx.fail(f"{ins.op} (only .row.col layouts exist for this shape)")
+    sat = "satfinite" in parts
+    if sat and atyp not in ("s8", "u8"):
+        raise ctx.fail(f"{ins.op} (.satfinite)")
+    rnd = [p for p in parts if p in ("rn", "rz", "rm", "rp")]
+    if rnd and rnd != ["rn"]:
+        raise ctx.fail(f"{ins.op} (rounding .{rnd[0]})")
+    _acc_types(ctx, ins, atyp, dtyp, ctyp)
+    m, n, k = _dims(shape)
+    regs = [_regs(ctx, x, ins.op) for x in ins.args[:4]]
+    d, a, b, c = regs
+    la, lb = _mma_layout(shape, atyp, "a"), _mma_layout(shape, btyp, "b")
+    lc = _mma_layout(shape, atyp, "c")
+    for name, rr, lay, typ in (("A", a, la, atyp), ("B", b, lb, btyp), ("C", c, lc, ctyp), ("D", d, lc, dtyp)):
+        if len(rr) * _per_reg(typ) != lay[0].shape[1]:
+            raise ctx.error(f"{ins.op}: the {name} fragment needs {lay[0].shape[1] // _per_reg(typ)} registers, "
+                            f"found {len(rr)}")  # fmt: skip
+    frags = ((m, k, la), (k, n, lb), (m, n, lc), (m, n, lc))
+    return _mma_closure(ctx, ins, (a, b, c, d), frags, (atyp, btyp, ctyp, dtyp), sat)
+
+
+# -- ldmatrix / stmatrix / movmatrix ---------------------------------------------------------------------------------
+def _matrix_parts(ctx: Ctx, ins: Instr, parts: list[str]) -> tuple[int, bool]:
+    if "m8n8" not in parts or "b16" not in parts:
+        raise ctx.fail(f"{ins.op} (only .m8n8 .b16 matrices)")
+    nmat = next((int(p[1:]) for p in parts if p in ("x1", "x2", "x4")), None)
+    if nmat is None:
+        raise ctx.error(f"{ins.op}: no .x1/.x2/.x4")
+    return nmat, "trans" in parts
+
+
+def _frag_pos(trans: bool):
+    """(row, col) in an 8x8 matrix of the two b16 halves each lane holds (fragment of mma's 16-bit operands)."""
+    r = np.stack([_G, _G], axis=1)
+    c = np.stack([_T * 2, _T * 2 + 1], axis=1)
+    return (c, r) if trans else (r, c)
+
+
+def compile_ldmatrix(ctx: Ctx, ins: Instr):
+    from gpushim.ptx.ops_mem import gather
+
+    parts = ins.op.split(".")
+    nmat, trans = _matrix_parts(ctx, ins, parts)
+    dst, addr = ins.args[0], ins.args[1]
+    regs = dst.items if isinstance(dst, Vec) else (dst,)
+    if len(regs) != nmat:
+        raise ctx.error(f"{ins.op}: {len(regs)} destination registers for .x{nmat}")
+    ws = [ctx.writer(r) for r in regs]
+    space = _space(ctx, parts, addr)
+    _, ra = ctx.address(addr)
+    what = f"{ins.op} (line {ins.line})"
+    pr, pc = _frag_pos(trans)
+    u16 = np.dtype(np.uint16)
+
+    def ldmatrix(st, idx):
+        tt = _warp_threads(st, idx, what)
+        nw, n = tt.shape[0], tt.size
+        a = np.broadcast_to(np.asarray(ra(st, idx)), (n,)).astype(np.uint64).reshape(nw, 32)
+        prov = tt[:, : nmat * 8].reshape(-1)  # lanes 8j..8j+7 give the row addresses of matrix j
+        rows = gather(st, prov, space, a[:, : nmat * 8].reshape(-1), u16, 8, what)
+        mats = np.stack(rows, axis=1).reshape(nw, nmat, 8, 8)
+        for j, w in enumerate(ws):
+            m = mats[:, j]
+            lo = m[:, pr[:, 0], pc[:, 0]].astype(np.uint32)
+            hi = m[:, pr[:, 1], pc[:, 1]].astype(np.uint32)
+            w(st, idx, (lo | (hi << np.uint32(16))).reshape(n))
+
+    return ldmatrix
+
+
+def compile_stmatrix(ctx: Ctx, ins: Instr):
+    from gpushim.ptx.ops_mem import scatter
+
+    parts = ins.op.split(".")
+    nmat, trans = _matrix_parts(ctx, ins, parts)
+    addr, src = ins.args[0], ins.args[1]
+    regs = src.items if isinstance(src, Vec) else (src,)
+    if len(regs) != nmat:
+        raise ctx.error(f"{ins.op}: {len(regs)} source registers for .x{nmat}")
+    rs = [ctx.reader(r, "b32") for r in regs]
+    space = _space(ctx, parts, addr)
+    _, ra = ctx.address(addr)
+    what = f"{ins.op} (line {ins.line})"
+    pr, pc = _frag_pos(trans)
+    u16 = np.dtype(np.uint16)
+
+    def stmatrix(st, idx):
+        tt = _warp_threads(st, idx, what)
+        nw, n = tt.shape[0], tt.size
+        a = np.broadcast_to(np.asarray(ra(st, idx)), (n,)).astype(np.uint64).reshape(nw, 32)
+        mats = np.zeros((nw, nmat, 8, 8), np.uint16)
+        for j, r in enumerate(rs):
+            v = np.broadcast_to(np.asarray(r(st, idx)), (n,)).astype(np.uint32).reshape(nw, 32)
+            mats[:, j, pr[:, 0], pc[:, 0]] = (v & np.uint32(0xFFFF)).astype(np.uint16)
+            mats[:, j, pr[:, 1], pc[:, 1]] = (v >> np.uint32(16)).astype(np.uint16)
+        prov = tt[:, : nmat * 8].reshape(-1)
+        rows = mats.reshape(nw * nmat * 8, 8)
+        scatter(st, prov, space, a[:, : nmat * 8].reshape(-1), u16, [rows[:, q] for q in range(8)], what)
+
+    return stmatrix
+
+
+def compile_movmatrix(ctx: Ctx, ins: Instr):
+    """movmatrix.sync.aligned.m8n8.trans.b16 d, a: transpose an 8x8 b16 matrix held in mma's fragment layout."""
+    parts = ins.op.split(".")
+    if "trans" not in parts or "m8n8" not in parts or "b16" not in parts:
+        raise ctx.fail(f"{ins.op}")
+    w = ctx.writer(ins.args[0])
+    r = ctx.reader(ins.args[1], "b32")
+    what = f"{ins.op} (line {ins.line})"
+    pr, pc = _frag_pos(False)
+
+    def movmatrix(st, idx):
+        tt = _warp_threads(st, idx, what)
+        nw, n = tt.shape[0], tt.size
+        v = np.broadcast_to(np.asarray(r(st, idx)), (n,)).astype(np.uint32).reshape(nw, 32)
+        m = np.zeros((nw, 8, 8), np.uint16)
+        m[:, pr[:, 0], pc[:, 0]] = (v & np.uint32(0xFFFF)).astype(np.uint16)
+        m[:, pr[:, 1], pc[:, 1]] = (v >> np.uint32(16)).astype(np.uint16)
+        m = m.transpose(0, 2, 1)
+        lo = m[:, pr[:, 0], pc[:, 0]].astype(np.uint32)
+        hi = m[:, pr[:, 1], pc[:, 1]].astype(np.uint32)
+        w(st, idx, (lo | (hi << np.uint32(16))).reshape(n))
+
+    return movmatrix
+
+
+# -- cvt to tf32 ------------------------------------------------------------------------------------------------------
+def compile_cvt_tf32(ctx: Ctx, ins: Instr):
+    """cvt.{rna,rn,rz}{.satfinite}.tf32.f32 d, a: an f32 bit pattern whose low 13 mantissa bits are zero."""
+    parts = ins.op.split(".")
+    if parts[-2:] != ["tf32", "f32"]:
+        raise ctx.fail(f"{ins.op}")
+    mods = set(parts[1:-2])
+    rnd = mods & {"rna", "rn", "rz"}
+    if len(rnd) != 1 or mods - rnd - {"satfinite"}:
+        raise ctx.fail(f"{ins.op}")
+    mode = rnd.pop()
+    satf = "satfinite" in mods
+    w = ctx.writer(ins.args[0])
+    ra = ctx.reader(ins.args[1], "u32")
+
+    def cvt(st, idx):
+        b = np.asarray(ra(st, idx)).astype(np.uint64)
+        mag = b & np.uint64(0x7FFFFFFF)
+        if mode == "rna":
+            r = b + np.uint64(0x1000)
+        elif mode == "rn":
+            r = b + np.uint64(0xFFF) + ((b >> np.uint64(13)) & np.uint64(1))
+        else:
+            r = b
+        r = r & np.uint64(0xFFFFE000)
+        finite = mag < np.uint64(0x7F800000)
+        r = np.where(finite, r, b)  # infinities unchanged
+        r = np.where(mag > np.uint64(0x7F800000), np.uint64(0x7FFFFFFF), r)  # NaN: canonical
+        if satf:
+            rmag = r & np.uint64(0x7FFFFFFF)
+            big = finite & (rmag >= np.uint64(0x7F800000))
+            r = np.where(big, (r & np.uint64(0x80000000)) | np.uint64(0x7F7FE000), r)
+            r = np.where(mag == np.uint64(0x7F800000), (b & np.uint64(0x80000000)) | np.uint64(0x7F7FE000), r)
+        w(st, idx, r.astype(np.uint32))
+
+    return cvt

@@ -1,0 +1,200 @@
+"""wmma (warp matrix multiply-accumulate) on the interpreter: nvcc-emitted GEMMs for every shape and type nvcc
+emits for sm_70-sm_90 (f16 with f16/f32 accumulate, bf16, tf32, f64, s8/u8 with and without .satfinite), row-
+and column-major A/B/C, global and shared memory, element-wise code on fragments, checked bit for bit against a
+host reference of the arithmetic documented in gpushim/ptx/ops_mma.py (PTX ISA, "Warp Level Matrix Multiply-
+Accumulate Instructions": the fragment layout is unspecified, so only whole-matrix results are checked)."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from gpushim.cuda_errors import CudaError, Err
+
+M = N = K = 32
+
+
+@pytest.fixture(scope="module")
+def wm(dev_for):
+    return dev_for("mma_wmma", "sm_80")
+
+
+def tf32(x: np.ndarray) -> np.ndarray:
+    return (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def tf32_rna(x: np.ndarray) -> np.ndarray:
+    """cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero (finite inputs)."""
+    b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+def fma_exact(a: float, b: float, c: float) -> float:
+    return float(Fraction(a) * Fraction(b) + Fraction(c))  # int/int true division: correctly rounded
+
+
+def reference(a, b, c, tk: int, acc: str, sat: bool = False):
+    """Per mma of k-depth tk: d = round(c + sum of exact products, summed in f64 in order of k)."""
+    a = a.astype(np.float64) if acc != "s32" else a.astype(np.int64)
+    b = b.astype(np.float64) if acc != "s32" else b.astype(np.int64)
+    d = c.astype(np.float64) if acc != "s32" else c.astype(np.int64)
+    for k0 in range(0, a.shape[1], tk):
+        if acc == "f64":
+            d = d.copy()
+            for i in range(d.shape[0]):
+                for j in range(d.shape[1]):
+                    x = float(d[i, j])
+                    for k in range(k0, k0 + tk):
+                        x = fma_exact(float(a[i, k]), float(b[k, j]), x)
+                    d[i, j] = x
+            continue
+        s = d.copy()
+        for k in range(k0, k0 + tk):
+            s = s + a[:, k, None] * b[None, k, :]
+        if acc == "s32":
+            d = np.clip(s, -(2**31), 2**31 - 1) if sat else ((s + 2**31) % 2**32) - 2**31
+        elif acc == "f32":
+            d = s.astype(np.float32).astype(np.float64)
+        else:
+            d = s.astype(np.float32).astype(np.float16).astype(np.float64)
+    return d
+
+
+def run(wm, kern, a, b, c, tk, acc, *, acol=False, bcol=False, ccol=False, loadc=True, sat=False):
+    """Lay A, B, C out as the kernel reads them, run it (one warp per tile), compare C to the reference."""
+    ctype = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "s32": np.int32}[acc]
+    pa = wm.array(a.T.copy() if acol else a)
+    pb = wm.array(b.T.copy() if bcol else b)
+    pc = wm.array((c.T.copy() if ccol else c).astype(ctype))
+    tiles = {"h32x8": (32, 8), "h8x32": (8, 32), "bf32x8": (32, 8), "bf8x32": (8, 32), "u8_32x8": (32, 8),
+             "s8_8x32": (8, 32), "f64": (8, 8)}  # fmt: skip
+    tm, tn = next((v for kk, v in tiles.items() if kern.startswith(kk)), (16, 16))
+    warps = (M // tm) * (N // tn)
+    wm.launch(kern, warps // 2, 64, pa, pb, pc, M, N, K, int(loadc), int(ccol), int(sat))
+    got = wm.get(pc, ctype, M * N).reshape((N, M) if ccol else (M, N))
+    got = got.T if ccol else got
+    exp = reference(a, b, c if loadc else np.zeros_like(c), tk, acc, sat)
+    if acc == "s32":
+        np.testing.assert_array_equal(got.astype(np.int64), exp)
+    else:
+        g = got.astype(ctype)
+        e = exp.astype(ctype)
+        assert np.array_equal(g.view(f"u{g.itemsize}"), e.view(f"u{e.itemsize}")), (kern, np.abs(g - e).max())
+    return got
+
+
+@pytest.mark.parametrize(
+    "kern,acc,acol,bcol,ccol",
+    [
+        ("h16_rc_f32", "f32", False, True, False),
+        ("h16_rr_f16", "f16", False, False, True),
+        ("h32x8_cr_f32", "f32", True, False, False),
+        ("h8x32_rc_f16", "f16", False, True, True),
+    ],
+)
+def test_wmma_f16(wm, rng, kern, acc, acol, bcol, ccol):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = rng.standard_normal((M, N)).astype(np.float16 if acc == "f16" else np.float32)
+    got = run(wm, kern, a, b, c, 16, acc, acol=acol, bcol=bcol, ccol=ccol)
+    # the f16 accumulator is rounded to f16 after every mma, not once at the end: that must be visible
+    if acc == "f16":
+        once = (c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
+        assert not np.array_equal(got, once)
+
+
+@pytest.mark.parametrize("kern,acol,bcol", [("bf16_rc", False, True), ("bf32x8_rr", False, False),
+                                            ("bf8x32_cr", True, False)])  # fmt: skip
+def test_wmma_bf16(wm, rng, kern, acol, bcol):
+    f = rng.standard_normal((M + N, K)).astype(np.float32)
+    bf = (f.view(np.uint32) & 0xFFFF0000).view(np.float32)  # exact bf16 values
+    a, b = bf[:M], bf[M:].T.copy()
+    pa = (a.view(np.uint32) >> 16).astype(np.uint16)
+    pb = (b.view(np.uint32) >> 16).astype(np.uint16)
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    ctype_run = run_bf16(wm, kern, pa, pb, a, b, c, acol, bcol)
+    assert ctype_run
+
+
+def run_bf16(wm, kern, pa_bits, pb_bits, a, b, c, acol, bcol):
+    tm, tn = {"bf16_rc": (16, 16), "bf32x8_rr": (32, 8), "bf8x32_cr": (8, 32)}[kern]
+    pa = wm.array(pa_bits.T.copy() if acol else pa_bits)
+    pb = wm.array(pb_bits.T.copy() if bcol else pb_bits)
+    pc = wm.array(c)
+    wm.launch(kern, (M // tm) * (N // tn) // 2, 64, pa, pb, pc, M, N, K, 1, 0, 0)
+    got = wm.get(pc, np.float32, M * N).reshape(M, N)
+    exp = reference(a, b, c, 16, "f32").astype(np.float32)
+    assert np.array_equal(got.view(np.uint32), exp.view(np.uint32))
+    return True
+
+
+def test_wmma_tf32(wm, rng):
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    # converted with __float_to_tf32 (cvt.rna.tf32.f32) in the kernel
+    pa, pb, pc = wm.array(a), wm.array(b.T.copy()), wm.array(c)
+    wm.launch("tf32_rc", 2, 64, pa, pb, pc, M, N, K, 1, 0, 0)
+    got = wm.get(pc, np.float32, M * N).reshape(M, N)
+    exp = reference(tf32_rna(a), tf32_rna(b), c, 8, "f32").astype(np.float32)
+    assert np.array_equal(got.view(np.uint32), exp.view(np.uint32))
+    # raw f32 values: the low 13 mantissa bits are ignored
+    run(wm, "tf32_raw_cr", tf32(a), tf32(b), c, 8, "f32", acol=True, loadc=False)
+    pa2, pb2, pc2 = wm.array(a.T.copy()), wm.array(b), wm.array(c)
+    wm.launch("tf32_raw_cr", 2, 64, pa2, pb2, pc2, M, N, K, 0, 0, 0)
+    got2 = wm.get(pc2, np.float32, M * N).reshape(M, N)
+    exp2 = reference(tf32(a), tf32(b), np.zeros_like(c), 8, "f32").astype(np.float32)
+    assert np.array_equal(got2.view(np.uint32), exp2.view(np.uint32))
+
+
+@pytest.mark.parametrize("kern,acol", [("f64_rr", False), ("f64_cr", True)])
+def test_wmma_f64(wm, rng, kern, acol):
+    a = rng.standard_normal((M, K)) * 3
+    b = rng.standard_normal((K, N)) * 3
+    c = rng.standard_normal((M, N))
+    run(wm, kern, a, b, c, 4, "f64", acol=acol)
+
+
+@pytest.mark.parametrize(
+    "kern,lo,hi,acol,bcol",
+    [("s8_rc", -128, 128, False, True), ("u8_32x8_rr", 0, 256, False, False), ("s8_8x32_cr", -128, 128, True, False)],
+)
+def test_wmma_int8(wm, rng, kern, lo, hi, acol, bcol):
+    dt = np.int8 if lo < 0 else np.uint8
+    a = rng.integers(lo, hi, (M, K)).astype(dt)
+    b = rng.integers(lo, hi, (K, N)).astype(dt)
+    c = rng.integers(-(2**31), 2**31, (M, N)).astype(np.int32)
+    c[0, :] = 2**31 - 1  # wraps without .satfinite, clamps with it
+    c[1, :] = -(2**31)
+    run(wm, kern, a, b, c, 16, "s32", acol=acol, bcol=bcol, sat=False)
+    got = run(wm, kern, a, b, c, 16, "s32", acol=acol, bcol=bcol, sat=True)
+    assert (got == 2**31 - 1).any() or (got == -(2**31)).any()
+
+
+def test_wmma_fragment_elementwise_and_shared(wm, rng):
+    """frag.x[i] code (the mapping is unspecified, but element-wise operations must act on every element)."""
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 16)).astype(np.float16)
+    pc = wm.empty(16 * 16 * 4)
+    wm.launch("frag_elementwise", 1, 32, wm.array(a), wm.array(b), pc, np.float32(-1.5))
+    got = wm.get(pc, np.float32, 256).reshape(16, 16)
+    a1 = (a.astype(np.float32) + 1).astype(np.float16)  # __hadd rounds to f16
+    d = reference(a1, b, np.full((16, 16), 0.5), 16, "f32").astype(np.float32) * np.float32(-1.5)
+    assert np.array_equal(got.view(np.uint32), d.view(np.uint32))
+
+
+def test_wmma_partial_warp_fails(dev_for):
+    wm = dev_for("mma_wmma", "sm_80")
+    pa = wm.array(np.zeros(256, np.float16))
+    pc = wm.empty(1024)
+    with pytest.raises(CudaError) as e:
+        wm.launch("partial_warp", 1, 32, pa, pc)
+    assert e.value.code == Err.ILLEGAL_INSTRUCTION and "all 32 threads" in str(e.value)
+
+
+def test_wmma_out_of_bounds_load_faults(wm):
+    pa = wm.array(np.zeros(16, np.float16))  # 16 elements; the 16x16 load reads 256
+    pc = wm.empty(4 * M * N)
+    with pytest.raises(CudaError) as e:
+        wm.launch("h16_rc_f32", 1, 32, pa, pa, pc, 16, 16, 16, 0, 0, 0)
+    assert e.value.code == Err.ILLEGAL_ADDRESS and "wmma.load" in str(e.value)
