@@ -449,6 +449,8 @@ def compile_mma(ctx: Ctx, ins: Instr):
     if rnd and rnd != ["rn"]:
         raise ctx.fail(f"{ins.op} (rounding .{rnd[0]})")
     _acc_types(ctx, ins, atyp, dtyp, ctyp)
+    if dtyp != ctyp:
+        raise ctx.fail(f"{ins.op} (.{dtyp} D with .{ctyp} C)")
     m, n, k = _dims(shape)
     regs = [_regs(ctx, x, ins.op) for x in ins.args[:4]]
     d, a, b, c = regs

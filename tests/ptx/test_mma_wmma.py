@@ -4,10 +4,10 @@ and column-major A/B/C, global and shared memory, element-wise code on fragments
 host reference of the arithmetic documented in gpushim/ptx/ops_mma.py (PTX ISA, "Warp Level Matrix Multiply-
 Accumulate Instructions": the fragment layout is unspecified, so only whole-matrix results are checked)."""
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
+from mma_refs import gemm as reference
+from mma_refs import tf32, tf32_rna
 
 from gpushim.cuda_errors import CudaError, Err
 
@@ -17,47 +17,6 @@ M = N = K = 32
 @pytest.fixture(scope="module")
 def wm(dev_for):
     return dev_for("mma_wmma", "sm_80")
-
-
-def tf32(x: np.ndarray) -> np.ndarray:
-    return (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
-
-
-def tf32_rna(x: np.ndarray) -> np.ndarray:
-    """cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero (finite inputs)."""
-    b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((b + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
-
-
-def fma_exact(a: float, b: float, c: float) -> float:
-    return float(Fraction(a) * Fraction(b) + Fraction(c))  # int/int true division: correctly rounded
-
-
-def reference(a, b, c, tk: int, acc: str, sat: bool = False):
-    """Per mma of k-depth tk: d = round(c + sum of exact products, summed in f64 in order of k)."""
-    a = a.astype(np.float64) if acc != "s32" else a.astype(np.int64)
-    b = b.astype(np.float64) if acc != "s32" else b.astype(np.int64)
-    d = c.astype(np.float64) if acc != "s32" else c.astype(np.int64)
-    for k0 in range(0, a.shape[1], tk):
-        if acc == "f64":
-            d = d.copy()
-            for i in range(d.shape[0]):
-                for j in range(d.shape[1]):
-                    x = float(d[i, j])
-                    for k in range(k0, k0 + tk):
-                        x = fma_exact(float(a[i, k]), float(b[k, j]), x)
-                    d[i, j] = x
-            continue
-        s = d.copy()
-        for k in range(k0, k0 + tk):
-            s = s + a[:, k, None] * b[None, k, :]
-        if acc == "s32":
-            d = np.clip(s, -(2**31), 2**31 - 1) if sat else ((s + 2**31) % 2**32) - 2**31
-        elif acc == "f32":
-            d = s.astype(np.float32).astype(np.float64)
-        else:
-            d = s.astype(np.float32).astype(np.float16).astype(np.float64)
-    return d
 
 
 def run(wm, kern, a, b, c, tk, acc, *, acol=False, bcol=False, ccol=False, loadc=True, sat=False):
@@ -109,23 +68,17 @@ def test_wmma_bf16(wm, rng, kern, acol, bcol):
     f = rng.standard_normal((M + N, K)).astype(np.float32)
     bf = (f.view(np.uint32) & 0xFFFF0000).view(np.float32)  # exact bf16 values
     a, b = bf[:M], bf[M:].T.copy()
-    pa = (a.view(np.uint32) >> 16).astype(np.uint16)
-    pb = (b.view(np.uint32) >> 16).astype(np.uint16)
-    c = rng.standard_normal((M, N)).astype(np.float32)
-    ctype_run = run_bf16(wm, kern, pa, pb, a, b, c, acol, bcol)
-    assert ctype_run
-
-
-def run_bf16(wm, kern, pa_bits, pb_bits, a, b, c, acol, bcol):
+    bits_a = (a.view(np.uint32) >> 16).astype(np.uint16)
+    bits_b = (b.view(np.uint32) >> 16).astype(np.uint16)
     tm, tn = {"bf16_rc": (16, 16), "bf32x8_rr": (32, 8), "bf8x32_cr": (8, 32)}[kern]
-    pa = wm.array(pa_bits.T.copy() if acol else pa_bits)
-    pb = wm.array(pb_bits.T.copy() if bcol else pb_bits)
+    pa = wm.array(bits_a.T.copy() if acol else bits_a)
+    pb = wm.array(bits_b.T.copy() if bcol else bits_b)
+    c = rng.standard_normal((M, N)).astype(np.float32)
     pc = wm.array(c)
     wm.launch(kern, (M // tm) * (N // tn) // 2, 64, pa, pb, pc, M, N, K, 1, 0, 0)
     got = wm.get(pc, np.float32, M * N).reshape(M, N)
     exp = reference(a, b, c, 16, "f32").astype(np.float32)
     assert np.array_equal(got.view(np.uint32), exp.view(np.uint32))
-    return True
 
 
 def test_wmma_tf32(wm, rng):
