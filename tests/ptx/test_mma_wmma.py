@@ -151,3 +151,13 @@ def test_wmma_out_of_bounds_load_faults(wm):
     with pytest.raises(CudaError) as e:
         wm.launch("h16_rc_f32", 1, 32, pa, pa, pc, 16, 16, 16, 0, 0, 0)
     assert e.value.code == Err.ILLEGAL_ADDRESS and "wmma.load" in str(e.value)
+
+
+def test_jit_falls_back_to_the_interpreter(wm):
+    """The compiling engine has no tensor-core instructions: kernels using them run on the interpreter."""
+    from gpushim.ptx.jit.kernel import fallback_reason
+
+    for kern in ("h16_rc_f32", "tf32_rc", "f64_rr", "s8_rc"):
+        assert wm.mod.jit_kernel(kern) is None
+        reason = fallback_reason(wm.mod.source_hash, kern)
+        assert reason and ("wmma" in reason or "cvt" in reason), reason
