@@ -8,11 +8,15 @@ computes, and scatters the result back to the lanes.
 Fragment layouts:
 - mma.sync, ldmatrix, stmatrix, movmatrix: exactly the PTX ISA's ("Matrix Fragments for mma.m16n8k16" and the
   other shapes; "Warp-level matrix load instruction: ldmatrix"), groupID = lane >> 2, threadID_in_group = lane & 3.
-- wmma: the ISA leaves the mapping implementation-defined. Ours: for a rows x cols matrix with U = rows*cols/32
-  distinct elements per lane, element e of lane L is element p = L*U + (e mod U) of the matrix in row-major order
-  (f16 A/B fragments hold 16 elements per lane, more than U, so they hold each element twice or four times, like
-  the hardware's). load, mma and store agree, and element-wise code on `frag.x[i]` (fill, scaling, conversion)
-  works as on a GPU.
+- wmma: the ISA leaves the mapping implementation-defined ("Matrix fragments for WMMA"). sm_80 runs wmma as
+  mma.m16n8k* instructions, so ours composes mma.sync's documented fragments: for m16n16k16, m32n8k16 and m16n16k8
+  a fragment is one or two mma tiles (C/D: two m16n8 tiles side by side, or stacked for m32n8k16; A: one m16 tile,
+  two stacked for m32; B: one n8 tile, two side by side for n16), and m8n8k4 (f64) is mma.m8n8k4's layout. A/B
+  fragments with more elements than their tiles hold (f16: 16 per lane) repeat them, as the hardware's f16
+  fragments hold elements twice. m8n32k16 uses a plain mapping: element e of lane L is element L*U + (e mod U)
+  of the matrix in row-major order (U = rows*cols/32). This models sm_80's wmma but is not verified on hardware;
+  programs cannot rely on it anyway. load, mma and store agree, and element-wise code on `frag.x[i]` (fill,
+  scaling, conversion) works as on a GPU.
 
 Arithmetic (the ISA does not specify the order or intermediate precision of a tensor core's dot products):
 - f16, bf16 and tf32 sources: every product is exact (in f64); each element of D is c + the K products summed in
@@ -151,11 +155,25 @@ def _per_warp(v, n: int, nw: int) -> np.ndarray:
 
 
 # -- fragment layouts ----------------------------------------------------------------------------------------------
-def _wmma_layout(rows: int, cols: int, elems: int):
-    u = rows * cols // 32
+def _wmma_layout(shape: str, typ: str, which: str, rows: int, cols: int, elems: int):
+    """(rows, cols) of each lane's wmma fragment elements, arrays (32, elems); see the module docstring."""
     e = np.arange(elems)
-    p = _LANE[:, None] * u + (e[None, :] % u)
-    return p // cols, p % cols
+    if shape == "m8n8k4":
+        return _mma_layout("m8n8k4", "f64", "c" if which in "cd" else which)
+    if shape == "m8n32k16":
+        u = rows * cols // 32
+        p = _LANE[:, None] * u + (e[None, :] % u)
+        return p // cols, p % cols
+    if which in "cd":
+        base = _mma_layout("m16n8k16", "f16", "c")
+    else:
+        base = _mma_layout("m16n8k8" if typ == "tf32" else "m16n8k16", typ, which)
+    e0 = base[0].shape[1]
+    tiles = rows * cols // (32 * e0)
+    dr, dc = (16, 0) if shape == "m32n8k16" and which != "b" else (0, 8)
+    u = e % (e0 * tiles)
+    t, i = u // e0, u % e0
+    return base[0][:, i] + dr * t[None, :], base[1][:, i] + dc * t[None, :]
 
 
 def _mma_layout(shape: str, atyp: str, which: str):
@@ -266,7 +284,7 @@ def _wmma_frag(ctx: Ctx, which: str, shape: str, typ: str, nregs: int):
     if elems != want:
         raise ctx.error(f"wmma .{which} fragment of {shape} .{typ} needs {want // _per_reg(typ)} registers, "
                         f"found {nregs}")  # fmt: skip
-    return nr, nc, _wmma_layout(nr, nc, elems)
+    return nr, nc, _wmma_layout(shape, typ, which, nr, nc, elems)
 
 
 _WMMA_SHAPES = {

@@ -161,3 +161,20 @@ def test_jit_falls_back_to_the_interpreter(wm):
         assert wm.mod.jit_kernel(kern) is None
         reason = fallback_reason(wm.mod.source_hash, kern)
         assert reason and ("wmma" in reason or "cvt" in reason), reason
+
+
+@pytest.mark.parametrize(
+    "shape,typ,which,rows,cols,elems",
+    [("m16n16k16", "f16", "a", 16, 16, 16), ("m16n16k16", "f16", "b", 16, 16, 16), ("m16n16k16", "f32", "c", 16, 16, 8),
+     ("m32n8k16", "f16", "a", 32, 16, 16), ("m32n8k16", "f16", "b", 16, 8, 16), ("m32n8k16", "f16", "c", 32, 8, 8),
+     ("m8n32k16", "f16", "a", 8, 16, 16), ("m8n32k16", "f16", "b", 16, 32, 16), ("m8n32k16", "s32", "c", 8, 32, 8),
+     ("m16n16k8", "tf32", "a", 16, 8, 4), ("m16n16k8", "tf32", "b", 8, 16, 4), ("m8n8k4", "f64", "c", 8, 8, 2),
+     ("m16n16k16", "s8", "b", 16, 16, 8), ("m32n8k16", "u8", "a", 32, 16, 16), ("m8n32k16", "bf16", "a", 8, 16, 4)],
+)  # fmt: skip
+def test_wmma_fragments_cover_every_element_equally(shape, typ, which, rows, cols, elems):
+    from gpushim.ptx.ops_mma import _wmma_layout
+
+    r, c = _wmma_layout(shape, typ, which, rows, cols, elems)
+    count = np.zeros((rows, cols), int)
+    np.add.at(count, (r, c), 1)
+    assert count.min() == count.max() == 32 * elems // (rows * cols)
