@@ -16,14 +16,15 @@ extern "C" __global__ void indirect(int *out, int k) { out[threadIdx.x] = table[
 #elif CASE == 4
 #include <mma.h>
 using namespace nvcuda;
-extern "C" __global__ void tensor(const half *a, const half *b, float *c) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-    wmma::fill_fragment(fc, 0.0f);
-    wmma::load_matrix_sync(fa, a, 16);
-    wmma::load_matrix_sync(fb, b, 16);
+// sub-byte (s4) tensor-core matrices: the engine runs wmma on f16/bf16/tf32/f64/s8/u8 only
+extern "C" __global__ void tensor(const int *a, const int *b, int *c) {
+    wmma::fragment<wmma::matrix_a, 8, 8, 32, wmma::experimental::precision::s4, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 8, 8, 32, wmma::experimental::precision::s4, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 8, 8, 32, int> fc;
+    wmma::fill_fragment(fc, 0);
+    wmma::load_matrix_sync(fa, a, 32);
+    wmma::load_matrix_sync(fb, b, 32);
     wmma::mma_sync(fc, fa, fb, fc);
-    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+    wmma::store_matrix_sync(c, fc, 8, wmma::mem_row_major);
 }
 #endif
