@@ -1,5 +1,5 @@
 """Tensor-core instructions the engine does not run are refused when the module loads, naming the instruction
-(PtxUnsupported); malformed fragments are PtxErrors; cvt to tf32 rounds as the PTX ISA's "cvt" says."""
+(PtxUnsupported); malformed fragments are PtxErrors; cvt to tf32 rounds as the PTX ISA's "cvt" says; wmma without a stride operand."""
 
 import numpy as np
 import pytest
@@ -114,3 +114,32 @@ def test_cvt_tf32(dev_for):
         assert int(out[1, i]) == ref(b, "rn", False), hex(b)
         assert int(out[2, i]) == ref(b, "rz", False), hex(b)
         assert int(out[3, i]) == ref(b, "rna", True), hex(b)
+
+
+def test_wmma_default_stride_and_generic_addresses():
+    """wmma.load/store without a stride operand use the fragment's own width (row) or height (col) as the leading
+    dimension (PTX ISA, "wmma.load": stride is optional); no state space means generic addresses."""
+    from harness import Dev
+    from mma_refs import mma
+
+    body = """
+  .reg .b64 %p<4>;
+  ld.global.u64 %p1, [%rd1];
+  ld.global.u64 %p2, [%rd1+8];
+  ld.global.u64 %p3, [%rd1+16];
+  wmma.load.a.sync.aligned.row.m16n16k16.f16 {%r1,%r2,%r3,%r4,%r5,%r6,%r7,%r8}, [%p1];
+  wmma.load.b.sync.aligned.col.m16n16k16.f16 {%r9,%r10,%r11,%r12,%r13,%r14,%r15,%r16}, [%p2];
+  wmma.load.c.sync.aligned.col.m16n16k16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, [%p3];
+  wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%f11,%f12,%f13,%f14,%f15,%f16,%f17,%f18},
+      {%r1,%r2,%r3,%r4,%r5,%r6,%r7,%r8}, {%r9,%r10,%r11,%r12,%r13,%r14,%r15,%r16}, {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8};
+  wmma.store.d.sync.aligned.row.m16n16k16.f32 [%p3], {%f11,%f12,%f13,%f14,%f15,%f16,%f17,%f18};"""
+    d = Dev(ptx(body))
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 16)).astype(np.float16)
+    c = rng.standard_normal((16, 16)).astype(np.float32)
+    pa, pb, pc = d.array(a), d.array(b.T.copy()), d.array(c.T.copy())  # B and C column-major
+    d.launch("k", 1, 32, d.array(np.array([pa, pb, pc], np.uint64)))
+    got = d.get(pc, np.float32, 256).reshape(16, 16)
+    exp = mma(a, b, c, "f32").astype(np.float32)
+    assert np.array_equal(got.view(np.uint32), exp.view(np.uint32))
