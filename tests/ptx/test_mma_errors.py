@@ -1,5 +1,6 @@
 """Tensor-core instructions the engine does not run are refused when the module loads, naming the instruction
-(PtxUnsupported); malformed fragments are PtxErrors; cvt to tf32 rounds as the PTX ISA's "cvt" says; wmma without a stride operand."""
+(PtxUnsupported); malformed fragments are PtxErrors; cvt to tf32 rounds as the PTX ISA's "cvt" says; wmma
+without a stride operand, through generic addresses."""
 
 import numpy as np
 import pytest
