@@ -178,3 +178,16 @@ def test_wmma_fragments_cover_every_element_equally(shape, typ, which, rows, col
     count = np.zeros((rows, cols), int)
     np.add.at(count, (r, c), 1)
     assert count.min() == count.max() == 32 * elems // (rows * cols)
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_wmma_ptx_for_other_targets(dev_for, rng, arch):
+    """nvcc emits the same wmma instructions for sm_75 (f16, s8/u8) and sm_90 as for sm_80 (nvcc 13 has no sm_70)."""
+    wm = dev_for("mma_wmma", arch)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    run(wm, "h16_rc_f32", a, b, c, 16, "f32", bcol=True)
+    a8 = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b8 = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    run(wm, "s8_rc", a8, b8, rng.integers(-1000, 1000, (M, N)).astype(np.int32), 16, "s32", bcol=True, sat=True)

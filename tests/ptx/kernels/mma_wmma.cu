@@ -5,6 +5,14 @@
 #include <cuda_bf16.h>
 using namespace nvcuda;
 
+template <typename TA, bool TF32> struct FragT { using type = TA; };
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+template <typename TA> struct FragT<TA, true> { using type = wmma::precision::tf32; };
+#define TF32_CVT(x) wmma::__float_to_tf32(x)
+#else
+#define TF32_CVT(x) (x)
+#endif
+
 template <int TM, int TN, int TK, typename TA, typename TC, typename LA, typename LB, bool TF32 = false, bool CVT = false>
 __device__ void gemm(const TA* a, const TA* b, TC* c, int M, int N, int K, int loadc, int colc, int sat) {
   int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -12,7 +20,7 @@ __device__ void gemm(const TA* a, const TA* b, TC* c, int M, int N, int K, int l
   int tm = warp / tilesN, tn = warp % tilesN;
   if (tm * TM >= M) return;
   const bool arow = std::is_same<LA, wmma::row_major>::value, brow = std::is_same<LB, wmma::row_major>::value;
-  using FA = typename std::conditional<TF32, wmma::precision::tf32, TA>::type;
+  using FA = typename FragT<TA, TF32>::type;
   wmma::fragment<wmma::matrix_a, TM, TN, TK, FA, LA> fa;
   wmma::fragment<wmma::matrix_b, TM, TN, TK, FA, LB> fb;
   wmma::fragment<wmma::accumulator, TM, TN, TK, TC> fc;
@@ -27,8 +35,8 @@ __device__ void gemm(const TA* a, const TA* b, TC* c, int M, int N, int K, int l
     wmma::load_matrix_sync(fa, ap, arow ? K : M);
     wmma::load_matrix_sync(fb, bp, brow ? N : K);
     if constexpr (CVT) {
-      for (int i = 0; i < fa.num_elements; i++) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
-      for (int i = 0; i < fb.num_elements; i++) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+      for (int i = 0; i < fa.num_elements; i++) fa.x[i] = TF32_CVT(fa.x[i]);
+      for (int i = 0; i < fb.num_elements; i++) fb.x[i] = TF32_CVT(fb.x[i]);
     }
     if constexpr (std::is_same<TC, int>::value) {
       if (sat) wmma::mma_sync(fc, fa, fb, fc, true);
@@ -50,6 +58,7 @@ __global__ void h16_rc_f32(ARGS(half, float)) { gemm<16, 16, 16, half, float, RC
 __global__ void h16_rr_f16(ARGS(half, half)) { gemm<16, 16, 16, half, half, RR>(CALL); }
 __global__ void h32x8_cr_f32(ARGS(half, float)) { gemm<32, 8, 16, half, float, CR>(CALL); }
 __global__ void h8x32_rc_f16(ARGS(half, half)) { gemm<8, 32, 16, half, half, RC>(CALL); }
+#if __CUDA_ARCH__ >= 800  // bf16, tf32 and f64 wmma need sm_80 (the file also builds for sm_70/sm_75)
 __global__ void bf16_rc(ARGS(__nv_bfloat16, float)) { gemm<16, 16, 16, __nv_bfloat16, float, RC>(CALL); }
 __global__ void bf32x8_rr(ARGS(__nv_bfloat16, float)) { gemm<32, 8, 16, __nv_bfloat16, float, RR>(CALL); }
 __global__ void bf8x32_cr(ARGS(__nv_bfloat16, float)) { gemm<8, 32, 16, __nv_bfloat16, float, CR>(CALL); }
@@ -57,9 +66,12 @@ __global__ void tf32_rc(ARGS(float, float)) { gemm<16, 16, 8, float, float, RC, 
 __global__ void tf32_raw_cr(ARGS(float, float)) { gemm<16, 16, 8, float, float, CR, true, false>(CALL); }
 __global__ void f64_rr(ARGS(double, double)) { gemm<8, 8, 4, double, double, RR>(CALL); }
 __global__ void f64_cr(ARGS(double, double)) { gemm<8, 8, 4, double, double, CR>(CALL); }
+#endif
+#if __CUDA_ARCH__ >= 720  // integer wmma needs sm_72
 __global__ void s8_rc(ARGS(signed char, int)) { gemm<16, 16, 16, signed char, int, RC>(CALL); }
 __global__ void u8_32x8_rr(ARGS(unsigned char, int)) { gemm<32, 8, 16, unsigned char, int, RR>(CALL); }
 __global__ void s8_8x32_cr(ARGS(signed char, int)) { gemm<8, 32, 16, signed char, int, CR>(CALL); }
+#endif
 
 // element-wise access to fragments: scale an accumulator by alpha, add a constant to A (f16), shared staging
 __global__ void frag_elementwise(const half* a, const half* b, float* c, float alpha) {
