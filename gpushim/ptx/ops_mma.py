@@ -8,6 +8,7 @@ computes, and scatters the result back to the lanes.
 Fragment layouts:
 - mma.sync, ldmatrix, stmatrix, movmatrix: exactly the PTX ISA's ("Matrix Fragments for mma.m16n8k16" and the
   other shapes; "Warp-level matrix load instruction: ldmatrix"), groupID = lane >> 2, threadID_in_group = lane & 3.
+  Volta's mma.m8n8k4 with f16 sources computes four independent 8x8x4 products, one per quad pair.
 - wmma: the ISA leaves the mapping implementation-defined ("Matrix fragments for WMMA"). sm_80 runs wmma as
   mma.m16n8k* instructions, so ours composes mma.sync's documented fragments: for m16n16k16, m32n8k16 and m16n16k8
   a fragment is one or two mma tiles (C/D: two m16n8 tiles side by side, or stacked for m32n8k16; A: one m16 tile,
@@ -28,7 +29,8 @@ Arithmetic (the ISA does not specify the order or intermediate precision of a te
   canonical NaNs (0x7fffffff, 0x7fff), as elsewhere in this engine.
 - tf32 sources use only the tf32 bits of each f32 register (the low 13 mantissa bits are ignored, as the ISA says
   for .tf32 operands that are not valid tf32 values).
-- f64 (m8n8k4): an IEEE fused multiply-add per k in order of k, from c (d = fma(a3, b3, fma(a2, b2, ...)), .rn).
+- f64 (m8n8k4, and sm_90's m16n8k4/k8/k16): an IEEE fused multiply-add per k in order of k, from c
+  (d = fma(a3, b3, fma(a2, b2, ...)), .rn).
 - s8/u8: exact integer sums; the s32 result wraps, or clamps with .satfinite.
 """
 
@@ -187,12 +189,17 @@ def _mma_layout(shape: str, atyp: str, which: str):
         i = np.arange(4)[None, :]
         return g + 8 * (i >> 1), t * 2 + (i & 1)
     key = (shape, "16" if sixteen else atyp if atyp in ("tf32", "f64") else "8")
+    if key in (("m16n8k4", "f64"), ("m16n8k8", "f64")):
+        key = (shape, "tf32")  # sm_90's f64 shapes share tf32's layouts (one element per register)
     if which == "a":
         i = {
             ("m16n8k16", "16"): 8, ("m16n8k8", "16"): 4, ("m16n8k8", "tf32"): 4, ("m16n8k4", "tf32"): 2,
             ("m8n8k4", "f64"): 1, ("m16n8k32", "8"): 16, ("m16n8k16", "8"): 8, ("m8n8k16", "8"): 4,
+            ("m16n8k16", "f64"): 8,
         }[key]  # fmt: skip
         i = np.arange(i)[None, :]
+        if key == ("m16n8k16", "f64"):
+            return g + 8 * (i & 1), t + 4 * (i >> 1)
         if key == ("m16n8k16", "16"):
             return g + 8 * ((i >> 1) & 1), t * 2 + (i & 1) + 8 * (i >> 2)
         if key == ("m16n8k8", "16"):
@@ -211,9 +218,12 @@ def _mma_layout(shape: str, atyp: str, which: str):
     i = {
         ("m16n8k16", "16"): 4, ("m16n8k8", "16"): 2, ("m16n8k8", "tf32"): 2, ("m16n8k4", "tf32"): 1,
         ("m8n8k4", "f64"): 1, ("m16n8k32", "8"): 8, ("m16n8k16", "8"): 4, ("m8n8k16", "8"): 4,
+        ("m16n8k16", "f64"): 4,
     }[key]  # fmt: skip
     i = np.arange(i)[None, :]
     gcol = np.broadcast_to(g, (32, i.shape[1]))
+    if key == ("m16n8k16", "f64"):
+        return t + 4 * i, gcol
     if key == ("m16n8k16", "16"):
         return t * 2 + (i & 1) + 8 * (i >> 1), gcol
     if key == ("m16n8k8", "16"):
@@ -231,13 +241,6 @@ def _dims(shape: str) -> tuple[int, int, int]:
     m, rest = shape[1:].split("n")
     n, k = rest.split("k")
     return int(m), int(n), int(k)
-
-
-def _assemble(vals: np.ndarray, rows, cols, nr: int, nc: int) -> np.ndarray:
-    """Per-lane fragment values (warps, 32, E) -> matrices (warps, nr, nc)."""
-    m = np.zeros((vals.shape[0], nr, nc), vals.dtype)
-    m[:, rows, cols] = vals
-    return m
 
 
 # -- the arithmetic ------------------------------------------------------------------------------------------------
@@ -409,9 +412,17 @@ def _acc_types(ctx: Ctx, ins: Instr, atyp: str, dtyp: str, ctyp: str) -> None:
         raise ctx.fail(f"{ins.op} (.{dtyp}/.{ctyp} accumulators with .{atyp} sources)")
 
 
+def _batched(lay):
+    """A layout as (batch, rows, cols): mma.m8n8k4 with f16 sources computes 4 independent products per warp."""
+    if len(lay) == 3:
+        return lay
+    return np.zeros(lay[0].shape, np.int64), lay[0], lay[1]
+
+
 def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool):
     a, b, c, d = regs
-    (ma, ka, la), (kb, nb, lb), (mc, nc, lc), (_, _, ld) = frags
+    (ma, ka, la), (kb, nb, lb), (mc, nc, lc), (_, _, ld) = (f[:2] + (_batched(f[2]),) for f in frags)
+    nq = int(la[0].max()) + 1
     atyp, btyp, ctyp, dtyp = types
     ra = [ctx.reader(r, _reg_type(atyp)) for r in a]
     rb = [ctx.reader(r, _reg_type(btyp)) for r in b]
@@ -421,7 +432,9 @@ def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool):
 
     def frag(readers, st, idx, n, nw, typ, lay, nr, ncol):
         vals = decode(_read_elems(readers, st, idx, n, typ), typ).reshape(nw, 32, -1)
-        return _assemble(vals, lay[0], lay[1], nr, ncol)
+        m = np.zeros((nw, nq, nr, ncol), vals.dtype)
+        m[:, lay[0], lay[1], lay[2]] = vals
+        return m.reshape(nw * nq, nr, ncol)
 
     def mma(st, idx):
         tt = _warp_threads(st, idx, what)
@@ -429,8 +442,8 @@ def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool):
         am = frag(ra, st, idx, n, nw, atyp, la, ma, ka)
         bm = frag(rb, st, idx, n, nw, btyp, lb, kb, nb)
         cm = frag(rc, st, idx, n, nw, ctyp, lc, mc, nc)
-        dm = matmul_acc(am, bm, cm, atyp, sat)
-        out = dm[:, ld[0], ld[1]].reshape(n, -1)
+        dm = matmul_acc(am, bm, cm, atyp, sat).reshape(nw, nq, mc, nc)
+        out = dm[:, ld[0], ld[1], ld[2]].reshape(n, -1)
         _write_elems(wd, st, idx, encode(out, dtyp, sat), dtyp)
 
     return mma
@@ -438,9 +451,28 @@ def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool):
 
 # -- mma.sync --------------------------------------------------------------------------------------------------------
 _MMA_SHAPES = {
-    "f16": ("m16n8k16", "m16n8k8"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4"),
-    "f64": ("m8n8k4",), "s8": ("m16n8k32", "m16n8k16", "m8n8k16"), "u8": ("m16n8k32", "m16n8k16", "m8n8k16"),
+    "f16": ("m16n8k16", "m16n8k8", "m8n8k4"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4"),
+    "f64": ("m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"), "s8": ("m16n8k32", "m16n8k16", "m8n8k16"),
+    "u8": ("m16n8k32", "m16n8k16", "m8n8k16"),
 }  # fmt: skip
+
+
+def _volta_layout(which: str, layout: str):
+    """mma.m8n8k4 with f16 sources (PTX ISA, "Matrix Fragments for mma.m8n8k4 with .f16 floating point type"): four
+    independent 8x8x4 products, one per quad pair (lanes 4q..4q+3 and 16+4q..16+4q+3); (pair, rows, cols)."""
+    lane = _LANE[:, None]
+    hi = 4 * (lane >= 16)
+    i = np.arange(8 if which in "cf" else 4)[None, :]
+    if which == "a":
+        r, c = (lane % 4 + hi, i) if layout == "row" else (i % 4 + hi, lane % 4)
+    elif which == "b":
+        r, c = (lane % 4, i + hi) if layout == "row" else (i, lane % 4 + hi)
+    elif which == "c":  # .f16 accumulators
+        r, c = lane % 4 + hi, i
+    else:  # "f": .f32 accumulators
+        r, c = (lane & 1) + (i & 2) + hi, (i & 4) + (lane & 2) + (i & 1)
+    shape = (32, i.shape[1])
+    return tuple(np.broadcast_to(x, shape) for x in ((lane >> 2) & 3, r, c))
 
 
 def compile_mma(ctx: Ctx, ins: Instr):
@@ -458,7 +490,9 @@ def compile_mma(ctx: Ctx, ins: Instr):
         raise ctx.fail(f"{ins.op} (mma shape {shape} with .{atyp})")
     if (atyp in ("s8", "u8")) != (btyp in ("s8", "u8")) or (atyp not in ("s8", "u8") and atyp != btyp):
         raise ctx.fail(f"{ins.op} (mixed .{atyp}/.{btyp} sources)")
-    if "row" not in parts or "col" not in parts or parts.index("row") > parts.index("col"):
+    lay = [p for p in parts if p in ("row", "col")]
+    volta = shape == "m8n8k4" and atyp == "f16"
+    if len(lay) != 2 or (lay != ["row", "col"] and not volta):
         raise ctx.fail(f"{ins.op} (only .row.col layouts exist for this shape)")
     sat = "satfinite" in parts
     if sat and atyp not in ("s8", "u8"):
@@ -467,18 +501,22 @@ def compile_mma(ctx: Ctx, ins: Instr):
     if rnd and rnd != ["rn"]:
         raise ctx.fail(f"{ins.op} (rounding .{rnd[0]})")
     _acc_types(ctx, ins, atyp, dtyp, ctyp)
-    if dtyp != ctyp:
+    if dtyp != ctyp and not volta:
         raise ctx.fail(f"{ins.op} (.{dtyp} D with .{ctyp} C)")
     m, n, k = _dims(shape)
     regs = [_regs(ctx, x, ins.op) for x in ins.args[:4]]
     d, a, b, c = regs
-    la, lb = _mma_layout(shape, atyp, "a"), _mma_layout(shape, btyp, "b")
-    lc = _mma_layout(shape, atyp, "c")
-    for name, rr, lay, typ in (("A", a, la, atyp), ("B", b, lb, btyp), ("C", c, lc, ctyp), ("D", d, lc, dtyp)):
-        if len(rr) * _per_reg(typ) != lay[0].shape[1]:
-            raise ctx.error(f"{ins.op}: the {name} fragment needs {lay[0].shape[1] // _per_reg(typ)} registers, "
+    if volta:
+        la, lb = _volta_layout("a", lay[0]), _volta_layout("b", lay[1])
+        lc, ld = (_volta_layout("c" if t == "f16" else "f", "") for t in (ctyp, dtyp))
+    else:
+        la, lb = _mma_layout(shape, atyp, "a"), _mma_layout(shape, btyp, "b")
+        lc = ld = _mma_layout(shape, atyp, "c")
+    for name, rr, lo, typ in (("A", a, la, atyp), ("B", b, lb, btyp), ("C", c, lc, ctyp), ("D", d, ld, dtyp)):
+        if len(rr) * _per_reg(typ) != lo[-1].shape[1]:
+            raise ctx.error(f"{ins.op}: the {name} fragment needs {lo[-1].shape[1] // _per_reg(typ)} registers, "
                             f"found {len(rr)}")  # fmt: skip
-    frags = ((m, k, la), (k, n, lb), (m, n, lc), (m, n, lc))
+    frags = ((m, k, la), (k, n, lb), (m, n, lc), (m, n, ld))
     return _mma_closure(ctx, ins, (a, b, c, d), frags, (atyp, btyp, ctyp, dtyp), sat)
 
 

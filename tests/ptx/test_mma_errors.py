@@ -27,8 +27,9 @@ def ptx(body: str) -> str:
 @pytest.mark.parametrize(
     "ins,what",
     [
-        # Volta's quad-pair mma.m8n8k4 f16
-        ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, {%r1,%r2}, "
+        ("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%r1,%r2,%r3,%r4}, {%r5,%r6,%r7,%r8}, "
+         "{%r9,%r10}, {%r11,%r12,%r13,%r14};", "b1"),
+        ("mma.sync.aligned.m8n8k4.row.col.f32.bf16.bf16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, {%r1,%r2}, "
          "{%r3,%r4}, {%f9,%f10,%f11,%f12,%f13,%f14,%f15,%f16};", "m8n8k4"),
         ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
          "{%r5,%r6,%r7,%r8}, {%f5,%f6,%f7,%f8}, %r9, 0x0;", "sparse"),

@@ -230,3 +230,91 @@ def test_stmatrix(ms, rng, trans):
     pd = ms.empty(512)
     ms.launch("stm_x4" + ("_t" if trans else ""), 1, 32, ms.array(regs.astype(np.uint32)), pd)
     np.testing.assert_array_equal(ms.get(pd, np.uint16, 256).reshape(4, 8, 8), mats)
+
+
+# Volta's mma.m8n8k4 with f16 sources (PTX ISA, "Matrix Fragments for mma.m8n8k4 with .f16 floating point type"):
+# quad pair q = lanes 4q..4q+3 (low group) and 16+4q..16+4q+3 (high group) computes its own 8x8x4 product.
+def volta_pos(which: str, layout: str, i: int, lane: int) -> tuple[int, int]:
+    hi = 4 if lane >= 16 else 0
+    if which == "a":
+        return (lane % 4 + hi, i) if layout == "row" else (i % 4 + hi, lane % 4)
+    if which == "b":
+        return (lane % 4, i + hi) if layout == "row" else (i, lane % 4 + hi)
+    if which == "c16":
+        return lane % 4 + hi, i
+    x = (lane & 1) + (i & 2)
+    return x + hi, (i & 4) + (lane & 2) + (i & 1)
+
+
+def volta_pack(mats: np.ndarray, which: str, layout: str, nelem: int, ebits: int) -> np.ndarray:
+    """mats (warps, 4 quad pairs, r, c) of element bits -> registers (warps*32, regs)."""
+    per = 32 // ebits
+    regs = np.zeros((mats.shape[0] * 32, nelem // per), np.uint64)
+    for w in range(mats.shape[0]):
+        for lane in range(32):
+            q = (lane >> 2) & 3
+            for i in range(nelem):
+                r, c = volta_pos(which, layout, i, lane)
+                regs[w * 32 + lane, i // per] |= int(mats[w, q, r, c]) << ((i % per) * ebits)
+    return regs
+
+
+@pytest.mark.parametrize(
+    "kern,alay,blay,ctyp,dtyp",
+    [("v884_rc_f32", "row", "col", "f32", "f32"), ("v884_cr_f16", "col", "row", "f16", "f16"),
+     ("v884_rr_f32_f16c", "row", "row", "f16", "f32")],
+)  # fmt: skip
+def test_mma_m8n8k4_f16_quad_pairs(ms, rng, kern, alay, blay, ctyp, dtyp):
+    a = rng.standard_normal((WARPS, 4, 8, 4)).astype(np.float16)
+    b = rng.standard_normal((WARPS, 4, 4, 8)).astype(np.float16)
+    c = rng.standard_normal((WARPS, 4, 8, 8)).astype(np.float16 if ctyp == "f16" else np.float32)
+    cbits = 16 if ctyp == "f16" else 32
+    ra = volta_pack(a.view(np.uint16), "a", alay, 4, 16)
+    rb = volta_pack(b.view(np.uint16), "b", blay, 4, 16)
+    rc = volta_pack(c.view(np.uint16 if ctyp == "f16" else np.uint32), "c16" if ctyp == "f16" else "c32", "", 8, cbits)
+    nd = 4 if dtyp == "f16" else 8
+    pd = ms.empty(WARPS * 32 * nd * 4)
+    ms.launch(kern, 1, WARPS * 32, *[ms.array(r.astype(np.uint32)) for r in (ra, rb, rc)], pd)
+    d = ms.get(pd, np.uint32, WARPS * 32 * nd).reshape(WARPS * 32, nd)
+    dbits = 16 if dtyp == "f16" else 32
+    got = np.zeros((WARPS, 4, 8, 8), np.uint64)
+    for w in range(WARPS):
+        for lane in range(32):
+            q = (lane >> 2) & 3
+            for i in range(8):
+                r, col = volta_pos("c16" if dtyp == "f16" else "c32", "", i, lane)
+                word = int(d[w * 32 + lane, i // (32 // dbits)])
+                got[w, q, r, col] = (word >> ((i % (32 // dbits)) * dbits)) & ((1 << dbits) - 1)
+    for w in range(WARPS):
+        for q in range(4):
+            exp = mma(a[w, q], b[w, q], c[w, q], dtyp)
+            exp_bits = exp.astype(np.float16 if dtyp == "f16" else np.float32).view(f"u{dbits // 8}")
+            np.testing.assert_array_equal(got[w, q].astype(exp_bits.dtype), exp_bits, err_msg=f"warp {w} pair {q}")
+
+
+@pytest.mark.parametrize("shape,na,nb", [("m16n8k4", 2, 1), ("m16n8k8", 4, 2), ("m16n8k16", 8, 4)])
+def test_mma_f64_sm90_shapes(ms, rng, shape, na, nb):
+    """sm_90's f64 shapes (PTX ISA, "Matrix Fragments for mma.m16n8k4 / m16n8k8 / m16n8k16", .f64)."""
+    m, n, k = _dims(shape)
+
+    def pa(i, lane):
+        g, t = lane >> 2, lane % 4
+        if shape == "m16n8k16":
+            return (g if i % 2 == 0 else g + 8), (i * 2 + t if i % 2 == 0 else i * 2 - 2 + t)
+        if shape == "m16n8k8":
+            return (g if i in (0, 2) else g + 8), (t if i < 2 else t + 4)
+        return (g if i == 0 else g + 8), t
+
+    def pb(i, lane):
+        return lane % 4 + 4 * i, lane >> 2
+
+    av, bv, cv = (rng.standard_normal((WARPS, *s)) for s in ((m, k), (k, n), (m, n)))
+    ra = pack(av.view(np.uint64), pa, na, 64)
+    rb = pack(bv.view(np.uint64), pb, nb, 64)
+    rc = pack(cv.view(np.uint64), lambda i, lane: pos_c(shape, i, lane), 4, 64)
+    pd = ms.empty(WARPS * 32 * 4 * 8)
+    ms.launch(f"{shape}_f64", 1, WARPS * 32, *[ms.array(r) for r in (ra, rb, rc)], pd)
+    d = ms.get(pd, np.uint64, WARPS * 32 * 4).reshape(WARPS * 32, 4)
+    got = unpack(d, lambda i, lane: pos_c(shape, i, lane), 4, 64, (m, n)).view(np.float64)
+    for w in range(WARPS):
+        np.testing.assert_array_equal(got[w], mma(av[w], bv[w], cv[w], "f64"))

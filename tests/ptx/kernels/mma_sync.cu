@@ -72,6 +72,64 @@ extern "C" __global__ void m8n8k4_f64(const double* a, const double* b, const do
   put(d, D);
 }
 
+// Volta's mma.m8n8k4 with f16 sources: four independent 8x8x4 products per warp (quad pairs)
+extern "C" __global__ void v884_rc_f32(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* d) {
+  auto A = get<2>(a); auto B = get<2>(b); auto C = get<8>(c); R<8, uint32_t> D;
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9}, {%10,%11}, "
+               "{%12,%13,%14,%15,%16,%17,%18,%19};"
+               : "=r"(D.v[0]), "=r"(D.v[1]), "=r"(D.v[2]), "=r"(D.v[3]), "=r"(D.v[4]), "=r"(D.v[5]), "=r"(D.v[6]),
+                 "=r"(D.v[7])
+               : "r"(A.v[0]), "r"(A.v[1]), "r"(B.v[0]), "r"(B.v[1]), "r"(C.v[0]), "r"(C.v[1]), "r"(C.v[2]),
+                 "r"(C.v[3]), "r"(C.v[4]), "r"(C.v[5]), "r"(C.v[6]), "r"(C.v[7]));
+  put(d, D);
+}
+extern "C" __global__ void v884_cr_f16(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* d) {
+  auto A = get<2>(a); auto B = get<2>(b); auto C = get<4>(c); R<4, uint32_t> D;
+  asm volatile("mma.sync.aligned.m8n8k4.col.row.f16.f16.f16.f16 {%0,%1,%2,%3}, {%4,%5}, {%6,%7}, {%8,%9,%10,%11};"
+               : "=r"(D.v[0]), "=r"(D.v[1]), "=r"(D.v[2]), "=r"(D.v[3])
+               : "r"(A.v[0]), "r"(A.v[1]), "r"(B.v[0]), "r"(B.v[1]), "r"(C.v[0]), "r"(C.v[1]), "r"(C.v[2]), "r"(C.v[3]));
+  put(d, D);
+}
+extern "C" __global__ void v884_rr_f32_f16c(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* d) {
+  auto A = get<2>(a); auto B = get<2>(b); auto C = get<4>(c); R<8, uint32_t> D;
+  asm volatile("mma.sync.aligned.m8n8k4.row.row.f32.f16.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9}, {%10,%11}, "
+               "{%12,%13,%14,%15};"
+               : "=r"(D.v[0]), "=r"(D.v[1]), "=r"(D.v[2]), "=r"(D.v[3]), "=r"(D.v[4]), "=r"(D.v[5]), "=r"(D.v[6]),
+                 "=r"(D.v[7])
+               : "r"(A.v[0]), "r"(A.v[1]), "r"(B.v[0]), "r"(B.v[1]), "r"(C.v[0]), "r"(C.v[1]), "r"(C.v[2]), "r"(C.v[3]));
+  put(d, D);
+}
+
+#if __CUDA_ARCH__ >= 900
+// sm_90's f64 shapes m16n8k4 / m16n8k8 / m16n8k16 (C and D: 4 doubles)
+extern "C" __global__ void m16n8k4_f64(const double* a, const double* b, const double* c, double* d) {
+  auto A = get<2>(a); auto B = get<1>(b); auto C = get<4>(c); R<4, double> D;
+  asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+               : "=d"(D.v[0]), "=d"(D.v[1]), "=d"(D.v[2]), "=d"(D.v[3])
+               : "d"(A.v[0]), "d"(A.v[1]), "d"(B.v[0]), "d"(C.v[0]), "d"(C.v[1]), "d"(C.v[2]), "d"(C.v[3]));
+  put(d, D);
+}
+extern "C" __global__ void m16n8k8_f64(const double* a, const double* b, const double* c, double* d) {
+  auto A = get<4>(a); auto B = get<2>(b); auto C = get<4>(c); R<4, double> D;
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%10,%11,%12,%13};"
+               : "=d"(D.v[0]), "=d"(D.v[1]), "=d"(D.v[2]), "=d"(D.v[3])
+               : "d"(A.v[0]), "d"(A.v[1]), "d"(A.v[2]), "d"(A.v[3]), "d"(B.v[0]), "d"(B.v[1]), "d"(C.v[0]),
+                 "d"(C.v[1]), "d"(C.v[2]), "d"(C.v[3]));
+  put(d, D);
+}
+extern "C" __global__ void m16n8k16_f64(const double* a, const double* b, const double* c, double* d) {
+  auto A = get<8>(a); auto B = get<4>(b); auto C = get<4>(c); R<4, double> D;
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, "
+               "{%12,%13,%14,%15}, {%16,%17,%18,%19};"
+               : "=d"(D.v[0]), "=d"(D.v[1]), "=d"(D.v[2]), "=d"(D.v[3])
+               : "d"(A.v[0]), "d"(A.v[1]), "d"(A.v[2]), "d"(A.v[3]), "d"(A.v[4]), "d"(A.v[5]), "d"(A.v[6]),
+                 "d"(A.v[7]), "d"(B.v[0]), "d"(B.v[1]), "d"(B.v[2]), "d"(B.v[3]), "d"(C.v[0]), "d"(C.v[1]),
+                 "d"(C.v[2]), "d"(C.v[3]));
+  put(d, D);
+}
+#endif
+
 // ldmatrix: each warp stages nmat 8x8 b16 matrices (rows padded to `pitch` halves) in shared memory; lane l
 // gives the address of row l%8 of matrix l/8.
 template <int X, bool T>
