@@ -29,6 +29,17 @@ def test_tensor_cores(server, part):
         assert v.get(name) == "ok", (name, r.stdout)
 
 
+@emulator_only
+def test_tensor_cores_partial_warp_fails(server):
+    """wmma needs the whole warp (PTX ISA, "wmma.load": all threads of the warp must execute it); the emulator
+    fails such a launch with cudaErrorIllegalInstruction, and the server keeps serving."""
+    r = server.run("tensor_cores", "partial")
+    v = kv(r.stdout)
+    assert r.returncode == 0 and v.get("partial_warp") == "ok", r.stdout + r.stderr
+    r = server.run("tensor_cores", "s8")
+    assert r.returncode == 0 and kv(r.stdout).get("wmma_s8") == "ok", r.stdout + r.stderr
+
+
 def test_tensor_cores_built_for_sm80(built):
     """The Makefile builds the program for sm_80 with PTX (compute_80), the PTX the emulator runs, and that PTX
     holds the instructions under test."""

@@ -199,6 +199,32 @@ static void run_mma_ldmatrix() {
     CHECK(cudaFree(dc));
 }
 
+// A wmma in a partial warp (16 threads): undefined in CUDA ("all threads in the warp must execute the same
+// wmma"); the emulator fails the launch with cudaErrorIllegalInstruction, a sticky error. Run it alone.
+__global__ void wmma_partial_warp(const __half *a, float *c) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, a, 16);
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+
+static void run_partial_warp() {
+    __half *da;
+    float *dc;
+    CHECK(cudaMalloc(&da, 256 * 2));
+    CHECK(cudaMalloc(&dc, 256 * 4));
+    CHECK(cudaMemset(da, 0, 256 * 2));
+    wmma_partial_warp<<<1, 16>>>(da, dc);
+    cudaError_t e = cudaDeviceSynchronize();
+    std::printf("partial_warp_error=%s\n", cudaGetErrorName(e));
+    std::printf("partial_warp=%s\n", e == cudaErrorIllegalInstruction ? "ok" : "MISMATCH");
+    if (e != cudaErrorIllegalInstruction) bad = 1;
+}
+
 int main(int argc, char **argv) {
     std::string part = argc > 1 ? argv[1] : "all";
     bool all = part == "all";
@@ -211,6 +237,10 @@ int main(int argc, char **argv) {
     if (all || part == "f64") run_wmma<8, 8, 4, double, double, double>("wmma_f64");
     if (all || part == "s8") run_wmma<16, 16, 16, signed char, signed char, int>("wmma_s8");
     if (all || part == "mma") run_mma_ldmatrix();
+    if (part == "partial") {
+        run_partial_warp();
+        return bad;
+    }
     CHECK(cudaDeviceSynchronize());
     return bad;
 }
