@@ -24,9 +24,12 @@ Arithmetic (the ISA does not specify the order or intermediate precision of a te
   f64 in order of k, rounded once to f32 (round to nearest even), then once more to f16 for an f16 D. This
   follows the public finding that the products are exact and the sums are kept at f32 precision or better before
   one final rounding to f16 (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ
-  Computer Science 7:e330, 2021). The same paper finds that V100/T4/A100 truncate (round toward zero) while
-  aligning the summands, so the last bit of an f32 result can differ from a real GPU's. NaN results are the
-  canonical NaNs (0x7fffffff, 0x7fff), as elsewhere in this engine.
+  Computer Science 7:e330, 2021). How the hardware aligns and rounds the summands is not settled in public: that
+  paper reports truncation (round toward zero) on V100/T4/A100, while Valpey, Li, Pai, Gopalakrishnan, "An SMT
+  Formalization of Mixed-Precision Matrix Multiplication" (arXiv:2502.15999, 2025) reports that it is not
+  round-toward-zero and that the 5-term accumulator needs 3 extra carry-out bits. Neither is modelled, so the last
+  bit of an f32 result can differ from a real GPU's. NaN results are the canonical NaNs (0x7fffffff, 0x7fff), as
+  elsewhere in this engine.
 - tf32 sources use only the tf32 bits of each f32 register (the low 13 mantissa bits are ignored, as the ISA says
   for .tf32 operands that are not valid tf32 values).
 - f64 (m8n8k4, and sm_90's m16n8k4/k8/k16): an IEEE fused multiply-add per k in order of k, from c
