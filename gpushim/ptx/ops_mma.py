@@ -146,10 +146,13 @@ def _warp_threads(st, idx, what: str) -> np.ndarray:
         w = st.warp[tt]
         ok = bool((lane == _LANE).all() and (w == w[:, :1]).all())
     if not ok:
+        w = st.warp[t]
+        _, first, counts = np.unique(w, return_index=True, return_counts=True)
+        bad = int(t[first[np.flatnonzero(counts != 32)[0]]]) if (counts != 32).any() else int(t[0])
         raise CudaError(
             Err.ILLEGAL_INSTRUCTION,
             f"{what}: a warp-collective matrix instruction needs all 32 threads of the warp; "
-            f"{st.describe_thread(int(t[0]) if t.size else 0)} ran it in a partial or diverged warp",
+            f"{st.describe_thread(bad)} ran it in a partial or diverged warp",
         )
     return tt
 
