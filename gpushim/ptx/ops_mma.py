@@ -30,10 +30,10 @@ Arithmetic (the ISA does not specify the order or intermediate precision of a te
   round-toward-zero and that the 5-term accumulator needs 3 extra carry-out bits. Neither is modelled, so the last
   bit of an f32 result can differ from a real GPU's. NaN results are the canonical NaNs (0x7fffffff, 0x7fff), as
   elsewhere in this engine.
-- tf32 sources use only the tf32 bits of each f32 register (the low 13 mantissa bits are ignored, as the ISA says
-  for .tf32 operands that are not valid tf32 values).
-- f64 (m8n8k4, and sm_90's m16n8k4/k8/k16): an IEEE fused multiply-add per k in order of k, from c
-  (d = fma(a3, b3, fma(a2, b2, ...)), .rn).
+- tf32 sources: only the tf32 bits of each f32 register are used (the low 13 mantissa bits are ignored); what the
+  hardware does with registers that are not valid tf32 values is not documented, this is our choice.
+- f64 (m8n8k4, and sm_90's m16n8k4/k8/k16): "identical to .f64 fused multiply-add" (PTX ISA, "mma"): one fma per
+  k in order of k, from c (d = fma(a3, b3, fma(a2, b2, ...))), each rounded per .rn (default), .rz, .rm or .rp.
 - s8/u8: exact integer sums; the s32 result wraps, or clamps with .satfinite.
 """
 
@@ -250,7 +250,9 @@ def _dims(shape: str) -> tuple[int, int, int]:
 
 
 # -- the arithmetic ------------------------------------------------------------------------------------------------
-def matmul_acc(a: np.ndarray, b: np.ndarray, c: np.ndarray, atyp: str, sat: bool = False) -> np.ndarray:
+def matmul_acc(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, atyp: str, sat: bool = False, rnd: str = "rn"
+) -> np.ndarray:
     """D = A B + C over the leading (warp) axis, with the arithmetic in the module docstring."""
     k = a.shape[-1]
     if atyp in ("s8", "u8"):
@@ -258,7 +260,7 @@ def matmul_acc(a: np.ndarray, b: np.ndarray, c: np.ndarray, atyp: str, sat: bool
     if atyp == "f64":
         d = c
         for j in range(k):
-            d = fexact.fma_f64(a[:, :, j, None], b[:, None, j, :], d)
+            d = fexact.fma_f64(a[:, :, j, None], b[:, None, j, :], d, rnd)
         return d
     with np.errstate(all="ignore"):
         acc = c.copy()
@@ -399,15 +401,13 @@ def _compile_wmma_mma(ctx: Ctx, ins: Instr, parts: list[str]):
     if sat and atyp not in ("s8", "u8"):
         raise ctx.fail(f"{ins.op} (.satfinite on floating-point wmma, deprecated)")
     _acc_types(ctx, ins, atyp, dtyp, ctyp)
-    rnd = [p for p in parts if p in ("rn", "rz", "rm", "rp")]
-    if rnd and rnd != ["rn"]:
-        raise ctx.fail(f"{ins.op} (rounding .{rnd[0]})")
+    rnd = _rounding(ctx, ins, parts, atyp)
     d, a, b, c = (_regs(ctx, x, ins.op) for x in ins.args[:4])
     fa = _wmma_frag(ctx, "a", shape, atyp, len(a))
     fb = _wmma_frag(ctx, "b", shape, btyp, len(b))
     fc = _wmma_frag(ctx, "c", shape, ctyp, len(c))
     fd = _wmma_frag(ctx, "d", shape, dtyp, len(d))
-    return _mma_closure(ctx, ins, (a, b, c, d), (fa, fb, fc, fd), (atyp, btyp, ctyp, dtyp), sat)
+    return _mma_closure(ctx, ins, (a, b, c, d), (fa, fb, fc, fd), (atyp, btyp, ctyp, dtyp), sat, rnd)
 
 
 def _acc_types(ctx: Ctx, ins: Instr, atyp: str, dtyp: str, ctyp: str) -> None:
@@ -425,7 +425,15 @@ def _batched(lay):
     return np.zeros(lay[0].shape, np.int64), lay[0], lay[1]
 
 
-def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool):
+def _rounding(ctx: Ctx, ins: Instr, parts: list[str], atyp: str) -> str:
+    """The rounding modifier: .rn/.rz/.rm/.rp for f64 (each fma rounds so), none for the other types."""
+    rnd = [p for p in parts if p in ("rn", "rz", "rm", "rp")]
+    if rnd and atyp != "f64":
+        raise ctx.fail(f"{ins.op} (rounding .{rnd[0]} with .{atyp} sources)")
+    return rnd[0] if rnd else "rn"
+
+
+def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool, rnd: str = "rn"):
     a, b, c, d = regs
     (ma, ka, la), (kb, nb, lb), (mc, nc, lc), (_, _, ld) = (f[:2] + (_batched(f[2]),) for f in frags)
     nq = int(la[0].max()) + 1
@@ -448,7 +456,7 @@ def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool):
         am = frag(ra, st, idx, n, nw, atyp, la, ma, ka)
         bm = frag(rb, st, idx, n, nw, btyp, lb, kb, nb)
         cm = frag(rc, st, idx, n, nw, ctyp, lc, mc, nc)
-        dm = matmul_acc(am, bm, cm, atyp, sat).reshape(nw, nq, mc, nc)
+        dm = matmul_acc(am, bm, cm, atyp, sat, rnd).reshape(nw, nq, mc, nc)
         out = dm[:, ld[0], ld[1], ld[2]].reshape(n, -1)
         _write_elems(wd, st, idx, encode(out, dtyp, sat), dtyp)
 
@@ -503,11 +511,9 @@ def compile_mma(ctx: Ctx, ins: Instr):
     sat = "satfinite" in parts
     if sat and atyp not in ("s8", "u8"):
         raise ctx.fail(f"{ins.op} (.satfinite)")
-    rnd = [p for p in parts if p in ("rn", "rz", "rm", "rp")]
-    if rnd and rnd != ["rn"]:
-        raise ctx.fail(f"{ins.op} (rounding .{rnd[0]})")
+    rnd = _rounding(ctx, ins, parts, atyp)
     _acc_types(ctx, ins, atyp, dtyp, ctyp)
-    if dtyp != ctyp and not volta:
+    if dtyp != ctyp and (not volta or ctyp == "f32"):
         raise ctx.fail(f"{ins.op} (.{dtyp} D with .{ctyp} C)")
     m, n, k = _dims(shape)
     regs = [_regs(ctx, x, ins.op) for x in ins.args[:4]]
@@ -523,7 +529,7 @@ def compile_mma(ctx: Ctx, ins: Instr):
             raise ctx.error(f"{ins.op}: the {name} fragment needs {lo[-1].shape[1] // _per_reg(typ)} registers, "
                             f"found {len(rr)}")  # fmt: skip
     frags = ((m, k, la), (k, n, lb), (m, n, lc), (m, n, ld))
-    return _mma_closure(ctx, ins, (a, b, c, d), frags, (atyp, btyp, ctyp, dtyp), sat)
+    return _mma_closure(ctx, ins, (a, b, c, d), frags, (atyp, btyp, ctyp, dtyp), sat, rnd)
 
 
 # -- ldmatrix / stmatrix / movmatrix ---------------------------------------------------------------------------------

@@ -17,11 +17,20 @@ def tf32_rna(x: np.ndarray) -> np.ndarray:
     return ((b + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
 
 
-def fma_exact(a: float, b: float, c: float) -> float:
-    return float(Fraction(a) * Fraction(b) + Fraction(c))  # Fraction -> float is correctly rounded
+def fma_exact(a: float, b: float, c: float, mode: str = "rn") -> float:
+    """a*b + c rounded once, to nearest even (Fraction -> float is correctly rounded) or toward zero/-inf/+inf."""
+    q = Fraction(a) * Fraction(b) + Fraction(c)
+    r = float(q)
+    if mode == "rz" and abs(Fraction(r)) > abs(q):
+        r = float(np.nextafter(r, 0.0))
+    elif mode == "rm" and Fraction(r) > q:
+        r = float(np.nextafter(r, -np.inf))
+    elif mode == "rp" and Fraction(r) < q:
+        r = float(np.nextafter(r, np.inf))
+    return r
 
 
-def mma(a, b, c, acc: str, sat: bool = False):
+def mma(a, b, c, acc: str, sat: bool = False, rnd: str = "rn"):
     """One mma: d = round(c + sum over k of exact products, summed in f64 in order of k) for f32/f16 D;
     fma per k in order for f64; exact with wrap (or clamp for .satfinite) for s32."""
     if acc == "f64":
@@ -30,7 +39,7 @@ def mma(a, b, c, acc: str, sat: bool = False):
             for j in range(d.shape[1]):
                 x = float(d[i, j])
                 for k in range(a.shape[1]):
-                    x = fma_exact(float(a[i, k]), float(b[k, j]), x)
+                    x = fma_exact(float(a[i, k]), float(b[k, j]), x, rnd)
                 d[i, j] = x
         return d
     if acc == "s32":

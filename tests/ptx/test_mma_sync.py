@@ -169,18 +169,23 @@ def test_mma_int8(ms, rng, kern, shape, ta, tb, sat):
         np.testing.assert_array_equal(got[w], mma(av[w], bv[w], cv[w], "s32", sat))
 
 
-def test_mma_f64(ms, rng):
+@pytest.mark.parametrize("rnd", ["rn", "rz", "rm", "rp"])
+def test_mma_f64(ms, rng, rnd):
+    """f64 mma: fma per k with the instruction's rounding (PTX ISA, "mma": .rn default, .rz, .rm, .rp)."""
     shape = "m8n8k4"
     av, bv, cv = (rng.standard_normal((WARPS, *s)) * 3 for s in ((8, 4), (4, 8), (8, 8)))
     ra = pack(av.view(np.uint64), lambda i, lane: pos_a(shape, "f64", i, lane), 1, 64)
     rb = pack(bv.view(np.uint64), lambda i, lane: pos_b(shape, "f64", i, lane), 1, 64)
     rc = pack(cv.view(np.uint64), lambda i, lane: pos_c(shape, i, lane), 2, 64)
     pd = ms.empty(WARPS * 32 * 2 * 8)
-    ms.launch("m8n8k4_f64", 1, WARPS * 32, *[ms.array(r) for r in (ra, rb, rc)], pd)
+    ms.launch("m8n8k4_f64" + ("" if rnd == "rn" else f"_{rnd}"), 1, WARPS * 32, *[ms.array(r) for r in (ra, rb, rc)],
+              pd)  # fmt: skip
     d = ms.get(pd, np.uint64, WARPS * 32 * 2).reshape(WARPS * 32, 2)
     got = unpack(d, lambda i, lane: pos_c(shape, i, lane), 2, 64, (8, 8)).view(np.float64)
     for w in range(WARPS):
-        np.testing.assert_array_equal(got[w], mma(av[w], bv[w], cv[w], "f64"))
+        np.testing.assert_array_equal(got[w], mma(av[w], bv[w], cv[w], "f64", rnd=rnd))
+    if rnd != "rn":  # the rounding must be visible against round-to-nearest somewhere
+        assert any(not np.array_equal(got[w], mma(av[w], bv[w], cv[w], "f64")) for w in range(WARPS))
 
 
 @pytest.mark.parametrize("x", [1, 2, 4])

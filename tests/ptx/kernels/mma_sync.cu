@@ -64,13 +64,18 @@ extern "C" __global__ void m8n8k16_s32_u8(const uint32_t* a, const uint32_t* b, 
                : "=r"(D.v[0]), "=r"(D.v[1]) : "r"(A.v[0]), "r"(B.v[0]), "r"(C.v[0]), "r"(C.v[1]));
   put(d, D);
 }
-// f64 m8n8k4: A 1, B 1, C/D 2 doubles
-extern "C" __global__ void m8n8k4_f64(const double* a, const double* b, const double* c, double* d) {
-  auto A = get<1>(a); auto B = get<1>(b); auto C = get<2>(c); R<2, double> D;
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%4,%5};"
-               : "=d"(D.v[0]), "=d"(D.v[1]) : "d"(A.v[0]), "d"(B.v[0]), "d"(C.v[0]), "d"(C.v[1]));
-  put(d, D);
-}
+// f64 m8n8k4: A 1, B 1, C/D 2 doubles; every rounding modifier
+#define MMA_F64(NAME, RND)                                                                                      \
+  extern "C" __global__ void NAME(const double* a, const double* b, const double* c, double* d) {             \
+    auto A = get<1>(a); auto B = get<1>(b); auto C = get<2>(c); R<2, double> D;                                \
+    asm volatile("mma.sync.aligned.m8n8k4.row.col" RND ".f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%4,%5};"         \
+                 : "=d"(D.v[0]), "=d"(D.v[1]) : "d"(A.v[0]), "d"(B.v[0]), "d"(C.v[0]), "d"(C.v[1]));          \
+    put(d, D);                                                                                                  \
+  }
+MMA_F64(m8n8k4_f64, "")
+MMA_F64(m8n8k4_f64_rz, ".rz")
+MMA_F64(m8n8k4_f64_rm, ".rm")
+MMA_F64(m8n8k4_f64_rp, ".rp")
 
 // Volta's mma.m8n8k4 with f16 sources: four independent 8x8x4 products per warp (quad pairs)
 extern "C" __global__ void v884_rc_f32(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* d) {
