@@ -35,6 +35,7 @@ Arithmetic (the ISA does not specify the order or intermediate precision of a te
 - f64 (m8n8k4, and sm_90's m16n8k4/k8/k16): "identical to .f64 fused multiply-add" (PTX ISA, "mma"): one fma per
   k in order of k, from c (d = fma(a3, b3, fma(a2, b2, ...))), each rounded per .rn (default), .rz, .rm or .rp.
 - s8/u8: exact integer sums; the s32 result wraps, or clamps with .satfinite.
+- e4m3/e5m2 (sm_89 fp8 mma.sync m16n8k32/m16n8k16): decoded exactly, then as f16 sources.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ from gpushim.ptx import fexact
 from gpushim.ptx.nodes import Addr, Instr, Vec
 from gpushim.ptx.operands import Ctx
 
-_ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32, "b16": 16}
+_ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32, "b16": 16,
+              "e4m3": 8, "e5m2": 8}  # fmt: skip
+_FP8 = ("e4m3", "e5m2")
 _MMA_TYPES = {"f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s32", "s4", "u4", "b1", "e4m3", "e5m2"}
 _LANE = np.arange(32)
 _G = _LANE >> 2  # groupID
@@ -93,8 +96,32 @@ def _write_elems(writers, st, idx, bits: np.ndarray, typ: str) -> None:
         w(st, idx, acc.astype(np.uint32))
 
 
+def _fp8_table(exp_bits: int) -> np.ndarray:
+    """Values of the 256 fp8 codes: e4m3 (bias 7, no infinities, S.1111.111 is NaN) or e5m2 (bias 15, IEEE-like)."""
+    man_bits = 7 - exp_bits
+    bias = (1 << (exp_bits - 1)) - 1
+    out = np.empty(256, np.float64)
+    for code in range(256):
+        e, m = (code >> man_bits) & ((1 << exp_bits) - 1), code & ((1 << man_bits) - 1)
+        if exp_bits == 5 and e == 31:
+            v = np.inf if m == 0 else np.nan
+        elif exp_bits == 4 and e == 15 and m == 7:
+            v = np.nan
+        elif e == 0:
+            v = m * 2.0 ** (1 - bias - man_bits)
+        else:
+            v = (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+        out[code] = -v if code & 0x80 else v
+    return out
+
+
+_FP8_VALUES = {"e4m3": _fp8_table(4), "e5m2": _fp8_table(5)}
+
+
 def decode(bits: np.ndarray, typ: str) -> np.ndarray:
     """Element bits -> values: float64 for floating types (exact), int64 for integer types."""
+    if typ in _FP8:
+        return _FP8_VALUES[typ][bits.astype(np.uint8)]
     if typ == "f16":
         return bits.astype(np.uint16).view(np.float16).astype(np.float64)
     if typ == "bf16":
@@ -411,7 +438,8 @@ def _compile_wmma_mma(ctx: Ctx, ins: Instr, parts: list[str]):
 
 
 def _acc_types(ctx: Ctx, ins: Instr, atyp: str, dtyp: str, ctyp: str) -> None:
-    ok = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",), "s8": ("s32",), "u8": ("s32",)}
+    ok = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",), "s8": ("s32",), "u8": ("s32",),
+          "e4m3": ("f16", "f32"), "e5m2": ("f16", "f32")}  # fmt: skip
     if atyp not in ok:
         raise ctx.fail(f"{ins.op} (.{atyp} sources)")
     if dtyp not in ok[atyp] or ctyp not in ok[atyp]:
@@ -467,7 +495,7 @@ def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool, rnd: str =
 _MMA_SHAPES = {
     "f16": ("m16n8k16", "m16n8k8", "m8n8k4"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4"),
     "f64": ("m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"), "s8": ("m16n8k32", "m16n8k16", "m8n8k16"),
-    "u8": ("m16n8k32", "m16n8k16", "m8n8k16"),
+    "u8": ("m16n8k32", "m16n8k16", "m8n8k16"), "e4m3": ("m16n8k32", "m16n8k16"), "e5m2": ("m16n8k32", "m16n8k16"),
 }  # fmt: skip
 
 
@@ -502,8 +530,10 @@ def compile_mma(ctx: Ctx, ins: Instr):
     shape = _shape_of(parts)
     if atyp not in _MMA_SHAPES or shape not in _MMA_SHAPES[atyp]:
         raise ctx.fail(f"{ins.op} (mma shape {shape} with .{atyp})")
-    if (atyp in ("s8", "u8")) != (btyp in ("s8", "u8")) or (atyp not in ("s8", "u8") and atyp != btyp):
+    if atyp != btyp and not {atyp, btyp} <= {"s8", "u8"} and not {atyp, btyp} <= set(_FP8):
         raise ctx.fail(f"{ins.op} (mixed .{atyp}/.{btyp} sources)")
+    if any(p.startswith("kind") for p in parts):
+        raise ctx.fail(f"{ins.op} (.kind)")
     lay = [p for p in parts if p in ("row", "col")]
     volta = shape == "m8n8k4" and atyp == "f16"
     if len(lay) != 2 or (lay != ["row", "col"] and not volta):

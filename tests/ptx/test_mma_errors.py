@@ -33,8 +33,9 @@ def ptx(body: str) -> str:
          "{%r3,%r4}, {%f9,%f10,%f11,%f12,%f13,%f14,%f15,%f16};", "m8n8k4"),
         ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
          "{%r5,%r6,%r7,%r8}, {%f5,%f6,%f7,%f8}, %r9, 0x0;", "sparse"),
-        ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
-         "{%r5,%r6}, {%f5,%f6,%f7,%f8};", "e4m3"),
+        ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e2m3.f32 {%f1,%f2,%f3,%f4}, "
+         "{%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f5,%f6,%f7,%f8};", "kind::f8f6f4"),
+        ("mma.sync.aligned.m8n8k16.row.col.f32.e4m3.e4m3.f32 {%f1,%f2}, {%r1}, {%r2}, {%f5,%f6};", "e4m3"),
         ("mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32 {%r1,%r2}, {%r3}, {%r4}, {%r5,%r6};", "s4"),
         ("wmma.load.a.sync.aligned.row.m8n8k32.global.s4 {%r1}, [%rd1], 32;", "s4"),
         ("wmma.mma.sync.aligned.row.col.m8n8k128.s32.b1.b1.s32 {%r1,%r2}, {%r3}, {%r4}, {%r5,%r6};", "b1"),

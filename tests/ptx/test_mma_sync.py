@@ -323,3 +323,40 @@ def test_mma_f64_sm90_shapes(ms, rng, shape, na, nb):
     got = unpack(d, lambda i, lane: pos_c(shape, i, lane), 4, 64, (m, n)).view(np.float64)
     for w in range(WARPS):
         np.testing.assert_array_equal(got[w], mma(av[w], bv[w], cv[w], "f64"))
+
+
+@pytest.mark.parametrize(
+    "kern,shape,ta,tb,acc",
+    [("m16n8k32_f32_e4m3e5m2", "m16n8k32", "e4m3", "e5m2", "f32"),
+     ("m16n8k16_f16_e5m2", "m16n8k16", "e5m2", "e5m2", "f16")],
+)  # fmt: skip
+def test_mma_fp8(ms, rng, kern, shape, ta, tb, acc):
+    """sm_89's fp8 mma: e4m3 (bias 7, no infinities) and e5m2 (bias 15) sources in the 8-bit layouts."""
+    m, n, k = _dims(shape)
+
+    def fp8(t, shp):
+        codes = rng.integers(0, 256, shp).astype(np.uint64)
+        nan = (codes & 0x7F) == 0x7F if t == "e4m3" else (codes & 0x7C) == 0x7C  # keep NaN/inf codes out
+        codes[nan] &= 0xF0
+        if t == "e5m2":  # exponents above 18 down by 16, so that f16 sums stay finite
+            codes[((codes >> 2) & 0x1F) >= 19] &= ~np.uint64(0x40)
+        exp_bits = 4 if t == "e4m3" else 5
+        mb, bias = 7 - exp_bits, (1 << (exp_bits - 1)) - 1
+        e, mant = (codes >> mb) & ((1 << exp_bits) - 1), codes & ((1 << mb) - 1)
+        mag = np.where(e == 0, mant * 2.0 ** (1 - bias - mb), (1 + mant / (1 << mb)) * 2.0 ** (e.astype(int) - bias))
+        return np.where(codes & 0x80, -mag, mag), codes
+
+    av, ab = fp8(ta, (WARPS, m, k))
+    bv, bb = fp8(tb, (WARPS, k, n))
+    cbits = 16 if acc == "f16" else 32
+    cv, cb = _random_values(rng, acc, (WARPS, m, n))
+    ra = pack(ab, lambda i, lane: pos_a(shape, "8", i, lane), m * k // 32, 8)
+    rb = pack(bb, lambda i, lane: pos_b(shape, "8", i, lane), k * n // 32, 8)
+    rc = pack(cb, lambda i, lane: pos_c(shape, i, lane), m * n // 32, cbits)
+    pd = ms.empty(WARPS * 32 * rc.shape[1] * 4)
+    ms.launch(kern, 1, WARPS * 32, *[ms.array(r.astype(np.uint32)) for r in (ra, rb, rc)], pd)
+    d = ms.get(pd, np.uint32, WARPS * 32 * rc.shape[1]).reshape(WARPS * 32, -1)
+    got = unpack(d, lambda i, lane: pos_c(shape, i, lane), m * n // 32, cbits, (m, n))
+    for w in range(WARPS):
+        exp = mma(av[w], bv[w], cv[w], acc).astype(np.float16 if acc == "f16" else np.float32)
+        np.testing.assert_array_equal(got[w].astype(exp.dtype.str.replace("f", "u")), exp.view(f"u{cbits // 8}"))

@@ -135,6 +135,17 @@ extern "C" __global__ void m16n8k16_f64(const double* a, const double* b, const 
 }
 #endif
 
+#if __CUDA_ARCH__ >= 890
+// fp8 (sm_89): e4m3/e5m2 sources, the 8-bit layouts of mma.m16n8k32 / m16n8k16
+MMA_4_2_4_4(m16n8k32_f32_e4m3e5m2, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32")
+extern "C" __global__ void m16n8k16_f16_e5m2(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* d) {
+  auto A = get<2>(a); auto B = get<1>(b); auto C = get<2>(c); R<2, uint32_t> D;
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.e5m2.e5m2.f16 {%0,%1}, {%2,%3}, {%4}, {%5,%6};"
+               : "=r"(D.v[0]), "=r"(D.v[1]) : "r"(A.v[0]), "r"(A.v[1]), "r"(B.v[0]), "r"(C.v[0]), "r"(C.v[1]));
+  put(d, D);
+}
+#endif
+
 // ldmatrix: each warp stages nmat 8x8 b16 matrices (rows padded to `pitch` halves) in shared memory; lane l
 // gives the address of row l%8 of matrix l/8.
 template <int X, bool T>
