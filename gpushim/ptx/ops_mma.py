@@ -12,7 +12,8 @@ Fragment layouts:
 - wmma: the ISA leaves the mapping implementation-defined ("Matrix fragments for WMMA"). sm_80 runs wmma as
   mma.m16n8k* instructions, so ours composes mma.sync's documented fragments: for m16n16k16, m32n8k16 and m16n16k8
   a fragment is one or two mma tiles (C/D: two m16n8 tiles side by side, or stacked for m32n8k16; A: one m16 tile,
-  two stacked for m32; B: one n8 tile, two side by side for n16), and m8n8k4 (f64) is mma.m8n8k4's layout. A/B
+  two stacked for m32; B: one n8 tile, two side by side for n16); m8n8k4 (f64), m8n8k32 (s4/u4) and m8n8k128 (b1)
+  are mma.sync's layouts of those shapes. A/B
   fragments with more elements than their tiles hold (f16: 16 per lane) repeat them, as the hardware's f16
   fragments hold elements twice. m8n32k16 uses a plain mapping: element e of lane L is element L*U + (e mod U)
   of the matrix in row-major order (U = rows*cols/32). This models sm_80's wmma but is not verified on hardware;
@@ -34,7 +35,8 @@ Arithmetic (the ISA does not specify the order or intermediate precision of a te
   hardware does with registers that are not valid tf32 values is not documented, this is our choice.
 - f64 (m8n8k4, and sm_90's m16n8k4/k8/k16): "identical to .f64 fused multiply-add" (PTX ISA, "mma"): one fma per
   k in order of k, from c (d = fma(a3, b3, fma(a2, b2, ...))), each rounded per .rn (default), .rz, .rm or .rp.
-- s8/u8: exact integer sums; the s32 result wraps, or clamps with .satfinite.
+- s8/u8, s4/u4: exact integer sums; the s32 result wraps, or clamps with .satfinite. b1: popc(row AND/XOR
+  column) + c, wrapping.
 - e4m3/e5m2 (sm_89 fp8 mma.sync m16n8k32/m16n8k16): decoded exactly, then as f16 sources.
 """
 
@@ -48,7 +50,8 @@ from gpushim.ptx.nodes import Addr, Instr, Vec
 from gpushim.ptx.operands import Ctx
 
 _ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32, "b16": 16,
-              "e4m3": 8, "e5m2": 8}  # fmt: skip
+              "e4m3": 8, "e5m2": 8, "s4": 4, "u4": 4, "b1": 1}  # fmt: skip
+_INT = ("s8", "u8", "s4", "u4", "b1")  # integer sources (s32 accumulators)
 _FP8 = ("e4m3", "e5m2")
 _MMA_TYPES = {"f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s32", "s4", "u4", "b1", "e4m3", "e5m2"}
 _LANE = np.arange(32)
@@ -138,6 +141,9 @@ def decode(bits: np.ndarray, typ: str) -> np.ndarray:
         return bits.astype(np.uint8).astype(np.int64)
     if typ == "s32":
         return bits.astype(np.uint32).view(np.int32).astype(np.int64)
+    if typ in ("s4", "u4", "b1"):
+        v = bits.astype(np.int64)
+        return ((v & 15) ^ 8) - 8 if typ == "s4" else v
     raise ValueError(typ)
 
 
@@ -193,8 +199,8 @@ def _per_warp(v, n: int, nw: int) -> np.ndarray:
 def _wmma_layout(shape: str, typ: str, which: str, rows: int, cols: int, elems: int):
     """(rows, cols) of each lane's wmma fragment elements, arrays (32, elems); see the module docstring."""
     e = np.arange(elems)
-    if shape == "m8n8k4":
-        return _mma_layout("m8n8k4", "f64", "c" if which in "cd" else which)
+    if shape in ("m8n8k4", "m8n8k32", "m8n8k128"):  # f64, s4/u4, b1: mma.sync's layouts of these shapes
+        return _mma_layout(shape, typ if which in "ab" else "s32", "c" if which in "cd" else which)
     if shape == "m8n32k16":
         u = rows * cols // 32
         p = _LANE[:, None] * u + (e[None, :] % u)
@@ -221,14 +227,15 @@ def _mma_layout(shape: str, atyp: str, which: str):
             return np.broadcast_to(g, (32, 2)), t * 2 + i
         i = np.arange(4)[None, :]
         return g + 8 * (i >> 1), t * 2 + (i & 1)
-    key = (shape, "16" if sixteen else atyp if atyp in ("tf32", "f64") else "8")
+    if atyp in _INT or atyp in _FP8:
+        return _int_layout(shape, atyp, which)
+    key = (shape, "16" if sixteen else atyp)
     if key in (("m16n8k4", "f64"), ("m16n8k8", "f64")):
         key = (shape, "tf32")  # sm_90's f64 shapes share tf32's layouts (one element per register)
     if which == "a":
         i = {
             ("m16n8k16", "16"): 8, ("m16n8k8", "16"): 4, ("m16n8k8", "tf32"): 4, ("m16n8k4", "tf32"): 2,
-            ("m8n8k4", "f64"): 1, ("m16n8k32", "8"): 16, ("m16n8k16", "8"): 8, ("m8n8k16", "8"): 4,
-            ("m16n8k16", "f64"): 8,
+            ("m8n8k4", "f64"): 1, ("m16n8k16", "f64"): 8,
         }[key]  # fmt: skip
         i = np.arange(i)[None, :]
         if key == ("m16n8k16", "f64"):
@@ -241,17 +248,10 @@ def _mma_layout(shape: str, atyp: str, which: str):
             return g + 8 * (i & 1), t + 4 * (i >> 1)
         if key == ("m16n8k4", "tf32"):
             return g + 8 * i, np.broadcast_to(t, (32, 2))
-        if key == ("m8n8k4", "f64"):
-            return g, t
-        if key == ("m16n8k32", "8"):
-            return g + 8 * ((i >> 2) & 1), t * 4 + (i & 3) + 16 * (i >> 3)
-        if key == ("m16n8k16", "8"):
-            return g + 8 * (i >> 2), t * 4 + (i & 3)
-        return np.broadcast_to(g, (32, 4)), t * 4 + i  # m8n8k16 s8/u8
+        return g, t  # m8n8k4 f64
     i = {
         ("m16n8k16", "16"): 4, ("m16n8k8", "16"): 2, ("m16n8k8", "tf32"): 2, ("m16n8k4", "tf32"): 1,
-        ("m8n8k4", "f64"): 1, ("m16n8k32", "8"): 8, ("m16n8k16", "8"): 4, ("m8n8k16", "8"): 4,
-        ("m16n8k16", "f64"): 4,
+        ("m8n8k4", "f64"): 1, ("m16n8k16", "f64"): 4,
     }[key]  # fmt: skip
     i = np.arange(i)[None, :]
     gcol = np.broadcast_to(g, (32, i.shape[1]))
@@ -263,11 +263,29 @@ def _mma_layout(shape: str, atyp: str, which: str):
         return t * 2 + i, gcol
     if key == ("m16n8k8", "tf32"):
         return t + 4 * i, gcol
-    if key in (("m16n8k4", "tf32"), ("m8n8k4", "f64")):
-        return np.broadcast_to(t, (32, 1)), gcol
-    if key == ("m16n8k32", "8"):
-        return t * 4 + (i & 3) + 16 * (i >> 2), gcol
-    return t * 4 + i, gcol  # m16n8k16 / m8n8k16 s8/u8
+    return np.broadcast_to(t, (32, 1)), gcol  # m16n8k4 tf32, m8n8k4 f64
+
+
+def _int_layout(shape: str, typ: str, which: str):
+    """A/B fragments of 8-, 4- and 1-bit elements (s8/u8/e4m3/e5m2, s4/u4, b1): with p elements per register,
+    m8n8k(4p) holds one register (A: row g, columns t*p..; B: the transpose), m16n8k(4p) two A registers (rows g and
+    g+8) and one B register, m16n8k(8p) four A registers (rows g, g+8, g, g+8; the last two 4p columns further) and
+    two B registers (PTX ISA, "Matrix Fragments for mma.m8n8k16 / m16n8k16 / m16n8k32 / m16n8k64 / m8n8k128 /
+    m16n8k128 / m16n8k256")."""
+    g, t = _G[:, None], _T[:, None]
+    per = 32 // _ELEM_BITS[typ]
+    k = _dims(shape)[2]
+    if shape.startswith("m8n8"):
+        i = np.arange(per)[None, :]
+        r, c = np.broadcast_to(g, (32, per)), t * per + i
+        return (r, c) if which == "a" else (c, r)
+    blocks = k // (4 * per)
+    if which == "a":
+        i = np.arange(2 * per * blocks)[None, :]
+        j = i // per
+        return g + 8 * (j & 1), t * per + i % per + 4 * per * (j >> 1)
+    i = np.arange(per * blocks)[None, :]
+    return t * per + i % per + 4 * per * (i // per), np.broadcast_to(g, (32, i.shape[1]))
 
 
 def _dims(shape: str) -> tuple[int, int, int]:
@@ -278,11 +296,16 @@ def _dims(shape: str) -> tuple[int, int, int]:
 
 # -- the arithmetic ------------------------------------------------------------------------------------------------
 def matmul_acc(
-    a: np.ndarray, b: np.ndarray, c: np.ndarray, atyp: str, sat: bool = False, rnd: str = "rn"
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, atyp: str, sat: bool = False, rnd: str = "rn", bop: str = "and"
 ) -> np.ndarray:
     """D = A B + C over the leading (warp) axis, with the arithmetic in the module docstring."""
     k = a.shape[-1]
-    if atyp in ("s8", "u8"):
+    if atyp == "b1":  # popc(a_row AND/XOR b_col) + c
+        both = np.einsum("wik,wkj->wij", a, b)
+        if bop == "and":
+            return c + both
+        return c + a.sum(axis=2)[:, :, None] + b.sum(axis=1)[:, None, :] - 2 * both
+    if atyp in _INT:
         return c + np.einsum("wik,wkj->wij", a, b)
     if atyp == "f64":
         d = c
@@ -328,7 +351,7 @@ def _wmma_frag(ctx: Ctx, which: str, shape: str, typ: str, nregs: int):
 _WMMA_SHAPES = {
     "f16": ("m16n16k16", "m32n8k16", "m8n32k16"), "bf16": ("m16n16k16", "m32n8k16", "m8n32k16"),
     "tf32": ("m16n16k8",), "f64": ("m8n8k4",), "s8": ("m16n16k16", "m32n8k16", "m8n32k16"),
-    "u8": ("m16n16k16", "m32n8k16", "m8n32k16"),
+    "u8": ("m16n16k16", "m32n8k16", "m8n32k16"), "s4": ("m8n8k32",), "u4": ("m8n8k32",), "b1": ("m8n8k128",),
 }  # fmt: skip
 
 
@@ -382,11 +405,13 @@ def _compile_wmma_ldst(ctx: Ctx, ins: Instr, parts: list[str]):
     _, ra = ctx.address(addr)
     rstride = ctx.reader(ins.args[2], "u32") if len(ins.args) > 2 else None
     default_ld = nc if layout == "row" else nr
-    esize = _ELEM_BITS[typ] // 8
-    dt = np.dtype(f"u{esize}")
     what = f"{ins.op} (line {ins.line})"
     rw = [ctx.writer(r) for r in regs] if load else [ctx.reader(r, _reg_type(typ)) for r in regs]
     r_, c_ = (rows, cols) if layout == "row" else (cols, rows)  # (major, minor) index of each element
+    if _ELEM_BITS[typ] < 8:
+        return _compile_wmma_load_subbyte(ctx, ins, (ra, rstride, default_ld, space), r_, c_, typ, rw)
+    esize = _ELEM_BITS[typ] // 8
+    dt = np.dtype(f"u{esize}")
 
     def addresses(st, idx, n, nw):
         base = _per_warp(ra(st, idx), n, nw).astype(np.uint64)
@@ -412,6 +437,41 @@ def _compile_wmma_ldst(ctx: Ctx, ins: Instr, parts: list[str]):
     return wmma_load if load else wmma_store
 
 
+def _compile_wmma_load_subbyte(ctx: Ctx, ins: Instr, operands, r_, c_, typ: str, writers):
+    """wmma.load of s4/u4/b1 fragments: each register holds 32 consecutive bits of one row (A, row-major) or column
+    (B, column-major), loaded as one 32-bit word."""
+    from gpushim.ptx.ops_mem import gather
+
+    ra, rstride, default_ld, space = operands
+    eb = _ELEM_BITS[typ]
+    per = 32 // eb
+    first = np.arange(0, r_.shape[1], per)
+    for j in first:  # the layout keeps each register's elements consecutive along the leading dimension
+        if not (
+            (r_[:, j : j + per] == r_[:, j : j + 1]).all()
+            and (c_[:, j : j + per] == c_[:, j : j + 1] + np.arange(per)).all()
+        ):
+            raise ctx.fail(f"{ins.op} (layout)")
+    rf, cf = r_[:, first].astype(np.uint64), c_[:, first].astype(np.uint64)
+    what = f"{ins.op} (line {ins.line})"
+    u32 = np.dtype(np.uint32)
+
+    def wmma_load_subbyte(st, idx):
+        tt = _warp_threads(st, idx, what)
+        nw, n = tt.shape[0], tt.size
+        base = _per_warp(ra(st, idx), n, nw).astype(np.uint64)
+        ld = _per_warp(rstride(st, idx), n, nw).astype(np.uint64) if rstride else np.full(nw, default_ld, np.uint64)
+        if ((ld * np.uint64(eb)) % np.uint64(32)).any():
+            raise CudaError(Err.MISALIGNED_ADDRESS, f"{what}: a stride of {int(ld[0])} .{typ} elements is not a "
+                            "multiple of 32 bits")  # fmt: skip
+        bits = rf[None] * ld[:, None, None] + cf[None]
+        addr = (base[:, None, None] + bits * np.uint64(eb) // np.uint64(8)).reshape(n, -1)
+        for j, w in enumerate(writers):
+            w(st, idx, gather(st, idx, space, addr[:, j], u32, 1, what)[0])
+
+    return wmma_load_subbyte
+
+
 def _compile_wmma_mma(ctx: Ctx, ins: Instr, parts: list[str]):
     types = [p for p in parts if p in _MMA_TYPES]
     if len(types) == 2:
@@ -423,10 +483,9 @@ def _compile_wmma_mma(ctx: Ctx, ins: Instr, parts: list[str]):
         raise ctx.error(f"{ins.op}: expected 2 or 4 types")
     sat = "satfinite" in parts
     shape = _check_shape(ctx, ins, _shape_of(parts), atyp)
-    if (atyp in ("s8", "u8")) != (btyp in ("s8", "u8")) or (atyp not in ("s8", "u8") and atyp != btyp):
-        raise ctx.fail(f"{ins.op} (mixed .{atyp}/.{btyp} sources)")
-    if sat and atyp not in ("s8", "u8"):
-        raise ctx.fail(f"{ins.op} (.satfinite on floating-point wmma, deprecated)")
+    bop = _check_sources(ctx, ins, parts, atyp, btyp, sat)
+    if atyp in ("s4", "u4", "b1") and [p for p in parts if p in ("row", "col")] != ["row", "col"]:
+        raise ctx.fail(f"{ins.op} (sub-byte wmma is .row.col only)")
     _acc_types(ctx, ins, atyp, dtyp, ctyp)
     rnd = _rounding(ctx, ins, parts, atyp)
     d, a, b, c = (_regs(ctx, x, ins.op) for x in ins.args[:4])
@@ -434,12 +493,30 @@ def _compile_wmma_mma(ctx: Ctx, ins: Instr, parts: list[str]):
     fb = _wmma_frag(ctx, "b", shape, btyp, len(b))
     fc = _wmma_frag(ctx, "c", shape, ctyp, len(c))
     fd = _wmma_frag(ctx, "d", shape, dtyp, len(d))
-    return _mma_closure(ctx, ins, (a, b, c, d), (fa, fb, fc, fd), (atyp, btyp, ctyp, dtyp), sat, rnd)
+    return _mma_closure(ctx, ins, (a, b, c, d), (fa, fb, fc, fd), (atyp, btyp, ctyp, dtyp), sat, rnd, bop)
+
+
+def _check_sources(ctx: Ctx, ins: Instr, parts: list[str], atyp: str, btyp: str, sat: bool) -> str:
+    """Reject mixed source types other than signedness (s8/u8, s4/u4) and fp8 formats, and .satfinite on anything
+    but integers; the bit operation of b1 (.xor.popc or .and.popc), "and" otherwise."""
+    pairs = ({"s8", "u8"}, {"s4", "u4"}, set(_FP8))
+    if atyp != btyp and not any({atyp, btyp} <= p for p in pairs):
+        raise ctx.fail(f"{ins.op} (mixed .{atyp}/.{btyp} sources)")
+    if sat and atyp not in ("s8", "u8", "s4", "u4"):
+        raise ctx.fail(f"{ins.op} (.satfinite with .{atyp} sources)")
+    bops = [p for p in parts if p in ("xor", "and")]
+    if atyp == "b1":
+        if len(bops) != 1 or "popc" not in parts:
+            raise ctx.error(f"{ins.op}: .b1 needs .xor.popc or .and.popc")
+        return bops[0]
+    if bops or "popc" in parts:
+        raise ctx.fail(f"{ins.op} (.{'.'.join(bops + ['popc'])} with .{atyp} sources)")
+    return "and"
 
 
 def _acc_types(ctx: Ctx, ins: Instr, atyp: str, dtyp: str, ctyp: str) -> None:
-    ok = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",), "s8": ("s32",), "u8": ("s32",),
-          "e4m3": ("f16", "f32"), "e5m2": ("f16", "f32")}  # fmt: skip
+    ok = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",), "e4m3": ("f16", "f32"),
+          "e5m2": ("f16", "f32"), **{t: ("s32",) for t in _INT}}  # fmt: skip
     if atyp not in ok:
         raise ctx.fail(f"{ins.op} (.{atyp} sources)")
     if dtyp not in ok[atyp] or ctyp not in ok[atyp]:
@@ -461,7 +538,7 @@ def _rounding(ctx: Ctx, ins: Instr, parts: list[str], atyp: str) -> str:
     return rnd[0] if rnd else "rn"
 
 
-def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool, rnd: str = "rn"):
+def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool, rnd: str = "rn", bop: str = "and"):
     a, b, c, d = regs
     (ma, ka, la), (kb, nb, lb), (mc, nc, lc), (_, _, ld) = (f[:2] + (_batched(f[2]),) for f in frags)
     nq = int(la[0].max()) + 1
@@ -484,7 +561,7 @@ def _mma_closure(ctx: Ctx, ins: Instr, regs, frags, types, sat: bool, rnd: str =
         am = frag(ra, st, idx, n, nw, atyp, la, ma, ka)
         bm = frag(rb, st, idx, n, nw, btyp, lb, kb, nb)
         cm = frag(rc, st, idx, n, nw, ctyp, lc, mc, nc)
-        dm = matmul_acc(am, bm, cm, atyp, sat, rnd).reshape(nw, nq, mc, nc)
+        dm = matmul_acc(am, bm, cm, atyp, sat, rnd, bop).reshape(nw, nq, mc, nc)
         out = dm[:, ld[0], ld[1], ld[2]].reshape(n, -1)
         _write_elems(wd, st, idx, encode(out, dtyp, sat), dtyp)
 
@@ -496,6 +573,8 @@ _MMA_SHAPES = {
     "f16": ("m16n8k16", "m16n8k8", "m8n8k4"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4"),
     "f64": ("m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"), "s8": ("m16n8k32", "m16n8k16", "m8n8k16"),
     "u8": ("m16n8k32", "m16n8k16", "m8n8k16"), "e4m3": ("m16n8k32", "m16n8k16"), "e5m2": ("m16n8k32", "m16n8k16"),
+    "s4": ("m8n8k32", "m16n8k32", "m16n8k64"), "u4": ("m8n8k32", "m16n8k32", "m16n8k64"),
+    "b1": ("m8n8k128", "m16n8k128", "m16n8k256"),
 }  # fmt: skip
 
 
@@ -530,8 +609,6 @@ def compile_mma(ctx: Ctx, ins: Instr):
     shape = _shape_of(parts)
     if atyp not in _MMA_SHAPES or shape not in _MMA_SHAPES[atyp]:
         raise ctx.fail(f"{ins.op} (mma shape {shape} with .{atyp})")
-    if atyp != btyp and not {atyp, btyp} <= {"s8", "u8"} and not {atyp, btyp} <= set(_FP8):
-        raise ctx.fail(f"{ins.op} (mixed .{atyp}/.{btyp} sources)")
     if any(p.startswith("kind") for p in parts):
         raise ctx.fail(f"{ins.op} (.kind)")
     lay = [p for p in parts if p in ("row", "col")]
@@ -539,8 +616,7 @@ def compile_mma(ctx: Ctx, ins: Instr):
     if len(lay) != 2 or (lay != ["row", "col"] and not volta):
         raise ctx.fail(f"{ins.op} (only .row.col layouts exist for this shape)")
     sat = "satfinite" in parts
-    if sat and atyp not in ("s8", "u8"):
-        raise ctx.fail(f"{ins.op} (.satfinite)")
+    bop = _check_sources(ctx, ins, parts, atyp, btyp, sat)
     rnd = _rounding(ctx, ins, parts, atyp)
     _acc_types(ctx, ins, atyp, dtyp, ctyp)
     if dtyp != ctyp and (not volta or ctyp == "f32"):
@@ -559,7 +635,7 @@ def compile_mma(ctx: Ctx, ins: Instr):
             raise ctx.error(f"{ins.op}: the {name} fragment needs {lo[-1].shape[1] // _per_reg(typ)} registers, "
                             f"found {len(rr)}")  # fmt: skip
     frags = ((m, k, la), (k, n, lb), (m, n, lc), (m, n, ld))
-    return _mma_closure(ctx, ins, (a, b, c, d), frags, (atyp, btyp, ctyp, dtyp), sat, rnd)
+    return _mma_closure(ctx, ins, (a, b, c, d), frags, (atyp, btyp, ctyp, dtyp), sat, rnd, bop)
 
 
 # -- ldmatrix / stmatrix / movmatrix ---------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ def ptx(body: str) -> str:
 @pytest.mark.parametrize(
     "ins,what",
     [
-        ("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%r1,%r2,%r3,%r4}, {%r5,%r6,%r7,%r8}, "
-         "{%r9,%r10}, {%r11,%r12,%r13,%r14};", "b1"),
+        ("mma.sync.aligned.m16n8k16.row.col.satfinite.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
+         "{%r5,%r6}, {%f5,%f6,%f7,%f8};", "satfinite"),
         ("mma.sync.aligned.m8n8k4.row.col.f32.bf16.bf16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, {%r1,%r2}, "
          "{%r3,%r4}, {%f9,%f10,%f11,%f12,%f13,%f14,%f15,%f16};", "m8n8k4"),
         ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, "
@@ -36,9 +36,9 @@ def ptx(body: str) -> str:
         ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e2m3.f32 {%f1,%f2,%f3,%f4}, "
          "{%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f5,%f6,%f7,%f8};", "kind::f8f6f4"),
         ("mma.sync.aligned.m8n8k16.row.col.f32.e4m3.e4m3.f32 {%f1,%f2}, {%r1}, {%r2}, {%f5,%f6};", "e4m3"),
-        ("mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32 {%r1,%r2}, {%r3}, {%r4}, {%r5,%r6};", "s4"),
-        ("wmma.load.a.sync.aligned.row.m8n8k32.global.s4 {%r1}, [%rd1], 32;", "s4"),
-        ("wmma.mma.sync.aligned.row.col.m8n8k128.s32.b1.b1.s32 {%r1,%r2}, {%r3}, {%r4}, {%r5,%r6};", "b1"),
+        ("mma.sync.aligned.m16n8k32.row.col.s32.s4.s8.s32 {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%r7}, "
+         "{%r8,%r9,%r10,%r11};", "mixed"),
+        ("wmma.load.a.sync.aligned.col.m8n8k32.global.s4 {%r1}, [%rd1], 32;", "s4"),
         ("wmma.load.a.sync.aligned.row.m16n16k16.local.f16 {%r1,%r2,%r3,%r4,%r5,%r6,%r7,%r8}, [%rd1], 16;",
          "local"),
         ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f16 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, "
@@ -61,6 +61,8 @@ def test_unsupported_variants_fail_at_load(ins, what):
         ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3}, {%r5,%r6}, "
          "{%f5,%f6,%f7,%f8};", "A fragment needs 4 registers"),
         ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1,%r2}, [%rd1];", "2 destination registers for .x4"),
+        ("wmma.mma.sync.aligned.row.col.m8n8k128.s32.b1.b1.s32 {%r1,%r2}, {%r3}, {%r4}, {%r5,%r6};",
+         ".b1 needs .xor.popc or .and.popc"),
     ],
 )  # fmt: skip
 def test_malformed_fragments_are_errors(ins, what):

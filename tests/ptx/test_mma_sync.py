@@ -360,3 +360,55 @@ def test_mma_fp8(ms, rng, kern, shape, ta, tb, acc):
     for w in range(WARPS):
         exp = mma(av[w], bv[w], cv[w], acc).astype(np.float16 if acc == "f16" else np.float32)
         np.testing.assert_array_equal(got[w].astype(exp.dtype.str.replace("f", "u")), exp.view(f"u{cbits // 8}"))
+
+
+def pos_sub(shape: str, bits: int, which: str, i: int, lane: int) -> tuple[int, int]:
+    """Sub-byte fragments (PTX ISA, "Matrix Fragments for mma.m8n8k32 / m16n8k32 / m16n8k64 / m8n8k128 /
+    m16n8k128 / m16n8k256"); p = elements per 32-bit register."""
+    g, t = lane >> 2, lane % 4
+    p = 32 // bits
+    if shape in ("m8n8k32", "m8n8k128"):
+        return (g, t * p + i) if which == "a" else (t * p + i, g)
+    if shape in ("m16n8k32", "m16n8k128"):  # A: two registers (rows g, g+8), B: one
+        return (g if i < p else g + 8, t * p + i % p) if which == "a" else (t * p + i, g)
+    if which == "a":  # m16n8k64 / m16n8k256: four A registers, two B registers
+        return (g if i < p or 2 * p <= i < 3 * p else g + 8), t * p + i % p + (4 * p if i >= 2 * p else 0)
+    return t * p + i % p + (4 * p if i >= p else 0), g
+
+
+SUB_CASES = [  # kernel, shape, A type, B type, .satfinite, b1 operation
+    ("m8n8k32_s4", "m8n8k32", "s4", "s4", False, None),
+    ("m16n8k32_u4s4_sat", "m16n8k32", "u4", "s4", True, None),
+    ("m16n8k64_s4", "m16n8k64", "s4", "s4", False, None),
+    ("m8n8k128_b1_xor", "m8n8k128", "b1", "b1", False, "xor"),
+    ("m16n8k128_b1_and", "m16n8k128", "b1", "b1", False, "and"),
+    ("m16n8k256_b1_xor", "m16n8k256", "b1", "b1", False, "xor"),
+]
+
+
+@pytest.mark.parametrize("kern,shape,ta,tb,sat,op", SUB_CASES)
+def test_mma_sub_byte(ms, rng, kern, shape, ta, tb, sat, op):
+    m, n, k = _dims(shape)
+    bits = 1 if ta == "b1" else 4
+    rng_of = {"s4": (-8, 8), "u4": (0, 16), "b1": (0, 2)}
+    av = rng.integers(*rng_of[ta], (WARPS, m, k))
+    bv = rng.integers(*rng_of[tb], (WARPS, k, n))
+    cv = rng.integers(-(2**31), 2**31, (WARPS, m, n))
+    cv[:, 0, :] = 2**31 - 1
+    ra = pack((av & ((1 << bits) - 1)).astype(np.uint64), lambda i, lane: pos_sub(shape, bits, "a", i, lane),
+              m * k // 32, bits)  # fmt: skip
+    rb = pack((bv & ((1 << bits) - 1)).astype(np.uint64), lambda i, lane: pos_sub(shape, bits, "b", i, lane),
+              k * n // 32, bits)  # fmt: skip
+    rc = pack((cv & 0xFFFFFFFF).astype(np.uint64), lambda i, lane: pos_c(shape, i, lane), m * n // 32, 32)
+    pd = ms.empty(WARPS * 32 * rc.shape[1] * 4)
+    ms.launch(kern, 1, WARPS * 32, *[ms.array(r.astype(np.uint32)) for r in (ra, rb, rc)], pd)
+    d = ms.get(pd, np.uint32, WARPS * 32 * rc.shape[1]).reshape(WARPS * 32, -1)
+    got = unpack(d, lambda i, lane: pos_c(shape, i, lane), m * n // 32, 32, (m, n)).astype(np.uint32).view(np.int32)
+    for w in range(WARPS):
+        if op is None:
+            exp = mma(av[w], bv[w], cv[w], "s32", sat)
+        else:
+            f = np.bitwise_xor if op == "xor" else np.bitwise_and
+            s = cv[w] + f(av[w][:, None, :], bv[w].T[None, :, :]).sum(axis=2)
+            exp = ((s + 2**31) % 2**32) - 2**31
+        np.testing.assert_array_equal(got[w], exp, err_msg=f"{kern} warp {w}")

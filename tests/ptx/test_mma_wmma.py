@@ -191,3 +191,37 @@ def test_wmma_ptx_for_other_targets(dev_for, rng, arch):
     a8 = rng.integers(-128, 128, (M, K)).astype(np.int8)
     b8 = rng.integers(-128, 128, (K, N)).astype(np.int8)
     run(wm, "s8_rc", a8, b8, rng.integers(-1000, 1000, (M, N)).astype(np.int32), 16, "s32", bcol=True, sat=True)
+
+
+def _pack_bits(x: np.ndarray, bits: int) -> np.ndarray:
+    """Rows of sub-byte elements packed little-endian (element 0 in the lowest bits of byte 0)."""
+    if bits == 1:
+        return np.packbits(x.astype(np.uint8), axis=-1, bitorder="little")
+    n = (x.astype(np.int64) & 15).astype(np.uint8)
+    return n[..., 0::2] | (n[..., 1::2] << 4)
+
+
+@pytest.mark.parametrize("kern,lo,hi", [("s4_gemm", -8, 8), ("u4_gemm", 0, 16)])
+def test_wmma_sub_byte_4bit(wm, rng, kern, lo, hi):
+    """s4/u4 wmma (m8n8k32, wmma::experimental::precision): exact integer sums."""
+    m, n, k = 16, 16, 64
+    a = rng.integers(lo, hi, (m, k))
+    b = rng.integers(lo, hi, (k, n))
+    c = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+    pc = wm.array(c)
+    wm.launch(kern, 2, 64, wm.array(_pack_bits(a, 4)), wm.array(_pack_bits(b.T, 4)), pc, m, n, k)
+    np.testing.assert_array_equal(wm.get(pc, np.int32, m * n).reshape(m, n), c + a @ b)
+
+
+@pytest.mark.parametrize("op", ["xor", "and"])
+def test_wmma_single_bit(wm, rng, op):
+    """b1 wmma (m8n8k128): popc(row of A XOR/AND column of B) + C (PTX ISA, "mma": single-bit)."""
+    m, n, k = 16, 16, 256
+    a = rng.integers(0, 2, (m, k))
+    b = rng.integers(0, 2, (k, n))
+    c = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+    pc = wm.array(c)
+    wm.launch(f"b1_{op}_gemm", 2, 64, wm.array(_pack_bits(a, 1)), wm.array(_pack_bits(b.T, 1)), pc, m, n, k)
+    f = np.bitwise_xor if op == "xor" else np.bitwise_and
+    exp = c + f(a[:, None, :], b.T[None, :, :]).sum(axis=2)
+    np.testing.assert_array_equal(wm.get(pc, np.int32, m * n).reshape(m, n), exp)

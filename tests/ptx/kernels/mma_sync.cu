@@ -146,6 +146,21 @@ extern "C" __global__ void m16n8k16_f16_e5m2(const uint32_t* a, const uint32_t* 
 }
 #endif
 
+// sub-byte integers: s4/u4 (m8n8k32, m16n8k32, m16n8k64) and b1 (m8n8k128, m16n8k128, m16n8k256)
+#define MMA_1_1_2_2(NAME, OP)                                                                                     \
+  extern "C" __global__ void NAME(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* d) {         \
+    auto A = get<1>(a); auto B = get<1>(b); auto C = get<2>(c); R<2, uint32_t> D;                                  \
+    asm volatile(OP " {%0,%1}, {%2}, {%3}, {%4,%5};"                                                               \
+                 : "=r"(D.v[0]), "=r"(D.v[1]) : "r"(A.v[0]), "r"(B.v[0]), "r"(C.v[0]), "r"(C.v[1]));               \
+    put(d, D);                                                                                                    \
+  }
+MMA_1_1_2_2(m8n8k32_s4, "mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32")
+MMA_2_1_4_4(m16n8k32_u4s4_sat, "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.u4.s4.s32")
+MMA_4_2_4_4(m16n8k64_s4, "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32")
+MMA_1_1_2_2(m8n8k128_b1_xor, "mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc")
+MMA_2_1_4_4(m16n8k128_b1_and, "mma.sync.aligned.m16n8k128.row.col.s32.b1.b1.s32.and.popc")
+MMA_4_2_4_4(m16n8k256_b1_xor, "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.xor.popc")
+
 // ldmatrix: each warp stages nmat 8x8 b16 matrices (rows padded to `pitch` halves) in shared memory; lane l
 // gives the address of row l%8 of matrix l/8.
 template <int X, bool T>

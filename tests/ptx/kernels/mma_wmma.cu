@@ -104,3 +104,43 @@ __global__ void partial_warp(const half* a, float* c) {
   }
 }
 }
+
+// sub-byte wmma (sm_75: wmma::experimental): s4/u4 m8n8k32 and b1 m8n8k128 (XOR; AND needs sm_80). A row-major
+// MxK and B column-major (N rows of K) packed little-endian (element 0 in the lowest bits), C row-major ints.
+#if __CUDA_ARCH__ >= 750
+namespace wx = nvcuda::wmma::experimental;
+template <typename P, int TK, int BITS, int OP>
+__device__ void gemm_sub(const char* a, const char* b, int* c, int M, int N, int K) {
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  int tm = warp / (N / 8), tn = warp % (N / 8);
+  if (tm * 8 >= M) return;
+  wmma::fragment<wmma::matrix_a, 8, 8, TK, P, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 8, 8, TK, P, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 8, 8, TK, int> fc;
+  wmma::load_matrix_sync(fc, c + tm * 8 * N + tn * 8, N, wmma::mem_row_major);
+  for (int k = 0; k < K; k += TK) {
+    wmma::load_matrix_sync(fa, a + ((size_t)tm * 8 * K + k) * BITS / 8, K);
+    wmma::load_matrix_sync(fb, b + ((size_t)tn * 8 * K + k) * BITS / 8, K);
+    if constexpr (OP == 0) wmma::mma_sync(fc, fa, fb, fc);
+#if __CUDA_ARCH__ >= 800
+    else if constexpr (OP == 2) wmma::bmma_sync(fc, fa, fb, fc, wx::bmmaBitOpAND);
+#endif
+    else wmma::bmma_sync(fc, fa, fb, fc, wx::bmmaBitOpXOR);
+  }
+  wmma::store_matrix_sync(c + tm * 8 * N + tn * 8, fc, N, wmma::mem_row_major);
+}
+extern "C" __global__ void s4_gemm(const char* a, const char* b, int* c, int M, int N, int K) {
+  gemm_sub<wx::precision::s4, 32, 4, 0>(a, b, c, M, N, K);
+}
+extern "C" __global__ void u4_gemm(const char* a, const char* b, int* c, int M, int N, int K) {
+  gemm_sub<wx::precision::u4, 32, 4, 0>(a, b, c, M, N, K);
+}
+extern "C" __global__ void b1_xor_gemm(const char* a, const char* b, int* c, int M, int N, int K) {
+  gemm_sub<wx::precision::b1, 128, 1, 1>(a, b, c, M, N, K);
+}
+#if __CUDA_ARCH__ >= 800
+extern "C" __global__ void b1_and_gemm(const char* a, const char* b, int* c, int M, int N, int K) {
+  gemm_sub<wx::precision::b1, 128, 1, 2>(a, b, c, M, N, K);
+}
+#endif
+#endif
