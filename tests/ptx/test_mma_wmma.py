@@ -172,9 +172,9 @@ def test_jit_falls_back_to_the_interpreter(wm):
      ("m16n16k16", "s8", "b", 16, 16, 8), ("m32n8k16", "u8", "a", 32, 16, 16), ("m8n32k16", "bf16", "a", 8, 16, 4)],
 )  # fmt: skip
 def test_wmma_fragments_cover_every_element_equally(shape, typ, which, rows, cols, elems):
-    from gpushim.ptx.ops_mma import _wmma_layout
+    from gpushim.ptx.mma_frag import wmma_layout
 
-    r, c = _wmma_layout(shape, typ, which, rows, cols, elems)
+    r, c = wmma_layout(shape, typ, which, rows, cols, elems)
     count = np.zeros((rows, cols), int)
     np.add.at(count, (r, c), 1)
     assert count.min() == count.max() == 32 * elems // (rows * cols)
