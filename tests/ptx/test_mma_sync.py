@@ -1,7 +1,7 @@
 """mma.sync, ldmatrix, stmatrix and movmatrix on the interpreter, through nvcc inline asm
 (tests/ptx/kernels/mma_sync.cu). Fragments are packed and unpacked here from the PTX ISA's figures ("Matrix
 Fragments for mma.m16n8k16 / m16n8k8 / m16n8k4 / m16n8k32 / m8n8k4 / m8n8k16", "ldmatrix", "stmatrix",
-"movmatrix"), independently of gpushim/ptx/ops_mma.py, and results are checked bit for bit against mma_refs."""
+"movmatrix"), independently of gpushim/ptx/mma_frag.py, and results are checked bit for bit against mma_refs."""
 
 import numpy as np
 import pytest
