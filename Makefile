@@ -70,6 +70,12 @@ tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
 
+# Tensor cores (wmma for bf16/tf32/f64, mma.m16n8k16, ldmatrix) need sm_80: -arch=sm_80 embeds sm_80 code and
+# compute_80 PTX, which the emulator runs.
+tests/programs/bin/tensor_cores: tests/programs/tensor_cores.cu tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -arch=sm_80 -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
+
 tests/programs/bin/%_ptds: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared --default-stream per-thread -o $@ $< -Xlinker -rpath,$(CUDA_LIB)

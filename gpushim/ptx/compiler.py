@@ -24,7 +24,7 @@ for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt, ops_simd, ops_tex):
 
 
 def _late_handlers() -> None:
-    from gpushim.ptx import ops_atom, ops_mem, ops_sys, ops_warp
+    from gpushim.ptx import ops_atom, ops_matrix, ops_mem, ops_mma, ops_sys, ops_warp
 
     HANDLERS.update({
         "ld": ops_mem.compile_ld, "ldu": ops_mem.compile_ld, "st": ops_mem.compile_st, "cvta": ops_mem.compile_cvta,
@@ -41,6 +41,8 @@ def _late_handlers() -> None:
     WARP_HANDLERS.update({
         "shfl": ops_warp.compile_shfl, "vote": ops_warp.compile_vote, "match": ops_warp.compile_match,
         "redux": ops_warp.compile_redux, "bar.warp": ops_warp.compile_warp_sync, "elect": ops_warp.compile_elect,
+        "wmma": ops_mma.compile_wmma, "mma": ops_mma.compile_mma, "ldmatrix": ops_matrix.compile_ldmatrix,
+        "stmatrix": ops_matrix.compile_stmatrix, "movmatrix": ops_matrix.compile_movmatrix,
     })  # fmt: skip
     BAR_HANDLERS.update({"bar": ops_warp.compile_bar, "barrier": ops_warp.compile_bar})
 
@@ -53,8 +55,7 @@ EFFECTS = {"ld", "ldu", "st", "atom", "red", "cp", "@vprintf", "@__assertfail", 
 BAR_HANDLERS: dict = {}
 
 UNSUPPORTED = {
-    "sured": "surface reduction (sured)", "wmma": "warp matrix multiply (wmma)", "mma": "tensor core mma",
-    "ldmatrix": "ldmatrix", "stmatrix": "stmatrix", "cp.async.bulk": "bulk asynchronous copy (TMA)",
+    "sured": "surface reduction (sured)", "cp.async.bulk": "bulk asynchronous copy (TMA)",
     "cp.reduce": "cp.reduce.async.bulk", "wgmma": "wgmma", "tcgen05": "tcgen05", "mbarrier": "mbarrier",
     "getctarank": "clusters (getctarank)", "setmaxnreg": "setmaxnreg",
     "alloca": "dynamic stack allocation (alloca)", "stacksave": "stacksave", "stackrestore": "stackrestore",
@@ -131,7 +132,7 @@ def _kind(ins: Instr) -> str:
         return "warp"
     if base in ("bar", "barrier"):
         return "bar"
-    if base in ("shfl", "vote", "match", "redux", "elect"):
+    if base in ("shfl", "vote", "match", "redux", "elect", "wmma", "mma", "ldmatrix", "stmatrix", "movmatrix"):
         return "warp"
     return "normal"
 

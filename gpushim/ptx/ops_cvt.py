@@ -105,6 +105,10 @@ def compile_cvt(ctx: Ctx, ins: Instr):
     if len(types) != 2:
         raise ctx.error(f"{ins.op}: cvt needs two types")
     dtyp, atyp = types
+    if dtyp == "tf32":
+        from gpushim.ptx.ops_mma import compile_cvt_tf32
+
+        return compile_cvt_tf32(ctx, ins)
     m = set(parts[1:]) - set(types)
     check_mods(ctx, ins, {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "ftz", "sat"})
     irnd = next((x for x in m if x in _IRND), None)
