@@ -76,7 +76,7 @@ class EmuModule:
             raise CudaError(self.load_error.code, f"{what}: {self.load_error.message}")
         if self.ptx is None:
             try:
-                # strict=False: a kernel the engine cannot run (textures, tensor cores) fails when it is
+                # strict=False: a kernel the engine cannot run (e.g. wgmma, sparse mma) fails when it is
                 # launched (NOT_SUPPORTED, naming it), not the whole module.
                 self.ptx = load_module(self.ptx_image.ptx_text, f"sm_{self.ptx_image.arch}",
                                        strict=False)
