@@ -166,6 +166,17 @@ class _Linker:
             ops = [Sym(rn(r.name)) if isinstance(r, Sym) else r for r in rets]
             opa = [self._arg_slot(a, rn, 8, ins.line) for a in cargs]
             self.p.code.append(Instr("@" + target.name, [Plist(tuple(ops)), Plist(tuple(opa))], None, ins.line))
+        elif target.name.startswith("__cudaCDP2"):
+            # the device runtime of dynamic parallelism, by name: libcudadevrt's bodies only make system calls
+            # of the GPU (gpushim/ptx/devrt.py)
+            from gpushim.ptx.devrt import NAMES
+
+            if target.name not in NAMES:
+                api = "cuda" + target.name[len("__cudaCDP2"):]
+                raise self.fail(f"device runtime function {api} ({target.name}) in device code", ins.line)
+            ops = [Sym(rn(r.name)) if isinstance(r, Sym) else r for r in rets]
+            opa = [self._arg_slot(a, rn, 8, ins.line) for a in cargs]
+            self.p.code.append(Instr("@" + target.name, [Plist(tuple(ops)), Plist(tuple(opa))], None, ins.line))
         else:
             self.inline(target.name, rets, cargs, rn, stack, ins.line)
         if skip is not None:

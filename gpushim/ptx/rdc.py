@@ -20,6 +20,7 @@ from gpushim.fatbin.container import FATBIN_HEADER, fatbin_size
 # the start of a line
 _INTERNAL_VAR = re.compile(r"^\.(?:global|const|shared)\b[^;=]*?([A-Za-z_$][\w$]*)\s*(?:\[[^\]]*\])*\s*[;=]", re.M)
 _INTERNAL_FUNC = re.compile(r"^\.func\s*(?:\([^)]*\))?\s*([A-Za-z_$][\w$]*)", re.M)
+DEVRT_MARK = b"__cuda_syscall_cnpv2"  # what only libcudadevrt's device code calls
 _NAME = r"(?<![\w$.%%])%s(?![\w$])"
 
 
@@ -82,6 +83,8 @@ def load_units(parts: list[bytes], device_arch: int) -> tuple[list[FatbinImage],
     missing = []
     for k, part in enumerate(parts[1:], 1):
         unit = parse_fatbin(part)
+        if any(DEVRT_MARK in i.payload for i in unit):
+            continue  # libcudadevrt (-lcudadevrt): the engine provides its functions itself (gpushim/ptx/devrt.py)
         images.extend(i for i in unit if i.kind != "cubin")  # the units' cubins are relocatable objects
         best = pick_ptx(unit, device_arch)
         if best is None:
