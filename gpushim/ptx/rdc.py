@@ -95,7 +95,8 @@ def load_units(parts: list[bytes], device_arch: int) -> tuple[list[FatbinImage],
     if missing or not chosen:
         which = ", ".join(str(k) for k in missing)
         return images, None, (f"relocatable device code: translation unit(s) {which} of {n} carry no PTX, "
-                              "so the emulator cannot link the device code")
+                              "and the emulator links and runs PTX. Rebuild with PTX included, e.g. "
+                              "-gencode arch=compute_75,code=compute_75.")
     linked = link_units([i.ptx_text for i in chosen])
     base = max(chosen, key=lambda i: i.arch)
     data = linked.encode()

@@ -1,0 +1,97 @@
+"""Dynamic parallelism on the PTX engine (gpushim/ptx/devrt.py): the device runtime calls nvcc emits for a
+launch in device code (CUDA Programming Guide, "CUDA Dynamic Parallelism"), their errors, and what is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from harness import Dev, compile_ptx
+
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx import PtxUnsupported, load_module
+from gpushim.ptx.devrt import PARAM_KIND
+
+RDC = ("-rdc=true",)
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return Dev(compile_ptx("devrt", "sm_75", RDC))
+
+
+def _leftover(dev) -> list:
+    return [a for a in dev.mem.allocations() if a.kind == PARAM_KIND]
+
+
+def test_every_thread_launches_a_child(dev):
+    out = dev.empty(4 * 64)
+    stats = dev.launch("_Z11each_threadPi", 2, 32, out)
+    assert (dev.get(out, np.int32, 64) == 3 * np.arange(64) + 1).all()
+    assert stats.blocks == 2 + 64  # the parent's blocks and each child's
+    assert not _leftover(dev)  # parameter buffers are freed once launched
+
+
+def test_child_fault_fails_the_launch(dev):
+    with pytest.raises(CudaError) as e:
+        dev.launch("_Z15faulting_parentPi", 1, 1, 0x10)
+    assert e.value.code == Err.ILLEGAL_ADDRESS
+    assert "bad_child" in str(e.value)
+    assert not _leftover(dev)
+
+
+def test_device_streams_and_last_error(dev):
+    out, err = dev.empty(4 * 4), dev.empty(4 * 8)
+    dev.launch("_Z7streamsPiS_", 1, 1, out, err)
+    got = dev.get(err, np.int32, 8).tolist()
+    # created non-blocking: launches into it run; after cudaStreamDestroy, or into a handle never made, the
+    # launch fails with cudaErrorInvalidResourceHandle (400); cudaPeekAtLastError does not reset the error,
+    # cudaGetLastError does; a stream without cudaStreamNonBlocking is refused ("cudaStreamCreateWithFlags":
+    # device-side streams must be non-blocking) with cudaErrorInvalidValue
+    assert got == [0, 0, 0, 400, 400, 400, 0, 1]
+    assert dev.get(out, np.int32, 3).tolist() == [7, 0, 0]
+
+
+def test_unsupported_device_runtime_function_is_refused_at_load():
+    ptx = compile_ptx("devrt_memcpy", "sm_75", RDC)
+    with pytest.raises(PtxUnsupported) as e:
+        load_module(ptx)
+    assert "cudaMemcpyAsync" in str(e.value)
+    mod = load_module(ptx, strict=False)
+    assert "cudaMemcpyAsync" in mod.unsupported["_Z13device_memcpyPiPKi"]
+
+
+def test_rdc_link_keeps_each_units_internal_names():
+    """Two units' PTX with the same internal names (nvcc's printf strings $str, a non-visible .func) linked as
+    the emulator links relocatable device code (gpushim/ptx/rdc.py): each unit keeps its own."""
+    from gpushim.ptx.rdc import link_units
+
+    unit = """.version 8.0
+.target sm_75
+.address_size 64
+.global .align 1 .b8 $str[2] = {%d, 0};
+.func (.param .b32 r) helper()
+{
+.reg .b32 %%r<2>;
+mov.u32 %%r1, %d;
+st.param.b32 [r], %%r1;
+ret;
+}
+.visible .entry %s(.param .u64 out)
+{
+.reg .b32 %%r<3>;
+.reg .b64 %%rd<4>;
+ld.param.u64 %%rd1, [out];
+mov.u64 %%rd2, $str;
+ld.global.u8 %%r1, [%%rd2];
+{ .param .b32 rv; call (rv), helper, (); ld.param.b32 %%r2, [rv]; }
+add.u32 %%r1, %%r1, %%r2;
+st.global.u32 [%%rd1], %%r1;
+ret;
+}
+"""
+    linked = link_units([unit % (1, 10, "k0"), unit % (2, 20, "k1")])
+    d = Dev(linked)
+    out = d.empty(8)
+    d.launch("k0", 1, 1, out)
+    d.launch("k1", 1, 1, out + 4)
+    assert d.get(out, np.int32, 2).tolist() == [11, 22]
