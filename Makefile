@@ -30,7 +30,8 @@ PTDS_PROGRAMS = tests/programs/bin/sync_ptds
 # through its libcuda.so.1 and the driver's private tables (shim/drv_export*.c)
 STATIC_PROGRAMS = $(addprefix tests/programs/bin/static/,device_query memory streams sync kernels)
 # Relocatable device code (tests/programs/rdc/, rules below)
-RDC_PROGRAMS = tests/programs/bin/rdc_whole tests/programs/bin/rdc_separate tests/programs/bin/rdc_noptx
+RDC_PROGRAMS = tests/programs/bin/rdc_whole tests/programs/bin/rdc_separate tests/programs/bin/rdc_noptx \
+	tests/programs/bin/static/rdc_whole tests/programs/bin/static/dynpar
 RDC_SOURCES = tests/programs/rdc/main.cu tests/programs/rdc/lib.cu
 
 .PHONY: all shim programs test demo lint bench gpu-check clean install deps soak fuzz
@@ -88,6 +89,14 @@ tests/programs/bin/dynpar: tests/programs/dynpar.cu tests/programs/common.h | $(
 tests/programs/bin/rdc_whole: $(RDC_SOURCES) tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared -rdc=true -o $@ $(RDC_SOURCES) -Xlinker -rpath,$(CUDA_LIB)
+
+tests/programs/bin/static/dynpar: tests/programs/dynpar.cu tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -rdc=true -o $@ $< -lcudadevrt
+
+tests/programs/bin/static/rdc_whole: $(RDC_SOURCES) tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -rdc=true -o $@ $(RDC_SOURCES)
 
 tests/programs/bin/rdc_separate: $(RDC_SOURCES) tests/programs/common.h | $(NVCC)
 	@mkdir -p $@.o.d

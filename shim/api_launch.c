@@ -18,52 +18,18 @@ typedef struct {
     void *filename_or_fatbins;
 } fatbin_wrapper;
 
-/* The size of the fat binary at d (header and entries); 0 when d is not one. */
-static size_t fatbin_len(const uint8_t *d) {
-    uint32_t magic;
-    uint16_t header_size;
-    uint64_t payload;
-    memcpy(&magic, d, 4);
-    memcpy(&header_size, d + 6, 2);
-    memcpy(&payload, d + 8, 8);
-    return magic == FATBIN_MAGIC ? header_size + payload : 0;
-}
-
-/* Relocatable device code (nvcc -rdc=true, or -dc + -dlink): the device-link stub (crt/link.stub) registers
- * the linked image in a version-2 wrapper whose last field is a NULL-terminated array of every translation
- * unit's own fat binary. The linked image holds only cubins; the units' fat binaries hold their PTX. The
- * module becomes the linked image followed by the units' fat binaries, one upload the server splits and
- * whose PTX it links (gpushim/backends/emulator/kernels.py). */
-static void add_prelinked(gs_module *m, const fatbin_wrapper *w) {
-    if (w->version != 2 || !w->filename_or_fatbins) return;
-    const uint8_t *const *units = w->filename_or_fatbins;
-    size_t total = m->size;
-    for (size_t i = 0; units[i]; i++) total += fatbin_len(units[i]);
-    if (total == m->size) return;
-    uint8_t *buf = malloc(total);
-    if (!buf) return;
-    memcpy(buf, m->data, m->size);
-    size_t off = m->size;
-    for (size_t i = 0; units[i]; i++) {
-        size_t n = fatbin_len(units[i]);
-        memcpy(buf + off, units[i], n);
-        off += n;
-    }
-    m->data = buf; /* kept for the process's life, like the registration itself */
-    m->size = total;
-}
-
 GS_IMPL void **gs___cudaRegisterFatBinary(void *fat_cubin) {
     gs_module *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     const fatbin_wrapper *w = fat_cubin;
     if (w && (unsigned)w->magic == FATBIN_WRAPPER_MAGIC && w->data) {
         const uint8_t *d = (const uint8_t *)w->data;
-        size_t n = fatbin_len(d);
+        size_t n = gs_fatbin_len(d);
         if (n) {
-            m->data = d;
-            m->size = n;
-            add_prelinked(m, w);
+            size_t total;
+            uint8_t *rdc = gs_rdc_image(w, d, n, &total);
+            m->data = rdc ? rdc : d; /* rdc: kept for the process's life, like the registration itself */
+            m->size = rdc ? total : n;
         }
     }
     if (!m->data) gs_warn_once("fatbin", "a registered fat binary has an unknown format; its kernels cannot run");

@@ -10,9 +10,10 @@ from .conftest import emulator_only, kv
 
 
 @emulator_only
-@pytest.mark.parametrize("program", ["rdc_whole", "rdc_separate"])
+@pytest.mark.parametrize("program", ["rdc_whole", "rdc_separate", "static/rdc_whole"])
 def test_rdc_device_code_across_units(server, program):
-    """nvcc -rdc=true a.cu b.cu, and -dc + -dlink + a host link: device functions, a __device__ variable and a
+    """nvcc -rdc=true a.cu b.cu, and -dc + -dlink + a host link, and nvcc's default build (the runtime linked
+    statically, reaching gpushim through its libcuda): device functions, a __device__ variable and a
     __constant__ array defined in the other unit (set and read by the host), each unit's own printf strings
     and static helper, a kernel of the other unit."""
     r = server.run(program)
@@ -35,8 +36,9 @@ def test_rdc_without_ptx_is_refused_naming_why(server):
 
 
 @emulator_only
-def test_dynamic_parallelism(server):
-    r = server.run("dynpar")
+@pytest.mark.parametrize("program", ["dynpar", "static/dynpar"])
+def test_dynamic_parallelism(server, program):
+    r = server.run(program)
     assert r.returncode == 0, r.stdout + r.stderr
     v = kv(r.stdout)
     # children write results; each sees its parent's global writes made before the launch
