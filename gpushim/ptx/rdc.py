@@ -40,6 +40,18 @@ def split_fatbins(data: bytes) -> list[bytes]:
     return parts or [data]
 
 
+def is_rdc(parts: list[bytes]) -> bool:
+    """Whether fat binaries back to back are a relocatable-device-code module: a device-link image (nvlink's
+    output: cubins only) followed by the units' fat binaries. Anything else is read as its first fat binary,
+    as before."""
+    if len(parts) < 2:
+        return False
+    try:
+        return not any(i.kind == "ptx" for i in parse_fatbin(parts[0], decompress=False))
+    except FatbinError:
+        return False
+
+
 def pick_ptx(images: list[FatbinImage], device_arch: int) -> FatbinImage | None:
     """The oldest PTX the device could JIT: newer-arch PTX uses instructions the engine may not run."""
     ptx = [i for i in images if i.kind == "ptx"]

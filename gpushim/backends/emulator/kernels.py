@@ -39,7 +39,7 @@ class EmuModule:
         parts = rdc.split_fatbins(data)
         note = ""
         try:
-            if len(parts) > 1:  # relocatable device code: the linked image, then each unit's fat binary
+            if rdc.is_rdc(parts):  # relocatable device code: the linked image, then each unit's fat binary
                 images, best, note = rdc.load_units(parts, device_arch)
             else:
                 images = parse_fatbin(data)
