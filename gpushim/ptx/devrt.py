@@ -45,6 +45,7 @@ PARAM_KIND = "devrt_param"  # device allocations holding launch parameter buffer
 
 # cudaError_t values the device runtime returns
 E_INVALID_VALUE = 1
+E_MEMORY_ALLOCATION = 2
 E_INVALID_CONFIGURATION = 9
 E_LAUNCH_MAX_DEPTH = 65  # cudaErrorLaunchMaxDepthExceeded
 E_LAUNCH_PENDING_COUNT = 69  # cudaErrorLaunchPendingCountExceeded
@@ -368,6 +369,50 @@ def compile_stream_destroy(ctx: Ctx, ins: Instr):
     return stream_destroy
 
 
+def compile_malloc(ctx: Ctx, ins: Instr):
+    """cudaMalloc in device code: a block of the device heap (cudaLimitMallocHeapSize), as device malloc()."""
+    from gpushim.ptx import heap
+
+    rets, args = ins.args
+    rptr = _slot_reader(ctx, args.items[0], 8)
+    rsize = _slot_reader(ctx, args.items[1], 8)
+    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+
+    def device_malloc(st, idx):
+        g = _grid()
+        n, threads = _threads(st, idx)
+        ptrs = np.broadcast_to(rptr(st, idx), (n,))
+        sizes = np.broadcast_to(rsize(st, idx), (n,))
+        blocks = heap.malloc(st.mem, sizes)
+        rc = np.zeros(n, np.uint32)
+        for i in range(n):
+            code = E_MEMORY_ALLOCATION if blocks[i] == 0 and sizes[i] != 0 else 0
+            if not _store(st, int(threads[i]), int(ptrs[i]), int(blocks[i]).to_bytes(8, "little")):
+                heap.free(st.mem, blocks[i : i + 1])
+                code = E_INVALID_VALUE
+            _finish(st, g, threads, rc, i, code)
+        if wret is not None:
+            wret(st, idx, rc)
+
+    return device_malloc
+
+
+def compile_free(ctx: Ctx, ins: Instr):
+    from gpushim.ptx import heap
+
+    rets, args = ins.args
+    rp = _slot_reader(ctx, args.items[0], 8)
+    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+
+    def device_free(st, idx):
+        n = st.n if idx is None else idx.size
+        heap.free(st.mem, np.broadcast_to(rp(st, idx), (n,)))
+        if wret is not None:
+            wret(st, idx, np.zeros(n, np.uint32))
+
+    return device_free
+
+
 HANDLERS = {
     "@__cudaCDP2GetParameterBufferV2": compile_get_parameter_buffer_v2,
     "@__cudaCDP2LaunchDeviceV2": compile_launch_device_v2,
@@ -376,6 +421,8 @@ HANDLERS = {
     "@__cudaCDP2PeekAtLastError": _compile_last_error(False),
     "@__cudaCDP2StreamCreateWithFlags": compile_stream_create,
     "@__cudaCDP2StreamDestroy": compile_stream_destroy,
+    "@__cudaCDP2Malloc": compile_malloc,
+    "@__cudaCDP2Free": compile_free,
 }
 NAMES = frozenset(h[1:] for h in HANDLERS)
 PREFIX = "__cudaCDP2"  # every device runtime function nvcc calls

@@ -51,6 +51,16 @@ def test_device_streams_and_last_error(dev):
     assert dev.get(out, np.int32, 3).tolist() == [7, 0, 0]
 
 
+def test_device_malloc_and_free(dev):
+    from gpushim.ptx.heap import HEAP_KIND
+
+    out, err = dev.empty(4 * 40), dev.empty(4 * 3)
+    dev.launch("_Z9heap_userPiiS_", 1, 1, out, 40, err)
+    assert (dev.get(out, np.int32, 40) == np.arange(40) ** 2).all()
+    assert dev.get(err, np.int32, 3).tolist() == [0, 2, 1]
+    assert not [a for a in dev.mem.allocations() if a.kind == HEAP_KIND]  # the tail launch freed it
+
+
 def test_unsupported_device_runtime_function_is_refused_at_load():
     ptx = compile_ptx("devrt_memcpy", "sm_75", RDC)
     with pytest.raises(PtxUnsupported) as e:

@@ -27,3 +27,21 @@ __global__ void streams(int *out, int *err) {
     cudaStream_t b;
     err[7] = (int)cudaStreamCreateWithFlags(&b, cudaStreamDefault);  // device streams must be non-blocking
 }
+
+// cudaMalloc/cudaFree in device code (the device heap); a tail launch frees what the parent allocated
+__global__ void fill(int *p, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = i * i;
+}
+__global__ void copy_and_free(int *out, int *p, int n) {
+    for (int i = 0; i < n; i++) out[i] = p[i];
+    cudaFree(p);
+}
+__global__ void heap_user(int *out, int n, int *err) {
+    int *p = nullptr;
+    err[0] = (int)cudaMalloc((void **)&p, n * sizeof(int));
+    fill<<<1, 32>>>(p, n);
+    copy_and_free<<<1, 1, 0, cudaStreamTailLaunch>>>(out, p, n);
+    int *huge = nullptr;
+    err[1] = (int)cudaMalloc((void **)&huge, (size_t)1 << 40);  // over the heap: cudaErrorMemoryAllocation
+    err[2] = huge == nullptr;
+}
