@@ -67,6 +67,7 @@ class Pending:
     block: tuple[int, int, int]
     shared: int
     params: bytes
+    op: tuple = ()  # instead of a kernel: ("copy", dst, src, n) or ("set", dst, byte, n) (cudaMemcpyAsync...)
 
 
 @dataclass
@@ -127,6 +128,9 @@ def launch_tree(mod, kernel: str, grid, block, shared: int, params: bytes, memor
 
 
 def _run(tree: Tree, depth: int, p: Pending) -> None:
+    if p.op:
+        _memory_op(tree, p.op)
+        return
     g = Grid(tree, depth)
     outer = getattr(_local, "grid", None)
     _local.grid = g
@@ -139,7 +143,22 @@ def _run(tree: Tree, depth: int, p: Pending) -> None:
     tree.blocks += st.blocks
     for child in g.launches + g.tails:
         _run(tree, depth + 1, child)
-        tree.pending -= 1
+        if not child.op:  # a launch is outstanding until it completes
+            tree.pending -= 1
+
+
+def _memory_op(tree: Tree, op: tuple) -> None:
+    """A device-side cudaMemcpyAsync/cudaMemsetAsync, in its stream's order; bad addresses fault like the copy
+    kernels the device runtime runs for them."""
+    what, dst, src, n = op
+    try:
+        if what == "copy":
+            tree.memory.write(dst, bytes(tree.memory.read(src, n)))
+        else:
+            tree.memory.fill(dst, src, n)
+    except CudaError as e:
+        raise CudaError(Err.ILLEGAL_ADDRESS, f"cudaMem{'cpy' if what == 'copy' else 'set'}Async in device code: "
+                        f"{e.message}") from None
 
 
 # -- helpers of the pseudo-instructions ---------------------------------------------------------------------
@@ -214,6 +233,10 @@ def _param_buffer(st, g: Grid, kernel: str, grid, block, shared: int, nbytes: in
     return addr
 
 
+def _stream_ok(g: Grid, stream: int) -> bool:
+    return stream in (0, STREAM_TAIL_LAUNCH, STREAM_FIRE_AND_FORGET) or stream in g.streams
+
+
 def _launch(st, g: Grid, buf: int, stream: int) -> int:
     """One device-side launch of the parameter buffer buf into stream; the cudaError_t it returns."""
     tree = g.tree
@@ -221,7 +244,7 @@ def _launch(st, g: Grid, buf: int, stream: int) -> int:
     if rec is None:
         return E_INVALID_VALUE  # not a buffer cudaGetParameterBuffer returned, or one already launched
     kernel, grid, block, shared, nbytes = rec
-    if stream not in (0, STREAM_TAIL_LAUNCH, STREAM_FIRE_AND_FORGET) and stream not in g.streams:
+    if not _stream_ok(g, stream):
         return E_INVALID_RESOURCE_HANDLE
     if g.depth + 1 >= MAX_DEPTH:
         return E_LAUNCH_MAX_DEPTH
@@ -413,6 +436,51 @@ def compile_free(ctx: Ctx, ins: Instr):
     return device_free
 
 
+def _global_address(addr: int) -> int | None:
+    sp, a = split_generic(np.uint64(addr))
+    return int(a) if sp == "global" else None
+
+
+def _memory_call(what: str):
+    """cudaMemcpyAsync(dst, src, count, kind, stream) / cudaMemsetAsync(dst, value, count, stream) in device
+    code: global memory only, queued in the stream like a launch."""
+
+    def compile_memory_call(ctx: Ctx, ins: Instr):
+        rets, args = ins.args
+        items = args.items
+        rdst = _slot_reader(ctx, items[0], 8)
+        rsrc = _slot_reader(ctx, items[1], 8 if what == "copy" else 4)
+        rn = _slot_reader(ctx, items[2], 8)
+        rkind = _slot_reader(ctx, items[3], 4) if what == "copy" else None
+        rstream = _slot_reader(ctx, items[4 if what == "copy" else 3], 8)
+        wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+
+        def memory_call(st, idx):
+            g = _grid()
+            n, threads = _threads(st, idx)
+            dst, src, cnt, stream = (np.broadcast_to(r(st, idx), (n,)) for r in (rdst, rsrc, rn, rstream))
+            kind = np.broadcast_to(rkind(st, idx), (n,)) if rkind is not None else None
+            rc = np.zeros(n, np.uint32)
+            for i in range(n):
+                d = _global_address(int(dst[i]))
+                v = _global_address(int(src[i])) if what == "copy" else int(src[i]) & 0xFF
+                code = 0
+                if d is None or v is None or (kind is not None and int(kind[i]) not in (3, 4)):
+                    code = E_INVALID_VALUE  # device code copies global memory only (DeviceToDevice/Default)
+                elif not _stream_ok(g, int(stream[i])):
+                    code = E_INVALID_RESOURCE_HANDLE
+                elif int(cnt[i]):
+                    p = Pending("", (1, 1, 1), (1, 1, 1), 0, b"", (what, d, v, int(cnt[i])))
+                    (g.tails if int(stream[i]) == STREAM_TAIL_LAUNCH else g.launches).append(p)
+                _finish(st, g, threads, rc, i, code)
+            if wret is not None:
+                wret(st, idx, rc)
+
+        return memory_call
+
+    return compile_memory_call
+
+
 HANDLERS = {
     "@__cudaCDP2GetParameterBufferV2": compile_get_parameter_buffer_v2,
     "@__cudaCDP2LaunchDeviceV2": compile_launch_device_v2,
@@ -423,6 +491,10 @@ HANDLERS = {
     "@__cudaCDP2StreamDestroy": compile_stream_destroy,
     "@__cudaCDP2Malloc": compile_malloc,
     "@__cudaCDP2Free": compile_free,
+    "@__cudaCDP2MemcpyAsync": _memory_call("copy"),
+    "@__cudaCDP2MemcpyAsync_ptsz": _memory_call("copy"),
+    "@__cudaCDP2MemsetAsync": _memory_call("set"),
+    "@__cudaCDP2MemsetAsync_ptsz": _memory_call("set"),
 }
 NAMES = frozenset(h[1:] for h in HANDLERS)
 PREFIX = "__cudaCDP2"  # every device runtime function nvcc calls

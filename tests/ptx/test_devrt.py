@@ -61,13 +61,23 @@ def test_device_malloc_and_free(dev):
     assert not [a for a in dev.mem.allocations() if a.kind == HEAP_KIND]  # the tail launch freed it
 
 
+def test_device_memcpy_and_memset(dev):
+    src, dst, out, err = dev.empty(64), dev.empty(64), dev.empty(12), dev.empty(16)
+    dev.launch("_Z13device_copiesPiS_S_S_", 1, 1, src, dst, out, err)
+    assert dev.get(out, np.int32, 2).tolist() == [136, 100]  # each runs in stream order with the launches
+    assert dev.get(err, np.int32, 4).tolist() == [0, 0, 1, 1]  # global memory and device to device only
+    with pytest.raises(CudaError) as e:
+        dev.launch("_Z15device_bad_copyPi", 1, 1, dst)
+    assert e.value.code == Err.ILLEGAL_ADDRESS and "cudaMemcpyAsync in device code" in str(e.value)
+
+
 def test_unsupported_device_runtime_function_is_refused_at_load():
     ptx = compile_ptx("devrt_memcpy", "sm_75", RDC)
     with pytest.raises(PtxUnsupported) as e:
         load_module(ptx)
-    assert "cudaMemcpyAsync" in str(e.value)
+    assert "cudaGetDevice" in str(e.value)
     mod = load_module(ptx, strict=False)
-    assert "cudaMemcpyAsync" in mod.unsupported["_Z13device_memcpyPiPKi"]
+    assert "cudaGetDevice" in mod.unsupported["_Z17device_get_devicePi"]
 
 
 def test_rdc_link_keeps_each_units_internal_names():

@@ -45,3 +45,22 @@ __global__ void heap_user(int *out, int n, int *err) {
     err[1] = (int)cudaMalloc((void **)&huge, (size_t)1 << 40);  // over the heap: cudaErrorMemoryAllocation
     err[2] = huge == nullptr;
 }
+
+// cudaMemcpyAsync/cudaMemsetAsync in device code, ordered with launches in the block's NULL stream
+__global__ void sum_into(int *out, const int *p, int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) s += p[i];
+    *out = s;
+}
+__global__ void device_copies(int *src, int *dst, int *out, int *err) {
+    for (int i = 0; i < 16; i++) src[i] = i + 1;
+    err[0] = (int)cudaMemcpyAsync(dst, src, 16 * sizeof(int), cudaMemcpyDeviceToDevice, 0);
+    sum_into<<<1, 1>>>(out, dst, 16);  // after the copy: 136
+    err[1] = (int)cudaMemsetAsync(dst, 0, 8 * sizeof(int), 0);
+    sum_into<<<1, 1>>>(out + 1, dst, 16);  // after the memset: 9 + ... + 16 = 100
+    int local[4] = {0, 0, 0, 0};
+    err[2] = (int)cudaMemcpyAsync(local, src, 4, cudaMemcpyDeviceToDevice, 0);  // local memory: invalid
+    err[3] = (int)cudaMemcpyAsync(dst, src, 4, cudaMemcpyHostToDevice, 0);  // not device to device
+    out[2] = local[0];
+}
+__global__ void device_bad_copy(int *dst) { cudaMemcpyAsync(dst, (int *)0x10, 4, cudaMemcpyDefault, 0); }
