@@ -250,6 +250,8 @@ def _launch(st, g: Grid, buf: int, stream: int) -> int:
         return E_LAUNCH_MAX_DEPTH
     if tree.pending >= tree.limit:
         return E_LAUNCH_PENDING_COUNT
+    if kernel in tree.mod.unsupported:  # a GPU would run it: fail the host's launch, naming why
+        raise CudaError(Err.NOT_SUPPORTED, f"kernel {kernel} launched from device code: {tree.mod.unsupported[kernel]}")
     params = bytes(st.mem.read(buf, nbytes)) if nbytes else b""
     try:  # the configuration is checked at launch, as the device runtime does
         tree.mod._plan(kernel, grid, block, shared, params)

@@ -72,7 +72,7 @@ def test_device_memcpy_and_memset(dev):
 
 
 def test_unsupported_device_runtime_function_is_refused_at_load():
-    ptx = compile_ptx("devrt_memcpy", "sm_75", RDC)
+    ptx = compile_ptx("devrt_unsupported", "sm_75", RDC)
     with pytest.raises(PtxUnsupported) as e:
         load_module(ptx)
     assert "cudaGetDevice" in str(e.value)
@@ -115,3 +115,18 @@ ret;
     d.launch("k0", 1, 1, out)
     d.launch("k1", 1, 1, out + 4)
     assert d.get(out, np.int32, 2).tolist() == [11, 22]
+
+
+def test_child_the_engine_cannot_run_fails_the_launch_naming_it():
+    from gpushim.backends.emulator.memory import DeviceMemory
+
+    mod = load_module(compile_ptx("devrt_unsupported", "sm_75", RDC), strict=False)
+    assert "_Z9odd_childPy" in mod.unsupported and "_Z18launches_odd_childPy" not in mod.unsupported
+    mem = DeviceMemory(1 << 24)
+    out = mem.alloc(8)
+    with pytest.raises(CudaError) as e:
+        mod.launch("_Z18launches_odd_childPy", (1, 1, 1), (1, 1, 1), 0, out.to_bytes(8, "little"), mem, {},
+                   lambda b: None)
+    assert e.value.code == Err.NOT_SUPPORTED
+    assert "launched from device code" in str(e.value) and "stacksave" in str(e.value)
+    assert not [a for a in mem.allocations() if a.kind == PARAM_KIND]
