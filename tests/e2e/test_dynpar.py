@@ -78,3 +78,13 @@ def test_child_fault_fails_the_parent_launch_only(server):
     assert kv(r.stdout)["fault_sync"] == "700"  # cudaErrorIllegalAddress
     ok = server.run("rdc_whole")
     assert ok.returncode == 0 and kv(ok.stdout)["main_kernel_bad"] == "0", ok.stdout + ok.stderr
+
+
+@emulator_only
+def test_recursive_quicksort(server):
+    """cdpSimpleQuicksort's pattern: each partition launches two kernels into streams it creates and destroys."""
+    r = server.run("dynpar", "quicksort")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = kv(r.stdout)
+    assert v["quicksort_unsorted"] == "0" and v["quicksort_same_values"] == "1"
+    assert int(v["quicksort_depth"]) >= 3

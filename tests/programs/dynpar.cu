@@ -1,6 +1,7 @@
 // CUDA dynamic parallelism (Programming Guide, "CUDA Dynamic Parallelism", CUDA 12+ semantics): kernels
 // launching kernels. Built with -rdc=true -lcudadevrt. Prints key=value lines the test checks.
 #include <cstdio>
+#include <string>
 
 #include "common.h"
 
@@ -97,11 +98,86 @@ __global__ void many(int *ok, int *failed, int *code) {
     }
 }
 
+// -- 5. a quicksort recursing through kernels in created streams (like CUDA's cdpSimpleQuicksort sample) ---
+__device__ void selection_sort(unsigned *data, int left, int right) {
+    for (int i = left; i <= right; ++i) {
+        unsigned min_val = data[i];
+        int min_idx = i;
+        for (int j = i + 1; j <= right; ++j)
+            if (data[j] < min_val) {
+                min_idx = j;
+                min_val = data[j];
+            }
+        data[min_idx] = data[i];
+        data[i] = min_val;
+    }
+}
+
+__global__ void quicksort(unsigned *data, int left, int right, int depth, int *max_depth) {
+    atomicMax(max_depth, depth);
+    if (depth >= 16 || right - left <= 16) {
+        selection_sort(data, left, right);
+        return;
+    }
+    unsigned *lptr = data + left, *rptr = data + right;
+    unsigned pivot = data[(left + right) / 2];
+    while (lptr <= rptr) {
+        unsigned lval = *lptr, rval = *rptr;
+        while (lval < pivot) lval = *++lptr;
+        while (rval > pivot) rval = *--rptr;
+        if (lptr <= rptr) {
+            *lptr++ = rval;
+            *rptr-- = lval;
+        }
+    }
+    if (left < rptr - data) {
+        cudaStream_t s;
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        quicksort<<<1, 1, 0, s>>>(data, left, (int)(rptr - data), depth + 1, max_depth);
+        cudaStreamDestroy(s);
+    }
+    if (lptr - data < right) {
+        cudaStream_t s;
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        quicksort<<<1, 1, 0, s>>>(data, (int)(lptr - data), right, depth + 1, max_depth);
+        cudaStreamDestroy(s);
+    }
+}
+
+static int run_quicksort() {
+    const int n = 600;
+    unsigned h[n];
+    unsigned x = 12345;
+    for (int i = 0; i < n; i++) h[i] = (x = x * 1103515245u + 12345u) >> 8;
+    unsigned *d;
+    int *depth;
+    CHECK(cudaMalloc(&d, sizeof h));
+    CHECK(cudaMalloc(&depth, sizeof(int)));
+    CHECK(cudaMemset(depth, 0, sizeof(int)));
+    CHECK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
+    quicksort<<<1, 1>>>(d, 0, n - 1, 0, depth);
+    CHECK(cudaDeviceSynchronize());
+    unsigned s[n];
+    int md = 0;
+    CHECK(cudaMemcpy(s, d, sizeof s, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(&md, depth, sizeof md, cudaMemcpyDeviceToHost));
+    int unsorted = 0;
+    unsigned long long sum_in = 0, sum_out = 0;
+    for (int i = 0; i < n; i++) {
+        sum_in += h[i];
+        sum_out += s[i];
+        if (i && s[i - 1] > s[i]) unsorted++;
+    }
+    printf("quicksort_unsorted=%d\nquicksort_same_values=%d\nquicksort_depth=%d\n", unsorted, sum_in == sum_out, md);
+    return 0;
+}
+
 __global__ void fault_child(int *p) { p[threadIdx.x] = 1; }
 
 __global__ void fault_parent(int *p) { fault_child<<<1, 4>>>(p); }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && std::string(argv[1]) == "quicksort") return run_quicksort();
     if (argc > 1) {  // "fault": a child's illegal address fails its parent's launch, reported to the host
         fault_parent<<<1, 1>>>((int *)0x10);
         CHECK(cudaGetLastError());
