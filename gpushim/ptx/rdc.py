@@ -64,9 +64,9 @@ def _internal_names(text: str) -> set[str]:
 
 
 def _rename(text: str, names: set[str], suffix: str) -> str:
-    for n in sorted(names, key=len, reverse=True):
-        text = re.sub(_NAME % re.escape(n), lambda _m, n=n: n + suffix, text)
-    return text
+    """Every whole-identifier use of names gets the suffix (one pass; longest names first in the pattern)."""
+    alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.sub(_NAME % f"(?:{alt})", lambda m: m.group(0) + suffix, text)
 
 
 def link_units(texts: list[str]) -> str:
