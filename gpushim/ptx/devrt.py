@@ -237,12 +237,20 @@ def _stream_ok(g: Grid, stream: int) -> bool:
     return stream in (0, STREAM_TAIL_LAUNCH, STREAM_FIRE_AND_FORGET) or stream in g.streams
 
 
-def _launch(st, g: Grid, buf: int, stream: int) -> int:
-    """One device-side launch of the parameter buffer buf into stream; the cudaError_t it returns."""
+def _launch(st, g: Grid, buf: int, stream: int, config: tuple | None = None) -> int:
+    """One device-side launch of the parameter buffer buf into stream; the cudaError_t it returns. config:
+    (kernel, grid, block, shared, parameter bytes) of cudaLaunchDevice, whose buffer came from
+    cudaGetParameterBuffer, which knows no kernel."""
     tree = g.tree
     rec = tree.buffers.get(buf)
     if rec is None:
         return E_INVALID_VALUE  # not a buffer cudaGetParameterBuffer returned, or one already launched
+    if config is not None:
+        if config[0] is None:
+            return E_INVALID_DEVICE_FUNCTION
+        if config[4] > rec[4]:
+            return E_INVALID_VALUE  # the kernel's parameters do not fit the buffer
+        rec = config
     kernel, grid, block, shared, nbytes = rec
     if not _stream_ok(g, stream):
         return E_INVALID_RESOURCE_HANDLE
@@ -316,6 +324,58 @@ def compile_launch_device_v2(ctx: Ctx, ins: Instr):
         rc = np.zeros(n, np.uint32)
         for i in range(n):
             _finish(st, g, threads, rc, i, _launch(st, g, int(bufs[i]), int(streams[i])))
+        if wret is not None:
+            wret(st, idx, rc)
+
+    return launch_device
+
+
+def compile_get_parameter_buffer(ctx: Ctx, ins: Instr):
+    """cudaGetParameterBuffer(alignment, size): a buffer for a later cudaLaunchDevice."""
+    rets, args = ins.args
+    ralign = _slot_reader(ctx, args.items[0], 8)
+    rsize = _slot_reader(ctx, args.items[1], 8)
+    wret = _slot_writer(ctx, rets.items[0], 8) if rets.items else None
+
+    def get_parameter_buffer(st, idx):
+        g = _grid()
+        n, _ = _threads(st, idx)
+        aligns = np.broadcast_to(ralign(st, idx), (n,))
+        sizes = np.broadcast_to(rsize(st, idx), (n,))
+        out = np.zeros(n, np.uint64)
+        for i in range(n):
+            if int(aligns[i]) <= 256:  # device allocations are 256-byte aligned; larger: NULL
+                out[i] = _param_buffer(st, g, None, None, None, 0, int(sizes[i]))
+        if wret is not None:
+            wret(st, idx, out)
+
+    return get_parameter_buffer
+
+
+def compile_launch_device(ctx: Ctx, ins: Instr):
+    """cudaLaunchDevice(func, buffer, grid, block, shared, stream)."""
+    rets, args = ins.args
+    items = args.items
+    rfunc = _slot_reader(ctx, items[0], 8)
+    rbuf = _slot_reader(ctx, items[1], 8)
+    rgrid, rblock = _dim_reader(ctx, items[2]), _dim_reader(ctx, items[3])
+    rshared = _slot_reader(ctx, items[4], 4)
+    rstream = _slot_reader(ctx, items[5], 8)
+    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+    entries = _entries(ctx)
+
+    def launch_device(st, idx):
+        g = _grid()
+        n, threads = _threads(st, idx)
+        funcs, bufs, streams, shared = (np.broadcast_to(r(st, idx), (n,)) for r in (rfunc, rbuf, rstream, rshared))
+        gx, gy, gz = rgrid(st, idx, n)
+        bx, by, bz = rblock(st, idx, n)
+        rc = np.zeros(n, np.uint32)
+        for i in range(n):
+            name, nbytes = entries.get(int(funcs[i]), (None, 0))
+            config = (name, (int(gx[i]), int(gy[i]), int(gz[i])), (int(bx[i]), int(by[i]), int(bz[i])),
+                      int(shared[i]), nbytes)
+            _finish(st, g, threads, rc, i, _launch(st, g, int(bufs[i]), int(streams[i]), config))
         if wret is not None:
             wret(st, idx, rc)
 
@@ -487,6 +547,9 @@ HANDLERS = {
     "@__cudaCDP2GetParameterBufferV2": compile_get_parameter_buffer_v2,
     "@__cudaCDP2LaunchDeviceV2": compile_launch_device_v2,
     "@__cudaCDP2LaunchDeviceV2_ptsz": compile_launch_device_v2,
+    "@__cudaCDP2GetParameterBuffer": compile_get_parameter_buffer,
+    "@__cudaCDP2LaunchDevice": compile_launch_device,
+    "@__cudaCDP2LaunchDevice_ptsz": compile_launch_device,
     "@__cudaCDP2GetLastError": _compile_last_error(True),
     "@__cudaCDP2PeekAtLastError": _compile_last_error(False),
     "@__cudaCDP2StreamCreateWithFlags": compile_stream_create,

@@ -71,6 +71,16 @@ def test_device_memcpy_and_memset(dev):
     assert e.value.code == Err.ILLEGAL_ADDRESS and "cudaMemcpyAsync in device code" in str(e.value)
 
 
+def test_explicit_parameter_buffer_and_launch(dev):
+    out, err = dev.empty(16), dev.empty(16)
+    dev.launch("_Z15explicit_launchPiS_", 1, 1, out, err)
+    assert dev.get(out, np.int32, 4).tolist() == [0, 0, 0, 42]
+    # a buffer launches once (then cudaErrorInvalidValue), must hold the kernel's parameters, and the
+    # function must be a kernel (cudaErrorInvalidDeviceFunction)
+    assert dev.get(err, np.int32, 4).tolist() == [0, 1, 1, 98]
+    assert not _leftover(dev)
+
+
 def test_unsupported_device_runtime_function_is_refused_at_load():
     ptx = compile_ptx("devrt_unsupported", "sm_75", RDC)
     with pytest.raises(PtxUnsupported) as e:

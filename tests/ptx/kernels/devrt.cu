@@ -64,3 +64,20 @@ __global__ void device_copies(int *src, int *dst, int *out, int *err) {
     out[2] = local[0];
 }
 __global__ void device_bad_copy(int *dst) { cudaMemcpyAsync(dst, (int *)0x10, 4, cudaMemcpyDefault, 0); }
+
+__device__ void selection_sort_stub() {}
+
+// the explicit API: cudaGetParameterBuffer + cudaLaunchDevice
+__global__ void explicit_launch(int *out, int *err) {
+    struct Args { int *out; int i; int v; };
+    Args *a = (Args *)cudaGetParameterBuffer(8, sizeof(Args));
+    a->out = out;
+    a->i = 3;
+    a->v = 42;
+    err[0] = (int)cudaLaunchDevice((void *)child_set, a, dim3(1), dim3(1), 0, 0);
+    err[1] = (int)cudaLaunchDevice((void *)child_set, a, dim3(1), dim3(1), 0, 0);  // already launched
+    void *small = cudaGetParameterBuffer(8, 4);
+    err[2] = (int)cudaLaunchDevice((void *)child_set, small, dim3(1), dim3(1), 0, 0);  // 16 bytes needed
+    void *b = cudaGetParameterBuffer(8, 16);
+    err[3] = (int)cudaLaunchDevice((void *)selection_sort_stub, b, dim3(1), dim3(1), 0, 0);  // not a kernel
+}
