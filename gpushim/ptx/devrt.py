@@ -41,6 +41,8 @@ STREAM_TAIL_LAUNCH = 3  # cudaStreamTailLaunch (cuda_device_runtime_api.h)
 STREAM_FIRE_AND_FORGET = 4  # cudaStreamFireAndForget
 STREAM_NON_BLOCKING = 1  # cudaStreamNonBlocking, the only flag device-side streams take
 STREAM_BASE = 0x5EED_0000  # handles of streams created in device code
+EVENT_BASE = 0xE7E7_0000  # ... and of events
+EVENT_DISABLE_TIMING = 2  # cudaEventDisableTiming, which device-side events must be created with
 PARAM_KIND = "devrt_param"  # device allocations holding launch parameter buffers
 
 # cudaError_t values the device runtime returns
@@ -94,6 +96,7 @@ class Grid:
     tails: list[Pending] = field(default_factory=list)
     errors: dict[int, int] = field(default_factory=dict)  # thread of the grid -> its last error
     streams: set[int] = field(default_factory=set)
+    events: set[int] = field(default_factory=set)
 
 
 _local = threading.local()
@@ -543,6 +546,68 @@ def _memory_call(what: str):
     return compile_memory_call
 
 
+def compile_event_create(ctx: Ctx, ins: Instr):
+    """cudaEventCreateWithFlags in device code. Device-side events serve only inter-stream dependencies, so
+    they must be created with cudaEventDisableTiming (Programming Guide, dynamic parallelism, "Events")."""
+    rets, args = ins.args
+    rptr = _slot_reader(ctx, args.items[0], 8)
+    rflags = _slot_reader(ctx, args.items[1], 4)
+    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+
+    def event_create(st, idx):
+        g = _grid()
+        n, threads = _threads(st, idx)
+        ptrs = np.broadcast_to(rptr(st, idx), (n,))
+        flags = np.broadcast_to(rflags(st, idx), (n,))
+        rc = np.zeros(n, np.uint32)
+        for i in range(n):
+            code = E_INVALID_VALUE
+            if int(flags[i]) & EVENT_DISABLE_TIMING:
+                g.tree.streams += 1
+                h = EVENT_BASE + g.tree.streams
+                if _store(st, int(threads[i]), int(ptrs[i]), h.to_bytes(8, "little")):
+                    g.events.add(h)
+                    code = 0
+            _finish(st, g, threads, rc, i, code)
+        if wret is not None:
+            wret(st, idx, rc)
+
+    return event_create
+
+
+def _event_call(what: str):
+    """cudaEventRecord(event, stream[, flags]), cudaStreamWaitEvent(stream, event, flags), cudaEventDestroy(event)
+    in device code. Work runs in launch order here, so whatever a stream waits for through an event (work
+    made earlier) has completed when the work after the wait runs: only the handles are checked."""
+
+    def compile_event_call(ctx: Ctx, ins: Instr):
+        rets, args = ins.args
+        items = args.items
+        ev_at, stream_at = {"record": (0, 1), "wait": (1, 0), "destroy": (0, None)}[what]
+        rev = _slot_reader(ctx, items[ev_at], 8)
+        rstream = _slot_reader(ctx, items[stream_at], 8) if stream_at is not None else None
+        wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+
+        def event_call(st, idx):
+            g = _grid()
+            n, threads = _threads(st, idx)
+            evs = np.broadcast_to(rev(st, idx), (n,))
+            streams = np.broadcast_to(rstream(st, idx), (n,)) if rstream is not None else None
+            rc = np.zeros(n, np.uint32)
+            for i in range(n):
+                ev = int(evs[i])
+                ok = ev in g.events and (streams is None or _stream_ok(g, int(streams[i])))
+                if ok and what == "destroy":
+                    g.events.discard(ev)
+                _finish(st, g, threads, rc, i, 0 if ok else E_INVALID_RESOURCE_HANDLE)
+            if wret is not None:
+                wret(st, idx, rc)
+
+        return event_call
+
+    return compile_event_call
+
+
 HANDLERS = {
     "@__cudaCDP2GetParameterBufferV2": compile_get_parameter_buffer_v2,
     "@__cudaCDP2LaunchDeviceV2": compile_launch_device_v2,
@@ -560,6 +625,14 @@ HANDLERS = {
     "@__cudaCDP2MemcpyAsync_ptsz": _memory_call("copy"),
     "@__cudaCDP2MemsetAsync": _memory_call("set"),
     "@__cudaCDP2MemsetAsync_ptsz": _memory_call("set"),
+    "@__cudaCDP2EventCreateWithFlags": compile_event_create,
+    "@__cudaCDP2EventRecord": _event_call("record"),
+    "@__cudaCDP2EventRecord_ptsz": _event_call("record"),
+    "@__cudaCDP2EventRecordWithFlags": _event_call("record"),
+    "@__cudaCDP2EventRecordWithFlags_ptsz": _event_call("record"),
+    "@__cudaCDP2StreamWaitEvent": _event_call("wait"),
+    "@__cudaCDP2StreamWaitEvent_ptsz": _event_call("wait"),
+    "@__cudaCDP2EventDestroy": _event_call("destroy"),
 }
 NAMES = frozenset(h[1:] for h in HANDLERS)
 PREFIX = "__cudaCDP2"  # every device runtime function nvcc calls

@@ -81,6 +81,15 @@ def test_explicit_parameter_buffer_and_launch(dev):
     assert not _leftover(dev)
 
 
+def test_device_events(dev):
+    out, err = dev.empty(8), dev.empty(24)
+    dev.launch("_Z6eventsPiS_", 1, 1, out, err)
+    assert dev.get(out, np.int32, 2).tolist() == [5, 5]
+    # device-side events must be created with cudaEventDisableTiming (Programming Guide, dynamic
+    # parallelism, "Events"): cudaErrorInvalidValue otherwise; a destroyed event is an invalid handle
+    assert dev.get(err, np.int32, 6).tolist() == [0, 0, 0, 0, 400, 1]
+
+
 def test_unsupported_device_runtime_function_is_refused_at_load():
     ptx = compile_ptx("devrt_unsupported", "sm_75", RDC)
     with pytest.raises(PtxUnsupported) as e:

@@ -81,3 +81,20 @@ __global__ void explicit_launch(int *out, int *err) {
     void *b = cudaGetParameterBuffer(8, 16);
     err[3] = (int)cudaLaunchDevice((void *)selection_sort_stub, b, dim3(1), dim3(1), 0, 0);  // not a kernel
 }
+
+// events in device code: a dependency between two created streams
+__global__ void events(int *out, int *err) {
+    cudaStream_t a, b;
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    cudaEvent_t e;
+    err[0] = (int)cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    child_set<<<1, 1, 0, a>>>(out, 0, 5);
+    err[1] = (int)cudaEventRecord(e, a);
+    err[2] = (int)cudaStreamWaitEvent(b, e, 0);
+    sum_into<<<1, 1, 0, b>>>(out + 1, out, 1);  // after child_set through the event: 5
+    err[3] = (int)cudaEventDestroy(e);
+    err[4] = (int)cudaEventRecord(e, a);  // destroyed
+    cudaEvent_t timed;
+    err[5] = (int)cudaEventCreateWithFlags(&timed, cudaEventDefault);  // timing events are host-only
+}
