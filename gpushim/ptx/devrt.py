@@ -83,7 +83,7 @@ class Tree:
     limit: int
     pending: int = 0
     buffers: dict[int, tuple] = field(default_factory=dict)  # parameter buffer -> (kernel, grid, block, shared, n)
-    streams: int = 0
+    handles: int = 0  # streams and events made in device code
     count: int = 0
     blocks: int = 0
 
@@ -423,8 +423,8 @@ def compile_stream_create(ctx: Ctx, ins: Instr):
             if int(flags[i]) != STREAM_NON_BLOCKING:  # device streams must be created non-blocking
                 code = E_INVALID_VALUE
             else:
-                g.tree.streams += 1
-                h = STREAM_BASE + g.tree.streams
+                g.tree.handles += 1
+                h = STREAM_BASE + g.tree.handles
                 if _store(st, int(threads[i]), int(ptrs[i]), h.to_bytes(8, "little")):
                     g.streams.add(h)
                 else:
@@ -563,8 +563,8 @@ def compile_event_create(ctx: Ctx, ins: Instr):
         for i in range(n):
             code = E_INVALID_VALUE
             if int(flags[i]) & EVENT_DISABLE_TIMING:
-                g.tree.streams += 1
-                h = EVENT_BASE + g.tree.streams
+                g.tree.handles += 1
+                h = EVENT_BASE + g.tree.handles
                 if _store(st, int(threads[i]), int(ptrs[i]), h.to_bytes(8, "little")):
                     g.events.add(h)
                     code = 0
