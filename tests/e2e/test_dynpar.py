@@ -85,3 +85,21 @@ def test_recursive_quicksort(server):
     v = kv(r.stdout)
     assert v["quicksort_unsorted"] == "0" and v["quicksort_same_values"] == "1"
     assert int(v["quicksort_depth"]) >= 3
+
+
+def test_compat_check_counts_the_units_ptx(built):
+    """gpushim compat-check: an -rdc binary whose device-link image has only sm_75 cubins runs on sm_90 through
+    its units' PTX; without PTX in the units it will not run (exit status 0 and 2)."""
+    import subprocess
+    import sys
+
+    from .conftest import BIN, ROOT
+
+    def check(program: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "gpushim", "compat-check", str(BIN / program), "--gpu", "H100",
+                               "--driver", "13.0"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    ok = check("rdc_whole")
+    assert ok.returncode == 0 and "relocatable units" in ok.stdout, ok.stdout + ok.stderr
+    bad = check("rdc_noptx")
+    assert bad.returncode == 2 and "will not run" in bad.stdout, bad.stdout + bad.stderr
