@@ -117,7 +117,8 @@ def launch_tree(mod, kernel: str, grid, block, shared: int, params: bytes, memor
     """Run a host launch of a kernel that launches kernels, and everything it launches."""
     from gpushim.ptx.module import LaunchStats
 
-    tree = Tree(mod, memory, symbols, output, _limits.get(memory, PENDING_LIMIT))
+    own = getattr(memory, "own", memory)  # a peer-access view (backends/emulator/peers.py): its own device's
+    tree = Tree(mod, memory, symbols, output, _limits.get(own, PENDING_LIMIT))
     import time
 
     t0 = time.perf_counter()
