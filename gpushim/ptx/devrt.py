@@ -24,6 +24,7 @@ last error (cudaGetLastError in device code); a fault in a child fails the host'
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -119,8 +120,6 @@ def launch_tree(mod, kernel: str, grid, block, shared: int, params: bytes, memor
 
     own = getattr(memory, "own", memory)  # a peer-access view (backends/emulator/peers.py): its own device's
     tree = Tree(mod, memory, symbols, output, _limits.get(own, PENDING_LIMIT))
-    import time
-
     t0 = time.perf_counter()
     try:
         _run(tree, 0, Pending(kernel, tuple(grid), tuple(block), shared, bytes(params)))
