@@ -54,13 +54,23 @@ E_LAUNCH_MAX_DEPTH = 65  # cudaErrorLaunchMaxDepthExceeded
 E_LAUNCH_PENDING_COUNT = 69  # cudaErrorLaunchPendingCountExceeded
 E_INVALID_DEVICE_FUNCTION = 98
 E_INVALID_RESOURCE_HANDLE = 400
+E_NOT_SUPPORTED = 801
 
 _limits: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+_devices: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def set_pending_limit(memory, n: int) -> None:
     """cudaDeviceSetLimit(cudaLimitDevRuntimePendingLaunchCount) for one device memory."""
     _limits[memory] = int(n)
+
+
+def set_device(memory, ordinal: int, count: int) -> None:
+    """The device a memory belongs to and how many the session has (cudaGetDevice/GetDeviceCount in device
+    code); without it, device code that asks is told cudaErrorNotSupported."""
+    _devices[memory] = (int(ordinal), int(count))
 
 
 @dataclass
@@ -608,6 +618,35 @@ def _event_call(what: str):
     return compile_event_call
 
 
+def _compile_device_query(which: int):
+    """cudaGetDevice(int *) (which 0) / cudaGetDeviceCount(int *) (which 1) in device code."""
+
+    def compile_device_query(ctx: Ctx, ins: Instr):
+        rets, args = ins.args
+        rptr = _slot_reader(ctx, args.items[0], 8)
+        wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+
+        def device_query(st, idx):
+            g = _grid()
+            n, threads = _threads(st, idx)
+            ptrs = np.broadcast_to(rptr(st, idx), (n,))
+            dev = _devices.get(getattr(st.mem, "own", st.mem))
+            rc = np.zeros(n, np.uint32)
+            for i in range(n):
+                if dev is None:
+                    code = E_NOT_SUPPORTED
+                else:
+                    ok = _store(st, int(threads[i]), int(ptrs[i]), int(dev[which]).to_bytes(4, "little"))
+                    code = 0 if ok else E_INVALID_VALUE
+                _finish(st, g, threads, rc, i, code)
+            if wret is not None:
+                wret(st, idx, rc)
+
+        return device_query
+
+    return compile_device_query
+
+
 HANDLERS = {
     "@__cudaCDP2GetParameterBufferV2": compile_get_parameter_buffer_v2,
     "@__cudaCDP2LaunchDeviceV2": compile_launch_device_v2,
@@ -633,6 +672,8 @@ HANDLERS = {
     "@__cudaCDP2StreamWaitEvent": _event_call("wait"),
     "@__cudaCDP2StreamWaitEvent_ptsz": _event_call("wait"),
     "@__cudaCDP2EventDestroy": _event_call("destroy"),
+    "@__cudaCDP2GetDevice": _compile_device_query(0),
+    "@__cudaCDP2GetDeviceCount": _compile_device_query(1),
 }
 NAMES = frozenset(h[1:] for h in HANDLERS)
 PREFIX = "__cudaCDP2"  # every device runtime function nvcc calls

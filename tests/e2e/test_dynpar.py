@@ -66,6 +66,8 @@ def test_dynamic_parallelism(server, program):
     assert v["pending_limit"] == "4"
     assert (v["pending_ok"], v["pending_failed"], v["pending_err"]) == ("4", "4", "69")
     assert v["host_last_error"] == "0"
+    dev, count, e1, e2 = (int(x) for x in v["device_ordinal"].split(","))
+    assert (dev, e1, e2) == (0, 0, 0) and count >= 1  # cudaGetDevice/GetDeviceCount in device code
 
 
 def test_child_fault_fails_the_parent_launch_only(server):

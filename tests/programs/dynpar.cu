@@ -87,6 +87,11 @@ __global__ void deep(int depth, int *max_depth, int *err) {
     }
 }
 
+__global__ void device_ordinal(int *out) {
+    out[2] = (int)cudaGetDevice(&out[0]);
+    out[3] = (int)cudaGetDeviceCount(&out[1]);
+}
+
 __global__ void many(int *ok, int *failed, int *code) {
     noop<<<1, 1>>>(nullptr);
     cudaError_t e = cudaGetLastError();
@@ -242,6 +247,10 @@ int main(int argc, char **argv) {
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaMemcpy(he, err, sizeof he, cudaMemcpyDeviceToHost));
     printf("depth_err=%d\ndepth_failed_at=%d\nmax_depth=%d\n", he[0], he[1], he[2]);
+
+    device_ordinal<<<1, 1>>>(err);
+    CHECK(cudaMemcpy(he, err, sizeof he, cudaMemcpyDeviceToHost));
+    printf("device_ordinal=%d,%d,%d,%d\n", he[0], he[1], he[2], he[3]);
 
     size_t pending = 0;
     CHECK(cudaDeviceSetLimit(cudaLimitDevRuntimePendingLaunchCount, 4));

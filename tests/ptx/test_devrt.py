@@ -90,13 +90,25 @@ def test_device_events(dev):
     assert dev.get(err, np.int32, 6).tolist() == [0, 0, 0, 0, 400, 1]
 
 
+def test_device_ordinal():
+    from gpushim.ptx import devrt
+
+    dev = Dev(compile_ptx("devrt", "sm_75", RDC))
+    out, err = dev.empty(8), dev.empty(8)
+    dev.launch("_Z6whoamiPiS_", 1, 1, out, err)
+    assert dev.get(err, np.int32, 2).tolist() == [801, 801]  # a memory no backend described
+    devrt.set_device(dev.mem, 1, 2)
+    dev.launch("_Z6whoamiPiS_", 1, 1, out, err)
+    assert dev.get(out, np.int32, 2).tolist() == [1, 2] and dev.get(err, np.int32, 2).tolist() == [0, 0]
+
+
 def test_unsupported_device_runtime_function_is_refused_at_load():
     ptx = compile_ptx("devrt_unsupported", "sm_75", RDC)
     with pytest.raises(PtxUnsupported) as e:
         load_module(ptx)
-    assert "cudaGetDevice" in str(e.value)
+    assert "cudaDeviceGetAttribute" in str(e.value)
     mod = load_module(ptx, strict=False)
-    assert "cudaGetDevice" in mod.unsupported["_Z17device_get_devicePi"]
+    assert "cudaDeviceGetAttribute" in mod.unsupported["_Z16device_attributePi"]
 
 
 def test_rdc_link_keeps_each_units_internal_names():

@@ -118,6 +118,8 @@ class EmulatorSession(BackendSession):
         self.account = MemoryAccount(quota, backend.ledger)  # shared by this session's devices
         self.memories = [DeviceMemory(backend.capacity, backend.arena_base + i * DEVICE_WINDOW, self.account)
                          for i in range(backend.count)]
+        for i, m in enumerate(self.memories):
+            devrt.set_device(m, i, len(self.memories))  # cudaGetDevice in device code
         self.sched = Scheduler()
         self.peers: dict[int, set[int]] = {}  # device -> the devices its kernels may access (peer access)
         self.peer_space: PeerSpace | None = None

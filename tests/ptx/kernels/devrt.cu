@@ -98,3 +98,8 @@ __global__ void events(int *out, int *err) {
     cudaEvent_t timed;
     err[5] = (int)cudaEventCreateWithFlags(&timed, cudaEventDefault);  // timing events are host-only
 }
+
+__global__ void whoami(int *out, int *err) {
+    err[0] = (int)cudaGetDevice(&out[0]);
+    err[1] = (int)cudaGetDeviceCount(&out[1]);
+}
