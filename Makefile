@@ -29,6 +29,10 @@ PTDS_PROGRAMS = tests/programs/bin/sync_ptds
 # nvcc's default builds (the CUDA runtime linked statically) of a representative subset: they reach gpushim
 # through its libcuda.so.1 and the driver's private tables (shim/drv_export*.c)
 STATIC_PROGRAMS = $(addprefix tests/programs/bin/static/,device_query memory streams sync kernels)
+# Relocatable device code (tests/programs/rdc/, rules below)
+RDC_PROGRAMS = tests/programs/bin/rdc_whole tests/programs/bin/rdc_separate tests/programs/bin/rdc_noptx \
+	tests/programs/bin/static/rdc_whole tests/programs/bin/static/dynpar
+RDC_SOURCES = tests/programs/rdc/main.cu tests/programs/rdc/lib.cu
 
 .PHONY: all shim programs test demo lint bench gpu-check clean install deps soak fuzz
 
@@ -60,7 +64,7 @@ $(DRIVER_STUB): shim/gen/libcuda_stub.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -o $@ $< -Wl,-soname,libcuda.so.1
 
-programs: $(PROGRAMS) $(PTDS_PROGRAMS) $(STATIC_PROGRAMS)
+programs: $(PROGRAMS) $(PTDS_PROGRAMS) $(STATIC_PROGRAMS) $(RDC_PROGRAMS)
 
 $(NVCC):
 	bash tools/install_nvcc.sh
@@ -79,6 +83,38 @@ tests/programs/bin/tensor_cores: tests/programs/tensor_cores.cu tests/programs/c
 tests/programs/bin/%_ptds: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared --default-stream per-thread -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
+
+# Relocatable device code (tests/programs/rdc/): linked by nvcc in one step, compiled separately (-dc) and
+# device-linked (-dlink) before a host link, and built without PTX (which the emulator must refuse, naming why).
+# dynpar.cu launches kernels from kernels: -rdc=true and libcudadevrt.
+
+tests/programs/bin/dynpar: tests/programs/dynpar.cu tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -rdc=true -o $@ $< -lcudadevrt -Xlinker -rpath,$(CUDA_LIB)
+
+tests/programs/bin/rdc_whole: $(RDC_SOURCES) tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -rdc=true -o $@ $(RDC_SOURCES) -Xlinker -rpath,$(CUDA_LIB)
+
+tests/programs/bin/static/dynpar: tests/programs/dynpar.cu tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -rdc=true -o $@ $< -lcudadevrt
+
+tests/programs/bin/static/rdc_whole: $(RDC_SOURCES) tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -rdc=true -o $@ $(RDC_SOURCES)
+
+tests/programs/bin/rdc_separate: $(RDC_SOURCES) tests/programs/common.h | $(NVCC)
+	@mkdir -p $@.o.d
+	$(NVCC) -dc -o $@.o.d/main.o tests/programs/rdc/main.cu
+	$(NVCC) -dc -o $@.o.d/lib.o tests/programs/rdc/lib.cu
+	$(NVCC) -dlink -o $@.o.d/dlink.o $@.o.d/main.o $@.o.d/lib.o
+	$(CXX) -o $@ $@.o.d/main.o $@.o.d/lib.o $@.o.d/dlink.o -L$(CUDA_LIB) -lcudart -Wl,-rpath,$(CUDA_LIB)
+
+tests/programs/bin/rdc_noptx: $(RDC_SOURCES) tests/programs/common.h | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -rdc=true -gencode arch=compute_75,code=sm_75 -o $@ $(RDC_SOURCES) \
+		-Xlinker -rpath,$(CUDA_LIB)
 
 tests/programs/bin/static/kernels: tests/programs/kernels/main.cu tests/programs/kernels/tu2.cu | $(NVCC)
 	@mkdir -p $(dir $@)

@@ -24,15 +24,12 @@ GS_IMPL void **gs___cudaRegisterFatBinary(void *fat_cubin) {
     const fatbin_wrapper *w = fat_cubin;
     if (w && (unsigned)w->magic == FATBIN_WRAPPER_MAGIC && w->data) {
         const uint8_t *d = (const uint8_t *)w->data;
-        uint32_t magic;
-        uint16_t header_size;
-        uint64_t payload;
-        memcpy(&magic, d, 4);
-        memcpy(&header_size, d + 6, 2);
-        memcpy(&payload, d + 8, 8);
-        if (magic == FATBIN_MAGIC) {
-            m->data = d;
-            m->size = header_size + payload;
+        size_t n = gs_fatbin_len(d);
+        if (n) {
+            size_t total;
+            uint8_t *rdc = gs_rdc_image(w, d, n, &total);
+            m->data = rdc ? rdc : d; /* rdc: kept for the process's life, like the registration itself */
+            m->size = rdc ? total : n;
         }
     }
     if (!m->data) gs_warn_once("fatbin", "a registered fat binary has an unknown format; its kernels cannot run");

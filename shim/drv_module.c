@@ -116,17 +116,19 @@ static CUresult load_image(drv_module **out, const void *image) {
     DRV_ENTER();
     uint32_t magic;
     memcpy(&magic, image, 4);
+    const void *wrapper = NULL;
     if (magic == FATBIN_WRAPPER_MAGIC) { /* __fatBinC_Wrapper_t: {magic, version, data, filename} */
         const void *const *w = image;
+        wrapper = image;
         image = w[1];
         if (!image) return CUDA_ERROR_INVALID_IMAGE;
     }
     size_t n = image_size(image);
     if (!n) return CUDA_ERROR_INVALID_IMAGE;
     drv_module *m = calloc(1, sizeof *m);
-    uint8_t *copy = malloc(n);
+    uint8_t *copy = wrapper ? gs_rdc_image(wrapper, image, n, &n) : NULL; /* -rdc: with the units' PTX */
+    if (!copy && (copy = malloc(n))) memcpy(copy, image, n);
     if (!m || !copy) { free(m); free(copy); return CUDA_ERROR_OUT_OF_MEMORY; }
-    memcpy(copy, image, n);
     m->magic = MOD_MAGIC;
     m->image = copy;
     m->mod.data = copy;

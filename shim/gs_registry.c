@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gs_client.h"
 
@@ -75,4 +76,44 @@ gs_entry *gs_registry_find(const void *host) {
     }
     pthread_rwlock_unlock(&lock);
     return found;
+}
+
+/* ---- relocatable device code ---- */
+
+size_t gs_fatbin_len(const uint8_t *d) {
+    uint32_t magic;
+    uint16_t header_size;
+    uint64_t payload;
+    memcpy(&magic, d, 4);
+    memcpy(&header_size, d + 6, 2);
+    memcpy(&payload, d + 8, 8);
+    return magic == 0xBA55ED50u ? header_size + payload : 0;
+}
+
+/* nvcc -rdc=true (or -dc + -dlink): the device-link stub (crt/link.stub) registers the linked image in a
+ * version-2 wrapper {magic, version, data, fatbins} whose last field is a NULL-terminated array of every
+ * translation unit's own fat binary. The linked image holds only cubins; the units' fat binaries hold their
+ * PTX. The module becomes the linked image followed by the units' fat binaries, one upload that the server
+ * splits and whose PTX it links (gpushim/ptx/rdc.py). */
+uint8_t *gs_rdc_image(const void *wrapper, const uint8_t *image, size_t n, size_t *total) {
+    const struct {
+        int magic, version;
+        const void *data;
+        const uint8_t *const *units;
+    } *w = wrapper;
+    if (!w || w->magic != (int)0x466243B1u || w->version != 2 || !w->units) return NULL;
+    size_t sum = n;
+    for (size_t i = 0; w->units[i]; i++) sum += gs_fatbin_len(w->units[i]);
+    if (sum == n) return NULL;
+    uint8_t *buf = malloc(sum);
+    if (!buf) return NULL;
+    memcpy(buf, image, n);
+    size_t off = n;
+    for (size_t i = 0; w->units[i]; i++) {
+        size_t k = gs_fatbin_len(w->units[i]);
+        memcpy(buf + off, w->units[i], k);
+        off += k;
+    }
+    *total = sum;
+    return buf;
 }

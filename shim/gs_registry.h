@@ -44,4 +44,10 @@ gs_entry *gs_registry_find(const void *host);
 /* The kernel behind a cudaKernel_t of a loaded library (shim/drv_module.c); NULL for anything else. */
 gs_entry *gs_drv_kernel_entry(const void *kernel);
 
+/* The size of the fat binary at d (header and entries); 0 when d is none. */
+size_t gs_fatbin_len(const uint8_t *d);
+/* Relocatable device code: image (n bytes) followed by the translation units' fat binaries of a version-2
+ * fat binary wrapper, in a new buffer of *total bytes; NULL when the wrapper names no units. */
+uint8_t *gs_rdc_image(const void *wrapper, const uint8_t *image, size_t n, size_t *total);
+
 #endif

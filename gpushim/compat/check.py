@@ -244,14 +244,27 @@ def _listing(fatbins: list[bytes]) -> list[list[dict[str, Any]]]:
     return out
 
 
+def _relocatable(images: list[FatbinImage]) -> bool:
+    """A translation unit's fat binary of relocatable device code (-rdc): its cubins are ELF relocatable
+    objects (e_type ET_REL)."""
+    return any(i.kind == "cubin" and bytes(i.payload[16:18]) == b"\x01\x00" for i in images)
+
+
 def _image_rows(policy: Policy, fatbins: list[bytes], ccs: list[tuple[int, int]]) -> tuple[list[Row], list[str]]:
     rows: list[Row] = []
     notes: list[str] = []
-    for n, data in enumerate(fatbins):
+    parsed: list[list[FatbinImage] | FatbinError] = []
+    for data in fatbins:
         try:
-            images = parse_fatbin(data)
+            parsed.append(parse_fatbin(data))
         except FatbinError as e:
-            rows.append(Row(f"fatbin #{n}", "reject", 200, f"malformed fat binary: {e}"))
+            parsed.append(e)
+    # -rdc: the device-link image (cubins only) runs, or the units' PTX is linked for the device (the emulator
+    # and the CUDA runtime both do), so the units' PTX counts as the linked image's
+    unit_ptx = [i for imgs in parsed if isinstance(imgs, list) and _relocatable(imgs) for i in imgs if i.kind == "ptx"]
+    for n, images in enumerate(parsed):
+        if isinstance(images, FatbinError):
+            rows.append(Row(f"fatbin #{n}", "reject", 200, f"malformed fat binary: {images}"))
             continue
         if not _has_kernels(images):
             notes.append(f"fatbin #{n} holds no kernels (nvlink's device-link stub); not checked")
@@ -259,6 +272,9 @@ def _image_rows(policy: Policy, fatbins: list[bytes], ccs: list[tuple[int, int]]
         listing = ", ".join(f"{i.arch_name} {i.kind} {i.version[0]}.{i.version[1]}"
                             + (f" {i.compression}" if i.compression != "none" else "") for i in images
                             if i.kind in ("ptx", "cubin"))
+        if unit_ptx and not _relocatable(images) and not any(i.kind == "ptx" for i in images):
+            images = images + unit_ptx
+            listing += f" + the PTX of its relocatable units ({len(unit_ptx)})"
         params = _param_bytes(images)
         for cc in ccs:
             device = f"sm_{cc[0]}{cc[1]}"

@@ -24,7 +24,10 @@ for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt, ops_simd, ops_tex):
 
 
 def _late_handlers() -> None:
-    from gpushim.ptx import ops_atom, ops_matrix, ops_mem, ops_mma, ops_sys, ops_warp
+    from gpushim.ptx import devrt, ops_atom, ops_matrix, ops_mem, ops_mma, ops_sys, ops_warp
+
+    HANDLERS.update(devrt.HANDLERS)  # dynamic parallelism's device runtime calls
+    EFFECTS.update(devrt.HANDLERS)
 
     HANDLERS.update({
         "ld": ops_mem.compile_ld, "ldu": ops_mem.compile_ld, "st": ops_mem.compile_st, "cvta": ops_mem.compile_cvta,

@@ -160,9 +160,16 @@ class _Linker:
             self.emit_indirect(Reg(rn(target.name)), rets, cargs, rn, stack, ins.line)
         elif not isinstance(target, Sym):
             raise self.fail(f"call through {target}", ins.line)
-        elif target.name in BUILTINS and not (
+        elif (target.name in BUILTINS and not (
             target.name in self.mod.functions and self.mod.functions[target.name].defined
-        ):
+        )) or target.name.startswith("__cudaCDP2"):
+            # the device runtime of dynamic parallelism goes by name: libcudadevrt's bodies only make system
+            # calls of the GPU (gpushim/ptx/devrt.py)
+            from gpushim.ptx.devrt import NAMES
+
+            if target.name.startswith("__cudaCDP2") and target.name not in NAMES:
+                api = "cuda" + target.name[len("__cudaCDP2"):]
+                raise self.fail(f"device runtime function {api} ({target.name}) in device code", ins.line)
             ops = [Sym(rn(r.name)) if isinstance(r, Sym) else r for r in rets]
             opa = [self._arg_slot(a, rn, 8, ins.line) for a in cargs]
             self.p.code.append(Instr("@" + target.name, [Plist(tuple(ops)), Plist(tuple(opa))], None, ins.line))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx import devrt
 from gpushim.ptx.compiler import Kernel, compile_kernel
 from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.jit import engine as jit_engine
@@ -135,6 +136,7 @@ class PtxModule:
         self._plans: dict[tuple, _Plan] = {}  # (kernel, grid, block, shared bytes, parameter bytes) -> _Plan
         # kernel -> why it cannot run (only with strict=False; strict modules raise instead)
         self.unsupported: dict[str, str] = {}
+        self.devrt_kernels: set[str] = set()  # kernels that launch kernels
         for fn in mod.functions.values():
             if fn.kind != "entry" or not fn.defined:
                 continue
@@ -153,6 +155,8 @@ class PtxModule:
                 self.kernels[fn.name] = _declared_info(fn)
                 continue
             self._compiled[fn.name] = kern
+            if devrt.uses_devrt(prog):
+                self.devrt_kernels.add(fn.name)
             self.kernels[fn.name] = KernelInfo(
                 fn.name,
                 [ParamInfo(o, s, a) for o, s, a in prog.param_layout],
@@ -162,7 +166,13 @@ class PtxModule:
             )
 
     # -- launch ---------------------------------------------------------------------------------------------
-    def launch(
+    def launch(self, kernel: str, grid, block, shared_bytes: int, params: bytes, memory, symbols: dict[str, int],
+               output: Callable[[bytes], None]) -> LaunchStats:
+        if kernel in self.devrt_kernels:  # launches kernels: it and what it launches (gpushim/ptx/devrt.py)
+            return devrt.launch_tree(self, kernel, grid, block, shared_bytes, params, memory, symbols, output)
+        return self._launch_grid(kernel, grid, block, shared_bytes, params, memory, symbols, output)
+
+    def _launch_grid(
         self,
         kernel: str,
         grid: tuple[int, int, int],

@@ -5,11 +5,14 @@ The driver first gets the whole fat binary and picks the image itself (a cubin f
 the PTX). When it refuses (a cubin ELF ABI or PTX ISA newer than the driver, CUDA-FACTS §6), each image
 that could run on the device is tried on its own: cubins of the device's major architecture not newer
 than the device, newest first, then PTX not newer than the device, newest first. An image an adaptation
-policy chose can be passed in `prefer` and is tried first.
+policy chose can be passed in `prefer` and is tried first. Relocatable device code (the device-link image
+followed by each translation unit's fat binary, as the shim uploads it) whose linked image has no cubin for
+the GPU is device-linked from the units with the driver's JIT linker (cuLink*), as the CUDA runtime does.
 """
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +51,29 @@ def image_bytes(img: FatbinImage) -> bytes:
     return bytes(img.payload)
 
 
+def rdc_units(data: bytes) -> list[bytes]:
+    """The translation units' fat binaries of a relocatable-device-code module (the shim uploads the
+    device-link image followed by them, gpushim/ptx/rdc.py); [] for any other module."""
+    from gpushim.ptx.rdc import is_rdc, split_fatbins
+
+    parts = split_fatbins(data)
+    return parts[1:] if is_rdc(parts) else []
+
+
+def link_units(cu: Any, units: list[bytes]) -> bytes:
+    """The cubin the driver's JIT linker makes of the units' fat binaries (each contributes its cubin for the
+    GPU or its PTX compiled for it; libcudadevrt's unit comes along with -lcudadevrt)."""
+    state = check(cu.cuLinkCreate(0, [], []), "cuLinkCreate")
+    try:
+        for k, unit in enumerate(units):
+            check(cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_FATBINARY, unit, len(unit),
+                                   f"unit{k}".encode(), 0, [], []), f"cuLinkAddData (translation unit {k})")
+        cubin, size = check(cu.cuLinkComplete(state), "cuLinkComplete")  # type: ignore[misc]
+        return ctypes.string_at(int(cubin), int(size))  # owned by the link state: copied before it goes
+    finally:
+        cu.cuLinkDestroy(state)
+
+
 @dataclass
 class CudaModule:
     cu: Any
@@ -84,6 +110,13 @@ class CudaModule:
             tried.append(f"{what}: {result_name(int(err))}")
             if int(err) not in RETRY_LOAD:
                 raise cuda_error(int(err), f"loading the module ({what})")
+        units = rdc_units(self.fatbin)
+        if units:  # relocatable device code the linked image cannot run: device-link the units for this GPU
+            try:
+                h = self._load_bytes(link_units(self.cu, units))
+                return self._loaded(dev, h, f"the {len(units)} translation units device-linked (cuLink)")
+            except CudaError as e:
+                tried.append(f"device-linking the translation units: {e.message}")
         for img in candidate_images(self.images(), device_arch):
             err, h = self.cu.cuModuleLoadData(image_bytes(img))
             what = f"{img.kind} sm_{img.arch}"
@@ -95,6 +128,9 @@ class CudaModule:
         raise CudaError(first_err or Err.INVALID_KERNEL_IMAGE,
                         f"no image of the module loads on this sm_{device_arch} GPU with driver API {d} "
                         f"(the binary has {archs}; tried {'; '.join(tried)})")
+
+    def _load_bytes(self, image: bytes) -> Any:
+        return check(self.cu.cuModuleLoadData(image), "cuModuleLoadData")
 
     def _loaded(self, dev: int, handle: Any, what: str) -> Any:
         self.handles[dev] = handle

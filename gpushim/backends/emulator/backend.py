@@ -21,11 +21,13 @@ from gpushim.backends.emulator.peers import PeerSpace, PeerView
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
 from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx import devrt
 from gpushim.ptx.heap import heap_used, set_heap_limit
 
 log = logging.getLogger("gpushim.emulator")
 PITCH_ALIGNMENT = 512
 LIMIT_MALLOC_HEAP_SIZE = 2  # cudaLimitMallocHeapSize: the device heap of kernels' malloc()
+LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT = 4  # outstanding device-side launches (gpushim/ptx/devrt.py)
 
 
 ARENA_LIMIT = 0x7000_0000_0000  # arenas stay below this (managed memory is mapped at the same address in clients)
@@ -116,6 +118,8 @@ class EmulatorSession(BackendSession):
         self.account = MemoryAccount(quota, backend.ledger)  # shared by this session's devices
         self.memories = [DeviceMemory(backend.capacity, backend.arena_base + i * DEVICE_WINDOW, self.account)
                          for i in range(backend.count)]
+        for i, m in enumerate(self.memories):
+            devrt.set_device(m, i, len(self.memories))  # cudaGetDevice in device code
         self.sched = Scheduler()
         self.peers: dict[int, set[int]] = {}  # device -> the devices its kernels may access (peer access)
         self.peer_space: PeerSpace | None = None
@@ -207,6 +211,8 @@ class EmulatorSession(BackendSession):
                 raise CudaError(Err.MEMORY_ALLOCATION,
                                 f"a {value}-byte device heap exceeds the memory this session may still allocate")
             set_heap_limit(mem, value)
+        elif limit == LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+            devrt.set_pending_limit(self._mem(dev), value)
 
     def mem_info(self, dev: int) -> tuple[int, int]:
         m = self._mem(dev)

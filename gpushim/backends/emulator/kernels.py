@@ -10,7 +10,7 @@ from gpushim.backends.emulator.memory import DeviceMemory
 from gpushim.compat.policy import Policy
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.fatbin import FatbinError, FatbinImage, cubin_info, parse_fatbin
-from gpushim.ptx import PtxError, PtxModule, PtxUnsupported, load_module
+from gpushim.ptx import PtxError, PtxModule, PtxUnsupported, load_module, rdc
 
 INVALID_DEVICE_FUNCTION = 98
 INVALID_PTX = 218
@@ -31,19 +31,25 @@ class EmuModule:
     registers: dict[str, int] = field(default_factory=dict)  # from a cubin's .nv.info, when there is one
     symbols: dict[int, dict[str, int]] = field(default_factory=dict)  # device -> variable -> address
     choice: str = ""  # what the adaptation policy chose, for the log
+    note: str = ""  # why a relocatable-device-code module has no PTX to run
 
     @classmethod
     def from_fatbin(cls, data: bytes, cc: tuple[int, int], policy: Policy | None = None) -> EmuModule:
+        device_arch = cc[0] * 10 + cc[1]
+        parts = rdc.split_fatbins(data)
+        note = ""
         try:
-            images = parse_fatbin(data)
+            if rdc.is_rdc(parts):  # relocatable device code: the linked image, then each unit's fat binary
+                images, best, note = rdc.load_units(parts, device_arch)
+            else:
+                images = parse_fatbin(data)
+                best = rdc.pick_ptx(images, device_arch)
         except FatbinError as e:
             raise CudaError(Err.INVALID_KERNEL_IMAGE, f"the fat binary is malformed: {e}") from None
-        ptx = [i for i in images if i.kind == "ptx"]
-        device_arch = cc[0] * 10 + cc[1]
-        # The oldest PTX the device could JIT: newer-arch PTX uses instructions the engine may not run.
-        fitting = [i for i in ptx if i.arch <= device_arch] or ptx
-        best = min(fitting, key=lambda i: i.arch) if fitting else None
-        mod = cls(images, best)
+        except CudaError as e:  # the units' PTX does not link
+            images, best = parse_fatbin(parts[0]), None
+            note = f"relocatable device code: linking the translation units' PTX failed: {e.message}"
+        mod = cls(images, best, note=note)
         if policy is not None:
             # The emulated driver accepts exactly what the real one would: its choice (or refusal) stands,
             # though the engine itself always runs PTX.
@@ -66,6 +72,8 @@ class EmuModule:
     def engine(self, kernel: str | None = None) -> PtxModule:
         """The loaded PTX module; errors name the kernel the application asked for."""
         what = f"kernel {kernel}" if kernel else "module variable"
+        if self.ptx_image is None and self.note:
+            raise CudaError(Err.NO_KERNEL_IMAGE_FOR_DEVICE, f"{what}: {self.note}")
         if self.ptx_image is None:
             raise CudaError(
                 Err.NO_KERNEL_IMAGE_FOR_DEVICE,
