@@ -24,7 +24,7 @@ for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt, ops_simd, ops_tex):
 
 
 def _late_handlers() -> None:
-    from gpushim.ptx import ops_atom, ops_mbarrier, ops_mem, ops_sys, ops_warp
+    from gpushim.ptx import ops_atom, ops_graphcond, ops_mbarrier, ops_mem, ops_sys, ops_warp
 
     HANDLERS.update({
         "ld": ops_mem.compile_ld, "ldu": ops_mem.compile_ld, "st": ops_mem.compile_st, "cvta": ops_mem.compile_cvta,
@@ -38,6 +38,7 @@ def _late_handlers() -> None:
         "@malloc": ops_sys.compile_malloc, "@free": ops_sys.compile_free,
         "@stackoverflow": ops_sys.compile_stackoverflow,
         "mbarrier": ops_mbarrier.compile_mbarrier, "griddepcontrol": ops_mbarrier.compile_griddepcontrol,
+        "@cudaGraphSetConditional": ops_graphcond.compile_set_conditional,
     })  # fmt: skip
     WARP_HANDLERS.update({
         "shfl": ops_warp.compile_shfl, "vote": ops_warp.compile_vote, "match": ops_warp.compile_match,
@@ -49,7 +50,7 @@ def _late_handlers() -> None:
 WARP_HANDLERS: dict = {}
 # instructions whose effects go beyond registers: exited threads must not take part (groups.alive_only)
 EFFECTS = {"ld", "ldu", "st", "atom", "red", "cp", "@vprintf", "@__assertfail", "@malloc", "@free", "activemask",
-           "@stackoverflow", "mbarrier",
+           "@stackoverflow", "mbarrier", "@cudaGraphSetConditional",
            "prefetch", "prefetchu", "tex", "tld4", "txq", "suq", "suld", "sust"}  # fmt: skip
 BAR_HANDLERS: dict = {}
 
