@@ -158,9 +158,9 @@ int main(int argc, char **argv) {
         std::printf("phase=ready\n");
         pause_line();
         for (int i = 0; i < 20; i++) CHECK(cudaGraphLaunch(x, s));
+        CHECK(cudaStreamSynchronize(s));
         std::printf("phase=launched\n");
         pause_line();
-        CHECK(cudaStreamSynchronize(s));
         std::printf("count_steps=%d\n", get(steps) - 17);  // 20 launches of one step and +2: 60
         return 0;
     }
