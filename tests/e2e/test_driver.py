@@ -83,10 +83,10 @@ def test_driver_api_around_kernels(drv: Server) -> None:
     assert "cuMipmappedArrayCreate is not supported by gpushim yet" in p.stderr
 
 
-@emulator_only
 def test_arrays_textures_and_surfaces(drv: Server) -> None:
     """cuArrayCreate/cuArray3DCreate, cuMemcpy2D/3D to and from arrays, cuTexObjectCreate on arrays and linear
-    memory, cuSurfObjectCreate (tests/programs/drv_texture.c; results computed by the program)."""
+    memory, cuSurfObjectCreate (tests/programs/drv_texture.c; results computed by the program). Runs on the
+    cuda backend too (make gpu-check)."""
     p = run(drv, "drv_texture", KERNELS)
     v = dict(kv.split("=", 1) for line in p.stdout.splitlines() for kv in line.split() if "=" in kv)
     assert v["descriptor"] == "8,4,0x20,1"
