@@ -83,6 +83,16 @@ def test_driver_api_around_kernels(drv: Server) -> None:
     assert "cuMipmappedArrayCreate is not supported by gpushim yet" in p.stderr
 
 
+@emulator_only
+def test_conditional_while_node(drv: Server) -> None:
+    """cuGraphConditionalHandleCreate and cuGraphAddNode with a WHILE node whose body kernel counts down
+    (tests/programs/drv_graph_cond.c); the cuda backend refuses conditional nodes (docs/graphs.md)."""
+    p = run(drv, "drv_graph_cond", KERNELS)
+    assert "while=5,7,0" in p.stdout
+    assert "ext_sem=801" in p.stdout and "node type 8 is not supported" in p.stderr
+    assert "done=1" in p.stdout
+
+
 def test_arrays_textures_and_surfaces(drv: Server) -> None:
     """cuArrayCreate/cuArray3DCreate, cuMemcpy2D/3D to and from arrays, cuTexObjectCreate on arrays and linear
     memory, cuSurfObjectCreate (tests/programs/drv_texture.c; results computed by the program). Runs on the
