@@ -129,3 +129,11 @@ def test_bad_conditional_nodes_are_refused(session, cond: list) -> None:
     assert err == Err.INVALID_VALUE
     assert call(s, sent, "GRAPH_COND", 0, 0, msgpack.packb([[]]), 0)[0] == Err.INVALID_VALUE  # not on its own
     assert call(s, sent, "MALLOC", 0, 16)[0] == 0  # the session goes on
+
+
+def test_conditional_nodes_need_a_backend_that_runs_them(session, monkeypatch) -> None:
+    """A backend without graph_conditional (the cuda backend) refuses the segment: cudaErrorNotSupported."""
+    s, sent = session
+    monkeypatch.setattr(type(s.bs), "graph_conditional", None)
+    err, _ = call(s, sent, "GRAPH_UPLOAD", 3, msgpack.packb([_cond(0, 0, [[]])]))
+    assert err == Err.NOT_SUPPORTED
