@@ -18,7 +18,9 @@ SURF_MAGIC = 0x46535347  # "GSSF"
 SIZE = 128
 RES_ARRAY, RES_LINEAR, RES_PITCH2D = 0, 1, 2
 FLAG_LAYERED, FLAG_CUBEMAP, FLAG_3D = 1, 2, 4
-FLAG_1D = 8  # a 1D CUDA array (height 1): the cuda backend's mirror CUarray is 1D; the emulator ignores it
+# What the cuda backend's mirror CUarray of a CUDA array needs (backends/cuda/textures.py); the emulator
+# ignores them: a 1D array (height 1), and the array's cudaArraySurfaceLoadStore / cudaArrayTextureGather flags
+FLAG_1D, FLAG_SURFACE_LDST, FLAG_GATHER = 8, 16, 32
 KIND_SIGNED, KIND_UNSIGNED, KIND_FLOAT = 0, 1, 2  # cudaChannelFormatKind
 ADDR_WRAP, ADDR_CLAMP, ADDR_MIRROR, ADDR_BORDER = 0, 1, 2, 3  # cudaTextureAddressMode
 FILTER_POINT, FILTER_LINEAR = 0, 1
@@ -83,7 +85,7 @@ def check(d: Desc) -> str | None:
         return "empty resource or pitch below a row"
     if any(a not in (0, 1, 2, 3) for a in d.addr) or d.filter not in (0, 1) or d.read not in (0, 1):
         return "bad address, filter or read mode"
-    known = FLAG_LAYERED | FLAG_CUBEMAP | FLAG_3D | FLAG_1D
+    known = FLAG_LAYERED | FLAG_CUBEMAP | FLAG_3D | FLAG_1D | FLAG_SURFACE_LDST | FLAG_GATHER
     if d.flags & ~known or d.normalized not in (0, 1) or d.srgb not in (0, 1):
         return "bad flags"
     if d.flags & FLAG_CUBEMAP and (d.width != d.height or d.depth % 6):

@@ -55,7 +55,7 @@ def test_array_mirror_follows_copies_and_surface_writes() -> None:
     p = s.malloc(0, pitch * rows * layers)
     data = bytes(range(256))[: pitch * rows * layers]
     s.write(None, p, data)
-    f = fields(td.RES_ARRAY, p, pitch, w, rows, layers, flags=td.FLAG_LAYERED, channels=2)
+    f = fields(td.RES_ARRAY, p, pitch, w, rows, layers, flags=td.FLAG_LAYERED | td.FLAG_SURFACE_LDST, channels=2)
     tex = s.texture_create(0, False, f)
     surf = s.texture_create(0, True, f)
     arr = drv.texobjs[tex]["array"]
@@ -96,5 +96,8 @@ def test_one_d_array_and_bad_descriptions() -> None:
         with pytest.raises(CudaError) as e:
             s.texture_create(0, False, f)
         assert e.value.code == Err.INVALID_VALUE
-    with pytest.raises(CudaError):  # surfaces need an array
-        s.texture_create(0, True, fields(td.RES_LINEAR, p, 64, 16, 1, 1))
+    for f in (fields(td.RES_LINEAR, p, 64, 16, 1, 1), fields(td.RES_ARRAY, p, 64, 16, 1, 1)):
+        with pytest.raises(CudaError):  # surfaces need an array made for surface load/store
+            s.texture_create(0, True, f)
+    g = s.texture_create(0, False, fields(td.RES_ARRAY, p, 64, 16, 2, 1, flags=td.FLAG_GATHER))
+    assert drv.arrays[drv.texobjs[g]["array"]]["desc"] == (16, 2, 0, 0x20, 1, 0x08)  # TEXTURE_GATHER

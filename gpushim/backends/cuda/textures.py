@@ -44,8 +44,8 @@ def parse_fields(surface: bool, fields: list[int]) -> td.Desc:
     why = td.check(d)
     if why:
         raise CudaError(Err.INVALID_VALUE, f"texture or surface description: {why}")
-    if surface and restype != td.RES_ARRAY:
-        raise CudaError(Err.INVALID_VALUE, "a surface object needs a CUDA array")
+    if surface and (restype != td.RES_ARRAY or not flags & td.FLAG_SURFACE_LDST):
+        raise CudaError(Err.INVALID_VALUE, "a surface object needs a CUDA array made for surface load/store")
     return d
 
 
@@ -180,8 +180,11 @@ class CudaTextures:
         desc.Depth = d.depth if d.flags & (td.FLAG_3D | td.FLAG_LAYERED | td.FLAG_CUBEMAP) else 0
         desc.Format = fmt
         desc.NumChannels = d.channels
-        desc.Flags = cu.CUDA_ARRAY3D_SURFACE_LDST | (cu.CUDA_ARRAY3D_LAYERED if d.flags & td.FLAG_LAYERED else 0) | \
-            (cu.CUDA_ARRAY3D_CUBEMAP if d.flags & td.FLAG_CUBEMAP else 0)
+        # the flags the application gave its array (surface load/store, texture gather), as CUDA requires them
+        desc.Flags = (cu.CUDA_ARRAY3D_LAYERED if d.flags & td.FLAG_LAYERED else 0) | \
+            (cu.CUDA_ARRAY3D_CUBEMAP if d.flags & td.FLAG_CUBEMAP else 0) | \
+            (cu.CUDA_ARRAY3D_SURFACE_LDST if d.flags & td.FLAG_SURFACE_LDST else 0) | \
+            (cu.CUDA_ARRAY3D_TEXTURE_GATHER if d.flags & td.FLAG_GATHER else 0)
         h = check(cu.cuArray3DCreate(desc), "cuArray3DCreate")
         m = self.mirrors[key] = Mirror(dev, d.base, geometry, h, d.width * d.elem_size)
         return m
