@@ -153,6 +153,44 @@ int main(int argc, char **argv) {
     CHECK(cudaStreamSynchronize(s));
     std::printf("while=%d,%d,%d\n", first, left, get(steps));  // 12,0,17
 
+    // a clone runs the same loop; a body filled by stream capture (cudaStreamBeginCaptureToGraph) works too
+    {
+        cudaGraph_t c;
+        CHECK(cudaGraphClone(&c, g));
+        cudaGraphExec_t xc;
+        CHECK(cudaGraphInstantiate(&xc, c, 0));
+        CHECK(cudaGraphDestroy(c));  // the executable graph keeps what it needs (the handle's memory too)
+        put(counter, 4);
+        put(steps, 0);
+        CHECK(cudaGraphLaunch(xc, s));
+        CHECK(cudaStreamSynchronize(s));
+        int cloned = get(steps);
+        CHECK(cudaGraphExecDestroy(xc));
+
+        cudaGraph_t g2;
+        CHECK(cudaGraphCreate(&g2, 0));
+        cudaGraphConditionalHandle h2;
+        CHECK(cudaGraphConditionalHandleCreate(&h2, g2, 1, cudaGraphCondAssignDefault));
+        cudaGraph_t *b2;
+        add_cond(g2, nullptr, 0, h2, cudaGraphCondTypeWhile, 1, &b2);
+        cudaStream_t cs;
+        CHECK(cudaStreamCreate(&cs));
+        CHECK(cudaStreamBeginCaptureToGraph(cs, b2[0], nullptr, nullptr, 0, cudaStreamCaptureModeGlobal));
+        countdown<<<1, 1, 0, cs>>>(h2, counter, steps);
+        CHECK(cudaStreamEndCapture(cs, nullptr));
+        cudaGraphExec_t x2;
+        CHECK(cudaGraphInstantiate(&x2, g2, 0));
+        put(counter, 3);
+        put(steps, 0);
+        CHECK(cudaGraphLaunch(x2, s));
+        CHECK(cudaStreamSynchronize(s));
+        std::printf("clone=%d\ncaptured=%d\n", cloned, get(steps));  // 4 steps and +2 after the loop; 3 steps
+        CHECK(cudaGraphExecDestroy(x2));
+        CHECK(cudaGraphDestroy(g2));
+        CHECK(cudaStreamDestroy(cs));
+        put(steps, 17);  // as the modes below expect
+    }
+
     if (argc > 1 && std::strcmp(argv[1], "count") == 0) {
         put(counter, 0);  // every launch: one step (the counter goes below 0)
         std::printf("phase=ready\n");
