@@ -43,6 +43,9 @@ def test_pipeline_stages(mb, rng):
 
 
 def test_raw_mbarrier_states(mb):
+    """pending_count of a state: PTX leaves the state's encoding opaque; gpushim's is the object before the
+    arrival, so thread 2 of 4 sees 2 pending arrivals. The waits follow the ISA: a phase completes at its last
+    arrival only once its transaction count is 0, and parity waits name the phase they wait for."""
     po = mb.empty(8 * 6)
     mb.launch("rawMbarrier", 2, 4, po)
     assert mb.get(po, np.uint64, 6).tolist() == [2, 0, 1, 0, 1, 0]
