@@ -56,3 +56,13 @@ def test_griddepcontrol(mb):
     mb.launch("pdlPrimary", 1, 64, pa)
     mb.launch("pdlSecondary", 1, 64, pa, pb)
     assert np.array_equal(mb.get(pb, np.int32, 64), 2 * (np.arange(64) + 1))
+
+
+@pytest.mark.parametrize("mode, words", [(0, "not initialised"), (1, "count must be between 1")])
+def test_mbarrier_misuse_faults(mb, mode, words):
+    """Undefined in PTX; the engine stops the kernel with an error naming the instruction instead."""
+    from gpushim.cuda_errors import CudaError
+
+    with pytest.raises(CudaError) as e:
+        mb.launch("badMbarrier", 1, 32, mode)
+    assert "mbarrier" in e.value.message and words in e.value.message

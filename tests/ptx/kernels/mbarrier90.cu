@@ -112,3 +112,15 @@ extern "C" __global__ void pdlSecondary(const int *a, int *b) {
     asm volatile("griddepcontrol.wait;");
     b[threadIdx.x] = a[threadIdx.x] * 2;
 }
+
+// Misuse: arrive on an mbarrier that was never initialised (mode 0), init with a count of 0 (mode 1).
+extern "C" __global__ void badMbarrier(int mode) {
+    __shared__ unsigned long long mb;
+    unsigned a = (unsigned)__cvta_generic_to_shared(&mb);
+    if (mode == 0) {
+        mb = 0;
+        asm volatile("mbarrier.arrive.shared.b64 _, [%0];" ::"r"(a));
+    } else {
+        asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(a), "r"(0));
+    }
+}
