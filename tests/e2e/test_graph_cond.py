@@ -19,6 +19,7 @@ def test_conditional_nodes(server):
     # 10 steps then the node after the loop (+2); the default 1 enters the loop again at the second launch
     assert v["while"] == "12,0,17"
     assert v["clone"] == "6" and v["captured"] == "3"  # a cloned graph (4 steps, +2); a body filled by capture
+    assert v["held"] == "0,5"  # launched behind a host function: nothing ran while it held the stream
     assert v["destroy_body"] == "1"  # cudaErrorInvalidValue: a body graph belongs to its node
     assert v["bad_flags"] == "1"
     assert v["null_graph"] == "1"

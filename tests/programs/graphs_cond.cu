@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <thread>
 
 #include "common.h"
 
@@ -189,6 +191,26 @@ int main(int argc, char **argv) {
         CHECK(cudaGraphDestroy(g2));
         CHECK(cudaStreamDestroy(cs));
         put(steps, 17);  // as the modes below expect
+    }
+
+    // the stream held by a host function when the graph is launched: the server queues the conditional node
+    // and runs its loop when the stream gets there
+    {
+        static std::atomic<int> release{0};
+        put(counter, 3);
+        put(steps, 0);
+        CHECK(cudaLaunchHostFunc(s, [](void *) { while (!release.load()) std::this_thread::yield(); }, nullptr));
+        CHECK(cudaGraphLaunch(x, s));
+        cudaStream_t peek;  // s is held: read through a non-blocking stream (the legacy one would wait for s)
+        CHECK(cudaStreamCreateWithFlags(&peek, cudaStreamNonBlocking));
+        int seen = -1;
+        CHECK(cudaMemcpyAsync(&seen, steps, 4, cudaMemcpyDeviceToHost, peek));
+        CHECK(cudaStreamSynchronize(peek));
+        release = 1;
+        CHECK(cudaStreamSynchronize(s));
+        std::printf("held=%d,%d\n", seen, get(steps));  // 0 while held, then 3 steps and +2
+        CHECK(cudaStreamDestroy(peek));
+        put(steps, 17);
     }
 
     if (argc > 1 && std::strcmp(argv[1], "count") == 0) {
