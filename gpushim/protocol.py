@@ -149,6 +149,9 @@ OPS: tuple[Op, ...] = (
     _op(121, "GRAPH_LAUNCH", "graph stream event callbacks data", "", "run an uploaded segment on stream (one "
         "frame per launch), then record event there (0: none)"),
     _op(122, "GRAPH_FREE", "graph", "", "forget an uploaded segment"),
+    _op(102, "GRAPH_COND", "handle kind bodies stream", "", "a conditional graph node, only inside an uploaded "
+        "segment: when the stream reaches it, the 4-byte value at device address handle chooses which of bodies "
+        "(a msgpack array of call arrays, each like GRAPH_UPLOAD's) runs: kind 0 IF, 1 WHILE, 2 SWITCH"),
     # CUDA IPC between sessions of one server (gpushim/server/ops_ipc.py)
     _op(123, "IPC_GET_MEM_HANDLE", "ptr", "ipc_handle", "cudaIpcGetMemHandle: a 64-byte handle naming the allocation"),
     _op(124, "IPC_OPEN_MEM_HANDLE", "dev ipc_handle flags", "ptr size", "cudaIpcOpenMemHandle in another session: "
@@ -202,6 +205,7 @@ ARG_SPECS: dict[str, Field] = {
     # graphs (ops_graph.py): a segment's packed calls, a launch's host-function ids; IPC handles are 64 bytes
     "calls": Field(bytes, 1, MAX_FRAME), "callbacks": Field(list, 0, 1 << 16, item_range=U64),
     "ipc_handle": Field(bytes, 64, 64),
+    "kind": _int(U32), "bodies": Field(bytes, 1, MAX_FRAME),
     # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
     "fields": Field(list, 21, 21, item_range=U64),
 }

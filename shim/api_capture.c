@@ -579,7 +579,6 @@ GS_IMPL cudaError_t gs_cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, void *
 }
 
 static cudaError_t end_capture(cudaStream_t s, void **graph_out, int ptsz) {
-    if (!graph_out) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     uint64_t h;
     cudaError_t e = gs_stream_handle(s, ptsz, &h);
@@ -587,7 +586,11 @@ static cudaError_t end_capture(cudaStream_t s, void **graph_out, int ptsz) {
     pthread_mutex_lock(&gs_graph_lock);
     capture *k = find_locked(h);
     capgraph *cg = k ? k->cg : NULL;
-    if (!k) {
+    if (!graph_out && (!cg || !cg->borrowed)) {
+        /* only a capture into the caller's graph (cudaStreamBeginCaptureToGraph) may end without asking for it,
+         * as the Programming Guide's conditional-node examples do */
+        e = cudaErrorInvalidValue;
+    } else if (!k) {
         e = cudaErrorIllegalState;
     } else if (cg->mode != MODE_RELAXED && !pthread_equal(cg->thread, pthread_self())) {
         e = cudaErrorStreamCaptureWrongThread;
@@ -606,7 +609,7 @@ static cudaError_t end_capture(cudaStream_t s, void **graph_out, int ptsz) {
         for (size_t i = 0; i < ncaps;) /* every stream of the capture leaves it */
             if (caps[i].cg == cg) leave_locked(&caps[i], !bad);
             else i++;
-        *graph_out = bad ? NULL : g;
+        if (graph_out) *graph_out = bad ? NULL : g;
     }
     pthread_mutex_unlock(&gs_graph_lock);
     return gs_ret(e);

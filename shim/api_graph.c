@@ -1,6 +1,6 @@
 /* CUDA graphs built node by node, and the queries on graphs and nodes (shim/gs_graph.h).
  *
- * Not supported (a clear error): conditional nodes, external semaphore nodes, kernel nodes whose
+ * Conditional nodes are in api_graph_cond.c. Not supported (a clear error): external semaphore nodes, kernel nodes whose
  * arguments come as `extra` (packed buffer), memcpy nodes with CUDA arrays. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +73,7 @@ static void galloc_unref(gs_galloc *a) {
 static void node_free(gs_gnode *n) {
     gs_ops_clear(&n->ops);
     if (n->child) gs_graph_free_locked(n->child);
+    gs_cond_node_free_locked(n);
     galloc_unref(n->alloc);
     free(n->kargs);
     free(n->kargv);
@@ -86,6 +87,7 @@ void gs_graph_free_locked(gs_graph *g) {
     if (*pp) *pp = g->next;
     for (size_t i = 0; i < g->n; i++) node_free(g->nodes[i]);
     free(g->nodes);
+    gs_graph_conds_free_locked(g);
     gs_uobj_refs_release(&g->uobjs);
     free(g);
 }
@@ -150,12 +152,14 @@ gs_graph *gs_graph_clone_locked(const gs_graph *g) {
         d->clone_of = s;
         memcpy(d->params, s->params, sizeof d->params);
         if (s->alloc) { d->alloc = s->alloc; atomic_fetch_add(&s->alloc->refs, 1); }
-        bad = gs_ops_copy(&d->ops, &s->ops) || copy_kargs(d, s) || (s->child && !(d->child = gs_graph_clone_locked(s->child)));
+        bad = gs_ops_copy(&d->ops, &s->ops) || copy_kargs(d, s) || (s->child && !(d->child = gs_graph_clone_locked(s->child))) ||
+              gs_cond_node_clone_locked(d, s);
     }
     for (size_t i = 0; i < g->n && !bad; i++)
         for (size_t j = 0; j < g->nodes[i]->ndeps && !bad; j++)
             bad = gs_node_add_dep_locked(c->nodes[i], c->nodes[index_of(g, g->nodes[i]->deps[j])]) != cudaSuccess;
     if (!bad) bad = gs_uobj_refs_copy(&c->uobjs, &g->uobjs) != cudaSuccess;
+    if (!bad) bad = gs_graph_conds_copy_locked(c, g);
     if (bad) { gs_graph_free_locked(c); return NULL; }
     return c;
 }
@@ -330,7 +334,7 @@ GS_IMPL cudaError_t gs_cudaGraphCreate(void **out, unsigned flags) {
 
 GS_IMPL cudaError_t gs_cudaGraphDestroy(void *gp) {
     pthread_mutex_lock(&gs_graph_lock);
-    int found = gp && gs_graph_known_locked(gp);
+    int found = gp && gs_graph_known_locked(gp) && !((gs_graph *)gp)->owner; /* a body is its node's */
     if (found) gs_graph_free_locked(gp); /* executable graphs hold copies of their own */
     pthread_mutex_unlock(&gs_graph_lock);
     return found ? cudaSuccess : gs_ret(cudaErrorInvalidValue);
@@ -596,8 +600,9 @@ static cudaError_t add_generic(void **out, void *g, void *const *deps, size_t nd
     case GT_EVENT_RECORD: return gs_cudaGraphAddEventRecordNode(out, g, deps, nd, *(void **)u);
     case GT_MEM_ALLOC: return alloc_node(out, g, deps, nd, (alloc_params *)u);
     case GT_MEM_FREE: return gs_cudaGraphAddMemFreeNode(out, g, deps, nd, *(void **)u);
+    case GT_CONDITIONAL: return gs_graph_add_conditional(out, g, deps, nd, u);
     default:
-        gs_warn_once("graph-node-type", "cudaGraphAddNode: node type %d (conditional, external semaphore) is not "
+        gs_warn_once("graph-node-type", "cudaGraphAddNode: node type %d (external semaphore, batch memory op) is not "
                      "supported by gpushim yet: cudaErrorNotSupported", type);
         return gs_ret(cudaErrorNotSupported);
     }
@@ -890,7 +895,8 @@ GS_IMPL cudaError_t gs_cudaGraphMemcpyNodeSetParams1D(void *np, void *dst, const
 /* cudaGraphDebugDotPrint: the graph in Graphviz's DOT language, a node per line with its type */
 static const char *type_name(int t) {
     static const char *names[] = {"kernel", "memcpy", "memset", "host", "graph", "empty", "wait_event",
-                                  "event_record", "ext_sem_signal", "ext_sem_wait", "mem_alloc", "mem_free"};
+                                  "event_record", "ext_sem_signal", "ext_sem_wait", "mem_alloc", "mem_free",
+                                  "batch_mem_op", "conditional"};
     return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "node";
 }
 

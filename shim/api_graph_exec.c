@@ -61,14 +61,21 @@ static int exec_known_locked(const exec *x) {
 
 /* ---- flattening ---- */
 
+static cudaError_t cond_op_locked(exec *x, const gs_gnode *n);
+
 static cudaError_t flatten_locked(exec *x, const gs_graph *g) {
     gs_gnode **order = gs_graph_order_locked(g);
     if (!order) return g->n ? cudaErrorInvalidValue : cudaSuccess; /* a cycle */
-    cudaError_t e = cudaSuccess;
+    /* the default values of the graph's conditional handles, before any of its nodes */
+    cudaError_t e = gs_cond_defaults_locked(&x->ops, g, &x->allocs, &x->nallocs);
     for (size_t i = 0; i < g->n && !e; i++) {
         gs_gnode *n = order[i];
         if (n->type == GT_GRAPH) {
             e = flatten_locked(x, n->child);
+            continue;
+        }
+        if (n->type == GT_CONDITIONAL) {
+            e = cond_op_locked(x, n);
             continue;
         }
         xnode *p = realloc(x->nodes, (x->n + 1) * sizeof *p);
@@ -180,6 +187,77 @@ static void encode_op(gs_wbuf *w, const gs_gop *op) {
         }
         break;
     }
+}
+
+/* What a conditional node's body may hold (CUDA: kernels, memsets, copies between device memory, empty
+ * nodes, child graphs and conditional nodes). */
+static int body_op_ok(const gs_gop *op) {
+    switch (op->kind) {
+    case OP_CALL:
+        return op->op == GS_OP_LAUNCH || op->op == GS_OP_MEMSET || op->op == GS_OP_MEMSET2D ||
+               op->op == GS_OP_MEMSET_WIDE || op->op == GS_OP_GRAPH_COND;
+    case OP_COPY: return op->a[3] == cudaMemcpyDeviceToDevice;
+    case OP_COPY2D: return op->a[6] == cudaMemcpyDeviceToDevice;
+    default: return 0;
+    }
+}
+
+/* A conditional node as one GRAPH_COND call [handle, type, bodies, stream]: each body graph flattened and
+ * encoded like an uploaded segment. */
+static cudaError_t cond_op_locked(exec *x, const gs_gnode *n) {
+    gs_wbuf bw;
+    gs_w_init(&bw);
+    gs_w_array(&bw, n->nbodies);
+    cudaError_t e = cudaSuccess;
+    for (unsigned b = 0; b < n->nbodies && !e; b++) {
+        exec body = {0};
+        e = flatten_locked(&body, n->bodies[b]);
+        for (size_t i = 0; i < body.n && !e; i++)
+            if (body.nodes[i].type == GT_HOST || body.nodes[i].type == GT_MEM_ALLOC ||
+                body.nodes[i].type == GT_MEM_FREE || body.nodes[i].type == GT_EVENT_RECORD ||
+                body.nodes[i].type == GT_WAIT_EVENT)
+                e = cudaErrorNotSupported;
+        for (size_t i = 0; i < body.ops.n && !e; i++)
+            if (!body_op_ok(&body.ops.v[i])) e = cudaErrorNotSupported;
+        if (e == cudaErrorNotSupported)
+            gs_warn_once("graph-cond-body", "a conditional node's body holds a node CUDA does not allow there "
+                         "(host, event, memory allocation nodes, copies to or from host memory): "
+                         "cudaGraphInstantiate returns cudaErrorNotSupported");
+        if (!e) {
+            gs_w_array(&bw, (uint32_t)body.ops.n);
+            for (size_t i = 0; i < body.ops.n; i++) encode_op(&bw, &body.ops.v[i]);
+        }
+        /* the handles' memory the body retained stays with the executable graph */
+        for (size_t i = 0; i < body.nallocs && !e; i++) {
+            gs_galloc **a = realloc(x->allocs, (x->nallocs + 1) * sizeof *a);
+            if (!a) { e = cudaErrorMemoryAllocation; break; }
+            x->allocs = a;
+            x->allocs[x->nallocs++] = body.allocs[i];
+            atomic_fetch_add(&body.allocs[i]->refs, 1);
+        }
+        exec_clear(&body);
+    }
+    if (!e && bw.oom) e = cudaErrorMemoryAllocation;
+    gs_wbuf w;
+    gs_w_init(&w);
+    gs_w_array(&w, 4);
+    gs_w_uint(&w, n->handle);
+    gs_w_uint(&w, (uint64_t)n->cond_type);
+    gs_w_bin(&w, bw.buf, bw.len);
+    gs_w_free(&bw);
+    gs_gop op = {.kind = OP_CALL, .op = GS_OP_GRAPH_COND, .prefix = w.len};
+    if (!e && !w.oom && !(op.bytes = malloc(w.len + 1))) e = cudaErrorMemoryAllocation;
+    if (!e && w.oom) e = cudaErrorMemoryAllocation;
+    if (!e) memcpy(op.bytes, w.buf, w.len);
+    gs_w_free(&w);
+    if (e) return e;
+    xnode *p = realloc(x->nodes, (x->n + 1) * sizeof *p);
+    if (!p) { free(op.bytes); return cudaErrorMemoryAllocation; }
+    x->nodes = p;
+    x->nodes[x->n++] = (xnode){n->type, n, x->ops.n, 1};
+    e = gs_ops_append(&x->ops, &op);
+    if (e) free(op.bytes);
+    return e;
 }
 
 static void free_segments(exec *x) {

@@ -235,8 +235,10 @@ typedef struct {
 } launch_config;
 
 static cudaError_t launch_ex(const launch_config *cfg, const void *f, void **args, int ptsz) {
-    if (!cfg) return gs_ret(cudaErrorInvalidValue);
-    /* Attributes (priority, cooperative, clusters, ...) change scheduling, not results, on the emulator. */
+    if (!cfg || (cfg->nattrs && !cfg->attrs)) return gs_ret(cudaErrorInvalidValue);
+    /* Attributes (priority, cooperative, clusters, programmatic stream serialization, ...) change scheduling,
+     * not results, on the emulator: kernels of a stream run one after the other, so a programmatic dependent
+     * launch's cudaGridDependencySynchronize (griddepcontrol.wait) is satisfied when its grid starts. */
     return launch(f, cfg->grid, cfg->block, args, cfg->shmem, cfg->stream, ptsz);
 }
 GS_IMPL cudaError_t gs_cudaLaunchKernelExC(const launch_config *cfg, const void *f, void **args) {

@@ -24,6 +24,9 @@
 #define DESC_FLAG_LAYERED 1u /* texdesc.FLAG_* */
 #define DESC_FLAG_CUBEMAP 2u
 #define DESC_FLAG_3D 4u
+#define DESC_FLAG_1D 8u /* for the cuda backend's mirror CUarray: a 1D array, and the array's flags */
+#define DESC_FLAG_SURFACE_LDST 16u
+#define DESC_FLAG_GATHER 32u
 
 typedef struct { int x, y, z, w, f; } gs_channel_desc; /* cudaChannelFormatDesc */
 typedef struct { size_t width, height, depth; } gs_extent; /* cudaExtent */
@@ -373,7 +376,9 @@ static cudaError_t describe(const unsigned char *res, const unsigned char *tex, 
         f[4] = a.rows;
         f[5] = a.slices;
         f[6] = (a.flags & ARRAY_LAYERED ? DESC_FLAG_LAYERED : 0) | (a.flags & ARRAY_CUBEMAP ? DESC_FLAG_CUBEMAP : 0) |
-               (a.extent.depth && !(a.flags & (ARRAY_LAYERED | ARRAY_CUBEMAP)) ? DESC_FLAG_3D : 0);
+               (a.extent.depth && !(a.flags & (ARRAY_LAYERED | ARRAY_CUBEMAP)) ? DESC_FLAG_3D : 0) |
+               (!a.extent.height ? DESC_FLAG_1D : 0) | (a.flags & ARRAY_SURFACE_LOAD_STORE ? DESC_FLAG_SURFACE_LDST : 0) |
+               (a.flags & ARRAY_TEXTURE_GATHER ? DESC_FLAG_GATHER : 0);
     } else if (!surface && (type == RES_LINEAR || type == RES_PITCH2D)) {
         memcpy(&cd, res + 16, sizeof cd);
         if ((e = channel_format(&cd, &ch, &bits))) return e;

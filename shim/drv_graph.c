@@ -212,4 +212,40 @@ GS_DRV CUresult gs_cuGraphExecKernelNodeSetParams_v2(void *x, void *n, const drv
     if (!x) return CUDA_ERROR_INVALID_VALUE;
     return drv_set_kernel(x, n, p, 1);
 }
+
+/* ---- conditional nodes (api_graph_cond.c) and cuGraphAddNode ---- */
+
+GS_DRV CUresult gs_cuGraphConditionalHandleCreate(uint64_t *h, void *g, void *ctx, unsigned dflt, unsigned flags) {
+    (void)ctx; /* the graph's context: the one current context of the session's device */
+    GRT(gs_cudaGraphConditionalHandleCreate(h, g, dflt, flags));
+}
+
+/* CUgraphNodeParams: type, reserved, then the union at 16. CUDA_CONDITIONAL_NODE_PARAMS begins like the
+ * runtime's cudaConditionalNodeParams (handle, type, size, phGraph_out); kernel nodes are
+ * CUDA_KERNEL_NODE_PARAMS_v3 (v2's layout); child graph and event nodes hold one handle. */
+static CUresult drv_add_node(void **n, void *g, void *const *d, size_t nd, unsigned char *p) {
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    int type;
+    memcpy(&type, p, sizeof type);
+    unsigned char *u = p + 16;
+    switch (type) {
+    case GT_KERNEL: return drv_add_kernel(n, g, d, nd, (const drv_kernel_params *)u, 1);
+    case GT_EMPTY: GRT(gs_cudaGraphAddEmptyNode(n, g, d, nd));
+    case GT_GRAPH: GRT(gs_cudaGraphAddChildGraphNode(n, g, d, nd, *(void **)u));
+    case GT_WAIT_EVENT: GRT(gs_cudaGraphAddEventWaitNode(n, g, d, nd, *(void **)u));
+    case GT_EVENT_RECORD: GRT(gs_cudaGraphAddEventRecordNode(n, g, d, nd, *(void **)u));
+    case GT_CONDITIONAL: GRT(gs_graph_add_conditional(n, g, d, nd, u));
+    default:
+        gs_warn_once("cu-graph-add-node", "cuGraphAddNode: node type %d is not supported by gpushim's driver face "
+                     "(kernel, empty, child graph, event and conditional nodes are): CUDA_ERROR_NOT_SUPPORTED", type);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+GS_DRV CUresult gs_cuGraphAddNode(void **n, void *g, void *const *d, size_t nd, unsigned char *p) {
+    return drv_add_node(n, g, d, nd, p);
+}
+GS_DRV CUresult gs_cuGraphAddNode_v2(void **n, void *g, void *const *d, const void *edges, size_t nd, unsigned char *p) {
+    (void)edges; /* default edges only, as cudaGraphAddNode */
+    return drv_add_node(n, g, d, nd, p);
+}
 #undef GRT

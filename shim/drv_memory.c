@@ -317,18 +317,28 @@ typedef struct {
     size_t WidthInBytes, Height, Depth;
 } drv_memcpy3d;
 
-/* The start address of one side of a copy, and whether it is on the device; CUDA arrays are refused. */
-static CUresult side(int type, const void *host, CUdeviceptr dev, void *array, uintptr_t *addr, int *on_device) {
+/* The start address of one side of a copy, and whether it is on the device. A CUDA array is device memory
+ * with a packed layout (api_texture.c): its pitch and rows per slice replace the caller's (*pitch, *rows). */
+static CUresult side(int type, const void *host, CUdeviceptr dev, void *array, uintptr_t *addr, int *on_device,
+                     size_t *pitch, size_t *rows) {
+    void *base;
+    size_t elem;
     switch (type) {
     case MT_HOST: *addr = (uintptr_t)host; *on_device = 0; return CUDA_SUCCESS;
     case MT_DEVICE: *addr = (uintptr_t)dev; *on_device = 1; return CUDA_SUCCESS;
     case MT_UNIFIED: *addr = (uintptr_t)dev; *on_device = -1; return CUDA_SUCCESS;
     case MT_ARRAY:
-        (void)array;
-        gs_warn_once("cuMemcpy-array", "copies to or from CUDA arrays are not supported by gpushim");
-        return CUDA_ERROR_NOT_SUPPORTED;
+        if (!gs_array_layout(array, &base, pitch, rows, &elem)) return CUDA_ERROR_INVALID_VALUE;
+        *addr = (uintptr_t)base;
+        *on_device = 1;
+        return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
+}
+
+/* An array side must hold the copied box: x + width within a row, y + height within its rows. */
+static int array_fits(int type, size_t x, size_t y, size_t width, size_t height, size_t pitch, size_t rows) {
+    return type != MT_ARRAY || (x + width <= pitch && y + height <= rows);
 }
 
 static int copy_kind(int src_dev, int dst_dev) {
@@ -353,10 +363,14 @@ static CUresult memcpy_2d(const drv_memcpy2d *p, CUstream s, int async, int ptds
     DRV_ENTER();
     uintptr_t src, dst;
     int sd, dd;
-    CUresult r = side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &src, &sd);
-    if (!r) r = side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &dst, &dd);
-    if (r) return r;
     size_t spitch = p->srcPitch ? p->srcPitch : p->WidthInBytes, dpitch = p->dstPitch ? p->dstPitch : p->WidthInBytes;
+    size_t srows = (size_t)-1, drows = (size_t)-1;
+    CUresult r = side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &src, &sd, &spitch, &srows);
+    if (!r) r = side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &dst, &dd, &dpitch, &drows);
+    if (r) return r;
+    if (!array_fits(p->srcMemoryType, p->srcXInBytes, p->srcY, p->WidthInBytes, p->Height, spitch, srows) ||
+        !array_fits(p->dstMemoryType, p->dstXInBytes, p->dstY, p->WidthInBytes, p->Height, dpitch, drows))
+        return CUDA_ERROR_INVALID_VALUE;
     src += p->srcY * spitch + p->srcXInBytes;
     dst += p->dstY * dpitch + p->dstXInBytes;
     return copy_2d(dst, dpitch, src, spitch, p->WidthInBytes, p->Height, copy_kind(sd, dd), s, async, ptds);
@@ -375,11 +389,14 @@ static CUresult memcpy_3d(const drv_memcpy3d *p, CUstream s, int async, int ptds
     if (p->srcLOD || p->dstLOD) return CUDA_ERROR_INVALID_VALUE;
     uintptr_t src, dst;
     int sd, dd;
-    CUresult r = side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &src, &sd);
-    if (!r) r = side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &dst, &dd);
-    if (r) return r;
     size_t spitch = p->srcPitch ? p->srcPitch : p->WidthInBytes, dpitch = p->dstPitch ? p->dstPitch : p->WidthInBytes;
     size_t sheight = p->srcHeight ? p->srcHeight : p->Height, dheight = p->dstHeight ? p->dstHeight : p->Height;
+    CUresult r = side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &src, &sd, &spitch, &sheight);
+    if (!r) r = side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &dst, &dd, &dpitch, &dheight);
+    if (r) return r;
+    if (!array_fits(p->srcMemoryType, p->srcXInBytes, p->srcY, p->WidthInBytes, p->Height, spitch, sheight) ||
+        !array_fits(p->dstMemoryType, p->dstXInBytes, p->dstY, p->WidthInBytes, p->Height, dpitch, dheight))
+        return CUDA_ERROR_INVALID_VALUE;
     int kind = copy_kind(sd, dd);
     for (size_t z = 0; z < p->Depth && !r; z++) { /* one 2D copy per slice, in order on the stream */
         uintptr_t s0 = src + ((p->srcZ + z) * sheight + p->srcY) * spitch + p->srcXInBytes;

@@ -31,7 +31,7 @@ cudaError_t gs_cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size
 
 /* cudaGraphNodeType */
 enum { GT_KERNEL = 0, GT_MEMCPY = 1, GT_MEMSET = 2, GT_HOST = 3, GT_GRAPH = 4, GT_EMPTY = 5, GT_WAIT_EVENT = 6,
-       GT_EVENT_RECORD = 7, GT_MEM_ALLOC = 10, GT_MEM_FREE = 11 };
+       GT_EVENT_RECORD = 7, GT_MEM_ALLOC = 10, GT_MEM_FREE = 11, GT_CONDITIONAL = 13 };
 
 enum { OP_CALL, OP_COPY, OP_COPY2D, OP_HOST_FUNC };
 
@@ -59,6 +59,13 @@ typedef struct {
 
 struct gs_graph;
 
+/* A conditional handle (cudaGraphConditionalHandleCreate, shim/api_graph_cond.c): the handle is the device
+ * address of a 4-byte cell that kernels set with cudaGraphSetConditional and the server reads. */
+typedef struct {
+    gs_galloc *mem;
+    unsigned dflt, flags;
+} gs_gcond;
+
 typedef struct gs_gnode {
     struct gs_graph *g;
     int type;
@@ -73,6 +80,11 @@ typedef struct gs_gnode {
     struct gs_gnode **deps;
     size_t ndeps, capdeps;
     const struct gs_gnode *clone_of; /* the node it was cloned from (cudaGraphNodeFindInClone) */
+    /* GT_CONDITIONAL: its body graphs (phGraph_out), type (IF/WHILE/SWITCH) and handle */
+    struct gs_graph **bodies;
+    unsigned nbodies;
+    int cond_type;
+    uint64_t handle;
 } gs_gnode;
 
 /* References a graph or an executable graph holds on user objects (api_graph_user.c). */
@@ -87,6 +99,9 @@ typedef struct gs_graph {
     gs_gnode **nodes;
     size_t n, cap;
     gs_uobj_refs uobjs;
+    gs_gcond *conds; /* conditional handles made for this graph */
+    size_t nconds;
+    const gs_gnode *owner; /* a conditional node's body: owned by that node (cudaGraphDestroy refuses it) */
 } gs_graph;
 
 extern pthread_mutex_t gs_graph_lock; /* every graph, node, exec and capture */
@@ -130,6 +145,16 @@ cudaError_t gs_graph_exec_set_ops(void *x, void *node, int type, gs_gops *ops);
 /* User objects: copies of a holder's references (each retained), and their release. */
 cudaError_t gs_uobj_refs_copy(gs_uobj_refs *dst, const gs_uobj_refs *src);
 void gs_uobj_refs_release(gs_uobj_refs *r);
+
+/* Conditional nodes (api_graph_cond.c) */
+cudaError_t gs_graph_add_conditional(void **out, void *g, void *const *deps, size_t nd, unsigned char *params);
+void gs_cond_node_free_locked(gs_gnode *n);
+int gs_cond_node_clone_locked(gs_gnode *d, const gs_gnode *s);
+void gs_graph_conds_free_locked(gs_graph *g);
+int gs_graph_conds_copy_locked(gs_graph *d, const gs_graph *s);
+/* The ops that give every handle of g (and of its child graphs and bodies) with cudaGraphCondAssignDefault its
+ * default value, at the start of each launch; each handle's memory is retained in *allocs. */
+cudaError_t gs_cond_defaults_locked(gs_gops *ops, const gs_graph *g, gs_galloc ***allocs, size_t *nallocs);
 
 /* Sends one op on stream h as the ordinary call it was (recorded instead when h captures). */
 cudaError_t gs_op_replay(const gs_gop *op, uint64_t h);

@@ -24,7 +24,17 @@ for _m in (ops_int, ops_float, ops_bits, ops_cmp, ops_cvt, ops_simd, ops_tex):
 
 
 def _late_handlers() -> None:
-    from gpushim.ptx import devrt, ops_atom, ops_matrix, ops_mem, ops_mma, ops_sys, ops_warp
+    from gpushim.ptx import (
+        devrt,
+        ops_atom,
+        ops_graphcond,
+        ops_matrix,
+        ops_mbarrier,
+        ops_mem,
+        ops_mma,
+        ops_sys,
+        ops_warp,
+    )
 
     HANDLERS.update(devrt.HANDLERS)  # dynamic parallelism's device runtime calls
     EFFECTS.update(devrt.HANDLERS)
@@ -40,6 +50,8 @@ def _late_handlers() -> None:
         "@vprintf": ops_sys.compile_vprintf, "@__assertfail": ops_sys.compile_assertfail,
         "@malloc": ops_sys.compile_malloc, "@free": ops_sys.compile_free,
         "@stackoverflow": ops_sys.compile_stackoverflow,
+        "mbarrier": ops_mbarrier.compile_mbarrier, "griddepcontrol": ops_mbarrier.compile_griddepcontrol,
+        "@cudaGraphSetConditional": ops_graphcond.compile_set_conditional,
     })  # fmt: skip
     WARP_HANDLERS.update({
         "shfl": ops_warp.compile_shfl, "vote": ops_warp.compile_vote, "match": ops_warp.compile_match,
@@ -53,16 +65,16 @@ def _late_handlers() -> None:
 WARP_HANDLERS: dict = {}
 # instructions whose effects go beyond registers: exited threads must not take part (groups.alive_only)
 EFFECTS = {"ld", "ldu", "st", "atom", "red", "cp", "@vprintf", "@__assertfail", "@malloc", "@free", "activemask",
-           "@stackoverflow",
+           "@stackoverflow", "mbarrier", "@cudaGraphSetConditional",
            "prefetch", "prefetchu", "tex", "tld4", "txq", "suq", "suld", "sust"}  # fmt: skip
 BAR_HANDLERS: dict = {}
 
 UNSUPPORTED = {
     "sured": "surface reduction (sured)", "cp.async.bulk": "bulk asynchronous copy (TMA)",
-    "cp.reduce": "cp.reduce.async.bulk", "wgmma": "wgmma", "tcgen05": "tcgen05", "mbarrier": "mbarrier",
+    "cp.reduce": "cp.reduce.async.bulk", "wgmma": "wgmma", "tcgen05": "tcgen05",
     "getctarank": "clusters (getctarank)", "setmaxnreg": "setmaxnreg",
     "alloca": "dynamic stack allocation (alloca)", "stacksave": "stacksave", "stackrestore": "stackrestore",
-    "griddepcontrol": "griddepcontrol", "multimem": "multimem", "cvt.pack": "cvt.pack",
+    "multimem": "multimem", "cvt.pack": "cvt.pack",
     "istypep": "istypep (texture/surface handles)", "tensormap": "tensormap", "clusterlaunchcontrol": "clusters",
 }  # fmt: skip
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.nodes import Addr, Function, Imm, Instr, Label, Module, Neg, Plist, PredPair, Reg, Sym, VarDecl, Vec
 
-BUILTINS = {"vprintf", "__assertfail", "malloc", "free"}
+BUILTINS = {"vprintf", "__assertfail", "malloc", "free", "cudaGraphSetConditional"}
 
 
 def align_up(x: int, a: int) -> int:

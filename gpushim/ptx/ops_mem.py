@@ -287,8 +287,12 @@ def compile_cp_async(ctx: Ctx, ins: Instr):
         raise ctx.fail(f"{ins.op}")
     if parts[2] in ("commit_group", "wait_group", "wait_all"):
         return None
-    if "bulk" in parts or "mbarrier" in parts:
+    if "bulk" in parts:
         raise ctx.fail(f"{ins.op}")
+    if parts[2] == "mbarrier":
+        from gpushim.ptx.ops_mbarrier import compile_cp_async_arrive
+
+        return compile_cp_async_arrive(ctx, ins)
     from gpushim.ptx.nodes import Imm
 
     dst, src = ins.args[0], ins.args[1]

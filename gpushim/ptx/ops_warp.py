@@ -21,6 +21,44 @@ def _segments(st, idx):
     return w, starts, counts
 
 
+def _groups(st, idx, rmask):
+    """Runs of the running threads that take part in one warp-synchronous operation: threads of one warp with
+    the same member mask (labeled partitions run one instruction with several masks at once). Returns
+    (perm, starts, counts): perm orders the running threads so that each run is contiguous (None: already in
+    order, one run per warp)."""
+    w, starts, counts = _segments(st, idx)
+    if rmask is None:
+        return None, starts, counts
+    m = rmask(st, idx)
+    if m.__class__ is not np.ndarray or m.size == 0 or (m == m.flat[0]).all():
+        return None, starts, counts
+    key = (w.astype(np.int64) << 32) | m.astype(np.int64)
+    perm = np.argsort(key, kind="stable")
+    k = key[perm]
+    starts = np.concatenate(([0], np.flatnonzero(k[1:] != k[:-1]) + 1))
+    counts = np.diff(np.concatenate((starts, [k.size])))
+    return perm, starts, counts
+
+
+def _spread(r, perm, counts):
+    """Per-run results r back to the running threads in their order."""
+    out = np.repeat(r, counts)
+    if perm is None:
+        return out
+    res = np.empty_like(out)
+    res[perm] = out
+    return res
+
+
+def _take(v, perm):
+    return v if perm is None else v[perm]
+
+
+def _member_mask(ctx: Ctx, ins: Instr, pos: int):
+    """Reader of the membermask operand at position pos, if the instruction has one."""
+    return ctx.reader(ins.args[pos], "u32") if len(ins.args) > pos else None
+
+
 def _per_thread(st, idx, v):
     return v if idx is None or v.__class__ is not np.ndarray else v[idx]
 
@@ -117,25 +155,26 @@ def compile_vote(ctx: Ctx, ins: Instr):
     mode = next((p for p in parts if p in ("all", "any", "uni", "ballot")), None)
     w = ctx.writer(ins.args[0])
     ra = ctx.reader(ins.args[1], "pred")
+    rmask = _member_mask(ctx, ins, 2)
 
     def vote(st, idx):
         n = st.n if idx is None else idx.size
         p = np.broadcast_to(ra(st, idx), (n,))
-        wv, starts, counts = _segments(st, idx)
+        perm, starts, counts = _groups(st, idx, rmask)
         if mode == "ballot":
             lane = st.sp["%laneid"] if idx is None else st.sp["%laneid"][idx]
             bits = np.where(p, np.left_shift(np.uint64(1), lane.astype(np.uint64)), np.uint64(0))
-            r = np.add.reduceat(bits, starts) if n else bits
-            w(st, idx, np.repeat(r.astype(np.uint32), counts))
+            r = np.add.reduceat(_take(bits, perm), starts) if n else bits
+            w(st, idx, _spread(r.astype(np.uint32), perm, counts))
             return
-        yes = np.add.reduceat(p.astype(np.int64), starts) if n else np.zeros(0, np.int64)
+        yes = np.add.reduceat(_take(p, perm).astype(np.int64), starts) if n else np.zeros(0, np.int64)
         if mode == "all":
             r = yes == counts
         elif mode == "any":
             r = yes > 0
         else:
             r = (yes == 0) | (yes == counts)
-        w(st, idx, np.repeat(r, counts))
+        w(st, idx, _spread(r, perm, counts))
 
     return vote
 
@@ -165,6 +204,7 @@ def compile_match(ctx: Ctx, ins: Instr):
     else:
         wd, wp = ctx.writer(dst), None
     ra = ctx.reader(ins.args[1], typ)
+    rmask = _member_mask(ctx, ins, 2)
 
     def match(st, idx):
         n = st.n if idx is None else idx.size
@@ -177,6 +217,8 @@ def compile_match(ctx: Ctx, ins: Instr):
         full[t] = v
         lin = t % st.geo.tpb
         if mode == "any":
+            # only lanes of the thread's member mask count (threads of other labeled groups may run it too)
+            mask = np.broadcast_to(rmask(st, idx), (n,)).astype(np.uint64) if rmask else np.uint64(0xFFFFFFFF)
             acc = np.zeros(n, np.uint64)
             for k in range(32):
                 src_lin = lin - lane + k
@@ -184,16 +226,15 @@ def compile_match(ctx: Ctx, ins: Instr):
                 src = np.where(ok, t - lane + k, t)
                 hit = ok & part[src] & (full[src] == v)
                 acc |= np.where(hit, np.uint64(1 << k), np.uint64(0))
-            wd(st, idx, acc.astype(np.uint32))
+            wd(st, idx, (acc & mask).astype(np.uint32))
             return
-        _, starts, counts = _segments(st, idx)
+        perm, starts, counts = _groups(st, idx, rmask)
         if n == 0:
             return
-        vmin = np.minimum.reduceat(v, starts)
-        vmax = np.maximum.reduceat(v, starts)
-        same = np.repeat(vmin == vmax, counts)
+        vs = _take(v, perm)
+        same = _spread(np.minimum.reduceat(vs, starts) == np.maximum.reduceat(vs, starts), perm, counts)
         bits = np.left_shift(np.uint64(1), lane.astype(np.uint64))
-        members = np.repeat(np.add.reduceat(bits, starts), counts).astype(np.uint32)
+        members = _spread(np.add.reduceat(_take(bits, perm), starts), perm, counts).astype(np.uint32)
         wd(st, idx, np.where(same, members, np.uint32(0)))
         if wp is not None:
             wp(st, idx, same)
@@ -209,6 +250,7 @@ def compile_redux(ctx: Ctx, ins: Instr):
         raise ctx.fail(f"{ins.op}")
     w = ctx.writer(ins.args[0])
     ra = ctx.reader(ins.args[1], typ)
+    rmask = _member_mask(ctx, ins, 2)
     dt = np_type(typ)
     uf = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
           "xor": np.bitwise_xor}[op]  # fmt: skip
@@ -217,13 +259,13 @@ def compile_redux(ctx: Ctx, ins: Instr):
         n = st.n if idx is None else idx.size
         if n == 0:
             return
-        v = np.broadcast_to(ra(st, idx), (n,))
-        _, starts, counts = _segments(st, idx)
+        perm, starts, counts = _groups(st, idx, rmask)
+        v = _take(np.broadcast_to(ra(st, idx), (n,)), perm)
         if op == "add":
             r = (np.add.reduceat(v.astype(np.int64), starts) & 0xFFFFFFFF).astype(np.uint32).view(dt)
         else:
             r = uf.reduceat(v, starts)
-        w(st, idx, np.repeat(r, counts))
+        w(st, idx, _spread(r, perm, counts))
 
     return redux
 
@@ -236,14 +278,15 @@ def compile_elect(ctx: Ctx, ins: Instr):
         wp = ctx.writer(dst.second) if dst.second is not None else None
     else:
         wd, wp = ctx.writer(dst), None
+    rmask = _member_mask(ctx, ins, 1)
 
     def elect(st, idx):
         n = st.n if idx is None else idx.size
         if n == 0:
             return
-        _, starts, counts = _segments(st, idx)
+        perm, starts, counts = _groups(st, idx, rmask)
         lane = st.sp["%laneid"] if idx is None else st.sp["%laneid"][idx]
-        leader = np.repeat(lane[starts], counts)
+        leader = _spread(np.minimum.reduceat(_take(lane, perm), starts), perm, counts)
         wd(st, idx, leader.astype(np.uint32))
         if wp is not None:
             wp(st, idx, lane == leader)

@@ -18,6 +18,9 @@ SURF_MAGIC = 0x46535347  # "GSSF"
 SIZE = 128
 RES_ARRAY, RES_LINEAR, RES_PITCH2D = 0, 1, 2
 FLAG_LAYERED, FLAG_CUBEMAP, FLAG_3D = 1, 2, 4
+# What the cuda backend's mirror CUarray of a CUDA array needs (backends/cuda/textures.py); the emulator
+# ignores them: a 1D array (height 1), and the array's cudaArraySurfaceLoadStore / cudaArrayTextureGather flags
+FLAG_1D, FLAG_SURFACE_LDST, FLAG_GATHER = 8, 16, 32
 KIND_SIGNED, KIND_UNSIGNED, KIND_FLOAT = 0, 1, 2  # cudaChannelFormatKind
 ADDR_WRAP, ADDR_CLAMP, ADDR_MIRROR, ADDR_BORDER = 0, 1, 2, 3  # cudaTextureAddressMode
 FILTER_POINT, FILTER_LINEAR = 0, 1
@@ -82,7 +85,8 @@ def check(d: Desc) -> str | None:
         return "empty resource or pitch below a row"
     if any(a not in (0, 1, 2, 3) for a in d.addr) or d.filter not in (0, 1) or d.read not in (0, 1):
         return "bad address, filter or read mode"
-    if d.flags & ~(FLAG_LAYERED | FLAG_CUBEMAP | FLAG_3D) or d.normalized not in (0, 1) or d.srgb not in (0, 1):
+    known = FLAG_LAYERED | FLAG_CUBEMAP | FLAG_3D | FLAG_1D | FLAG_SURFACE_LDST | FLAG_GATHER
+    if d.flags & ~known or d.normalized not in (0, 1) or d.srgb not in (0, 1):
         return "bad flags"
     if d.flags & FLAG_CUBEMAP and (d.width != d.height or d.depth % 6):
         return "a cubemap needs square faces, 6 per layer"

@@ -20,6 +20,13 @@ from gpushim.protocol import OPS_BY_NAME, check_args
 STREAM_ARG = {"LAUNCH": 6, "MEMSET": 3, "MEMSET2D": 5, "MEMSET_WIDE": 6, "STREAM_WAIT_VALUE": 0,
               "EVENT_RECORD": 1, "STREAM_WAIT_EVENT": 0, "MEMCPY_H2D": 1, "MEMCPY_D2D": 3, "MEMCPY2D_H2D": 4,
               "MEMCPY2D_D2D": 6, "STREAM_HOST_FUNC": 0}
+STREAM_ARG["GRAPH_COND"] = 3
+# what a conditional node's bodies may hold (CUDA: kernels, memsets, copies between device memory, nested
+# conditionals; the bodies of cudaConditionalNodeParams)
+BODY_OPS = {"LAUNCH", "MEMSET", "MEMSET2D", "MEMSET_WIDE", "MEMCPY_D2D", "MEMCPY2D_D2D", "GRAPH_COND"}
+MAX_COND_DEPTH = 8
+# cudaGraphConditionalNodeType: IF (1 or 2 bodies), WHILE (1), SWITCH (1 or more)
+COND_BODIES = {0: (1, 2), 1: (1, 1), 2: (1, 1 << 16)}
 # ops whose data argument (index) comes from the launch: the upload carries its length
 DATA_ARG = {"MEMCPY_H2D": 2, "MEMCPY2D_H2D": 5}
 MAX_SEGMENT_BYTES = 256 << 20  # all of a session's uploaded segments together
@@ -52,44 +59,63 @@ class GraphOps:
             raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: malformed calls: {e}") from None
         if type(items) is not list:
             raise CudaError(Err.INVALID_VALUE, "GRAPH_UPLOAD: calls must be an array")
+        out, data_bytes, callbacks = self._parse_calls(items, "", 0)
+        segs[graph] = Segment(out, data_bytes, callbacks, len(calls))
+        return []
+
+    def _parse_calls(self, items: list, where: str, depth: int) -> tuple[list[tuple[int, list[Any]]], int, int]:
+        """Checks the calls of a segment (depth 0) or of a conditional node's body: (calls, host-to-device
+        data bytes, host functions)."""
         out: list[tuple[int, list[Any]]] = []
         data_bytes = callbacks = 0
         for i, item in enumerate(items):
+            at = f"{where}call {i}"
             if type(item) is not list or len(item) != 2 or type(item[0]) is not int or type(item[1]) is not list:
-                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: call {i} is not [op, args]")
+                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: {at} is not [op, args]")
             op_id, args = item
             op = next((o for o in (OPS_BY_NAME.get(n) for n in STREAM_ARG) if o and o.id == op_id), None)
-            if op is None:
-                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: call {i}: operation {op_id} cannot be in a graph")
+            if op is None or (depth and op.name not in BODY_OPS):
+                where_ = "a conditional node's body" if depth else "a graph"
+                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: {at}: operation {op_id} cannot be in {where_}")
             probe = list(args)
             if op.name in DATA_ARG:
                 k = DATA_ARG[op.name]
                 if k >= len(probe) or type(probe[k]) is not int or probe[k] < 0:
-                    raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: call {i}: {op.name} needs its data length")
+                    raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: {at}: {op.name} needs its data length")
                 data_bytes += probe[k]
                 probe[k] = b""
             if op.name == "STREAM_HOST_FUNC":
                 callbacks += 1
             problem = check_args(op, probe)
             if problem:
-                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: call {i}: {problem}")
+                raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: {at}: {problem}")
+            if op.name == "GRAPH_COND":
+                args = self._parse_cond(args, at, depth)
             out.append((op_id, args))
-        segs[graph] = Segment(out, data_bytes, callbacks, len(calls))
-        return []
+        return out, data_bytes, callbacks
 
-    def op_graph_launch(self, graph: int, stream: int, event: int, callbacks: list[int], data: bytes) -> list[Any]:
-        seg = self._segments().get(graph)
-        if seg is None:
-            raise CudaError(Err.INVALID_VALUE, f"{graph:#x} is not an uploaded graph of this session")
-        if len(data) != seg.data_bytes or len(callbacks) != seg.callbacks:
-            raise CudaError(Err.INVALID_VALUE, f"GRAPH_LAUNCH: the segment takes {seg.data_bytes} data bytes and "
-                            f"{seg.callbacks} callbacks, got {len(data)} and {len(callbacks)}")
-        self._stream(stream)  # a bad stream or event fails before any node runs
-        if event:
-            self._event(event)
-        view = memoryview(data)
-        off = cb = 0
-        for op_id, template in seg.calls:
+    def _parse_cond(self, args: list[Any], at: str, depth: int) -> list[Any]:
+        """GRAPH_COND [handle, kind, bodies, stream]: bodies (a msgpack array of call arrays) parsed once."""
+        if getattr(self.bs, "graph_conditional", None) is None:
+            raise CudaError(Err.NOT_SUPPORTED, "conditional graph nodes: not supported by this backend (the "
+                            "emulator runs them)")
+        if depth >= MAX_COND_DEPTH:
+            raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: conditional nodes nested over {MAX_COND_DEPTH} deep")
+        handle, kind, packed, stream = args
+        try:
+            bodies = msgpack.unpackb(bytes(packed), raw=False, strict_map_key=False)
+        except Exception as e:  # noqa: BLE001 - the client's error
+            raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: {at}: malformed bodies: {e}") from None
+        lo, hi = COND_BODIES.get(kind, (1, 0))
+        if type(bodies) is not list or not lo <= len(bodies) <= hi or any(type(b) is not list for b in bodies):
+            raise CudaError(Err.INVALID_VALUE, f"GRAPH_UPLOAD: {at}: conditional type {kind} with bodies "
+                            f"{type(bodies).__name__} of {len(bodies) if type(bodies) is list else '?'}")
+        parsed = [self._parse_calls(b, f"{at}, body {j}, ", depth + 1)[0] for j, b in enumerate(bodies)]
+        return [handle, kind, parsed, stream]
+
+    def _run_calls(self, calls: list[tuple[int, list[Any]]], stream: int, view: memoryview, callbacks: list[int],
+                   off: int = 0, cb: int = 0) -> None:
+        for op_id, template in calls:
             op, handler, refusal = self.routes[op_id]
             if refusal is not None:
                 raise refusal
@@ -103,7 +129,27 @@ class GraphOps:
             elif op.name == "STREAM_HOST_FUNC":
                 args[1] = callbacks[cb]
                 cb += 1
+            elif op.name == "GRAPH_COND":
+                handle, kind, bodies, _ = template
+                self.bs.graph_conditional(self._stream(stream), handle, kind, len(bodies),
+                                          lambda i, b=bodies: self._run_calls(b[i], stream, view, callbacks))
+                continue
             handler(*args)  # stream-ordered: queued on the stream, never a Wait
+
+    def op_graph_cond(self, handle: int, kind: int, bodies: bytes, stream: int) -> list[Any]:
+        raise CudaError(Err.INVALID_VALUE, "GRAPH_COND runs only inside an uploaded graph segment")
+
+    def op_graph_launch(self, graph: int, stream: int, event: int, callbacks: list[int], data: bytes) -> list[Any]:
+        seg = self._segments().get(graph)
+        if seg is None:
+            raise CudaError(Err.INVALID_VALUE, f"{graph:#x} is not an uploaded graph of this session")
+        if len(data) != seg.data_bytes or len(callbacks) != seg.callbacks:
+            raise CudaError(Err.INVALID_VALUE, f"GRAPH_LAUNCH: the segment takes {seg.data_bytes} data bytes and "
+                            f"{seg.callbacks} callbacks, got {len(data)} and {len(callbacks)}")
+        self._stream(stream)  # a bad stream or event fails before any node runs
+        if event:
+            self._event(event)
+        self._run_calls(seg.calls, stream, memoryview(data), callbacks)
         if event:  # what orders the next launch of this graph on another stream after this one
             self.op_event_record(event, stream, 0)
         return []

@@ -185,6 +185,74 @@ class FakeDriver:
             self._cuMemsetD8Async(real.CUdeviceptr(int(dst) + y * pitch), value, width, stream)
         return (real.CUresult(SUCCESS),)
 
+    # -- CUDA arrays, texture and surface objects -------------------------------------------------------------
+    # An array is its descriptor and a packed bytearray (rows of Width * elem bytes); objects keep their
+    # descriptions, so tests can check what CudaSession asked for.
+    _FORMAT_BYTES = {0x01: 1, 0x02: 2, 0x03: 4, 0x08: 1, 0x09: 2, 0x0A: 4, 0x10: 2, 0x20: 4}
+
+    def _cuArray3DCreate(self, d: Any) -> tuple:
+        elem = self._FORMAT_BYTES[int(d.Format)] * d.NumChannels
+        rows, slices = max(d.Height, 1), max(d.Depth, 1)
+        h = self._handle()
+        self.arrays = getattr(self, "arrays", {})
+        self.arrays[h] = {"desc": (d.Width, d.Height, d.Depth, int(d.Format), d.NumChannels, d.Flags),
+                          "row": d.Width * elem, "rows": rows, "data": bytearray(d.Width * elem * rows * slices)}
+        return real.CUresult(SUCCESS), real.CUarray(h)
+
+    def _cuArrayDestroy(self, a: Any) -> tuple:
+        return (real.CUresult(SUCCESS if self.arrays.pop(int(a), None) is not None else INVALID_VALUE),)
+
+    def _cuMemcpy3DAsync(self, p: Any, stream: Any) -> tuple:
+        array = real.CUmemorytype.CU_MEMORYTYPE_ARRAY
+        for z in range(p.Depth):
+            for y in range(p.Height):
+                if p.srcMemoryType == array:
+                    a = self.arrays[int(p.srcArray)]
+                    o = ((z * a["rows"]) + y) * a["row"]
+                    row = bytes(a["data"][o : o + p.WidthInBytes])
+                else:
+                    b, o = self._find(int(p.srcDevice) + (z * p.srcHeight + y) * p.srcPitch, p.WidthInBytes)
+                    row = bytes(b[o : o + p.WidthInBytes])
+                if p.dstMemoryType == array:
+                    a = self.arrays[int(p.dstArray)]
+                    o = ((z * a["rows"]) + y) * a["row"]
+                    a["data"][o : o + p.WidthInBytes] = row
+                else:
+                    b, o = self._find(int(p.dstDevice) + (z * p.dstHeight + y) * p.dstPitch, p.WidthInBytes)
+                    b[o : o + p.WidthInBytes] = row
+        return (real.CUresult(SUCCESS),)
+
+    def _describe(self, res: Any) -> dict:
+        t = int(res.resType)
+        if t == 0:
+            return {"type": "array", "array": int(res.res.array.hArray)}
+        if t == 2:
+            r = res.res.linear
+            return {"type": "linear", "ptr": int(r.devPtr), "format": int(r.format), "channels": r.numChannels,
+                    "size": r.sizeInBytes}
+        r = res.res.pitch2D
+        return {"type": "pitch2d", "ptr": int(r.devPtr), "format": int(r.format), "channels": r.numChannels,
+                "width": r.width, "height": r.height, "pitch": r.pitchInBytes}
+
+    def _cuTexObjectCreate(self, res: Any, tex: Any, view: Any) -> tuple:
+        h = self._handle()
+        self.texobjs = getattr(self, "texobjs", {})
+        self.texobjs[h] = {**self._describe(res), "address": [int(m) for m in tex.addressMode],
+                           "filter": int(tex.filterMode), "flags": tex.flags, "border": list(tex.borderColor)}
+        return real.CUresult(SUCCESS), real.CUtexObject(h)
+
+    def _cuTexObjectDestroy(self, t: Any) -> tuple:
+        return (real.CUresult(SUCCESS if self.texobjs.pop(int(t), None) is not None else INVALID_VALUE),)
+
+    def _cuSurfObjectCreate(self, res: Any) -> tuple:
+        h = self._handle()
+        self.surfobjs = getattr(self, "surfobjs", {})
+        self.surfobjs[h] = self._describe(res)
+        return real.CUresult(SUCCESS), real.CUsurfObject(h)
+
+    def _cuSurfObjectDestroy(self, t: Any) -> tuple:
+        return (real.CUresult(SUCCESS if self.surfobjs.pop(int(t), None) is not None else INVALID_VALUE),)
+
     # -- streams, events, host functions ---------------------------------------------------------------------
     def _cuStreamCreateWithPriority(self, flags: int, priority: int) -> tuple:
         h = self._handle()
@@ -277,6 +345,9 @@ class FakeDriver:
         values = [ctypes.string_at(ptrs[i], size) for i, (_, size) in enumerate(layout)]
         self.launches.append({"name": self.functions[int(f)], "grid": (gx, gy, gz), "block": (bx, by, bz),
                               "shared": shared, "stream": int(s), "values": values})
+        hook = getattr(self, "on_launch", None)
+        if hook is not None:
+            hook(self)
         return (real.CUresult(SUCCESS),)
 
     def _cuModuleGetGlobal(self, mod: Any, name: bytes) -> tuple:

@@ -80,7 +80,38 @@ def test_driver_api_around_kernels(drv: Server) -> None:
     p = run(drv, "drv_misc", KERNELS)
     assert "misc ok" in p.stdout
     # the stub cuGetProcAddress handed out names itself once when called
-    assert "cuArrayCreate_v2 is not supported by gpushim yet" in p.stderr
+    assert "cuMipmappedArrayCreate is not supported by gpushim yet" in p.stderr
+
+
+@emulator_only
+def test_conditional_while_node(drv: Server) -> None:
+    """cuGraphConditionalHandleCreate and cuGraphAddNode with a WHILE node whose body kernel counts down
+    (tests/programs/drv_graph_cond.c); the cuda backend refuses conditional nodes (docs/graphs.md)."""
+    p = run(drv, "drv_graph_cond", KERNELS)
+    assert "while=5,7,0" in p.stdout
+    assert "ext_sem=801" in p.stdout and "node type 8 is not supported" in p.stderr
+    assert "done=1" in p.stdout
+
+
+def test_arrays_textures_and_surfaces(drv: Server) -> None:
+    """cuArrayCreate/cuArray3DCreate, cuMemcpy2D/3D to and from arrays, cuTexObjectCreate on arrays and linear
+    memory, cuSurfObjectCreate (tests/programs/drv_texture.c; results computed by the program). Runs on the
+    cuda backend too (make gpu-check)."""
+    p = run(drv, "drv_texture", KERNELS)
+    v = dict(kv.split("=", 1) for line in p.stdout.splitlines() for kv in line.split() if "=" in kv)
+    assert v["descriptor"] == "8,4,0x20,1"
+    for key in ("box_errors", "point_errors", "clamp_errors", "linear_errors", "wrap_errors", "normalized_errors",
+                "surface_errors"):
+        assert v[key] == "0", p.stdout
+    assert v["resource_query"] == v["linear_memory"] == v["volume"] == "1"
+    assert v["descriptor3d"] == "4,3,2"
+    assert v["box_too_wide"] == "1"  # CUDA_ERROR_INVALID_VALUE: the box leaves the array
+    assert v["three_channels"] == "1" and v["null_desc"] == "1"
+    assert v["nv12"] == "801" and "CUarray_format 0xb0 is not supported" in p.stderr  # named, NOT_SUPPORTED
+    assert v["surface_without_ldst"] == "1"  # CUDA_ARRAY3D_SURFACE_LDST is required
+    assert v["descriptor_of_3d"] == "1"  # a 3D array's descriptor is cuArray3DGetDescriptor's
+    assert v["query_destroyed"] == "1" and v["destroy_twice"] == "1"
+    assert v["done"] == "1"
 
 
 @emulator_only

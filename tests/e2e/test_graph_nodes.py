@@ -62,10 +62,10 @@ def test_graph_nodes(server, tmp_path):
     # a user object moved into a graph: its clone and executable graph keep it; the destructor runs when the
     # last of them is destroyed, and the object is gone then (cudaErrorInvalidValue)
     assert v["user_object after_graphs"] == "0 after_exec=1 gone=1"
-    # bad input: cudaErrorInvalidValue (1) each; a conditional node: cudaErrorNotSupported (801), named
-    assert v["bad null_graph"] == ("1 foreign_dep=1 dup_dep=1 wrong_type=1 null_params=1 conditional=801 "
+    # bad input: cudaErrorInvalidValue (1) each; an external semaphore node: cudaErrorNotSupported (801), named
+    assert v["bad null_graph"] == ("1 foreign_dep=1 dup_dep=1 wrong_type=1 null_params=1 ext_sem=801 "
                                    "exec_foreign=1 host_memset=1")
-    assert "node type 13" in r.stderr
+    assert "node type 8" in r.stderr
     assert v["destroyed launch"] == "1 graph=1"
     assert r.stdout.strip().endswith("OK")
 

@@ -34,11 +34,11 @@ int main(int argc, char **argv) {
     REQUIRE(q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     CU_EXPECT(cuGetProcAddress("cuMemAlloc", &fn, 13000, 7, &q), CUDA_ERROR_INVALID_VALUE);
     /* an entry point gpushim does not implement still resolves, to a function that says so */
-    CUresult (*array_create)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *) = NULL;
-    CU_CHECK(cuGetProcAddress("cuArrayCreate", (void **)&array_create, 13000, 0, &q));
-    CUarray arr;
-    CUDA_ARRAY_DESCRIPTOR desc = {.Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
-    CU_EXPECT(array_create(&arr, &desc), CUDA_ERROR_NOT_SUPPORTED);
+    CUresult (*mipmap_create)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned) = NULL;
+    CU_CHECK(cuGetProcAddress("cuMipmappedArrayCreate", (void **)&mipmap_create, 13000, 0, &q));
+    CUmipmappedArray arr;
+    CUDA_ARRAY3D_DESCRIPTOR desc = {.Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CU_EXPECT(mipmap_create(&arr, &desc, 2), CUDA_ERROR_NOT_SUPPORTED);
     const void *table = NULL;
     CUuuid id = {{0}};
     CU_EXPECT(cuGetExportTable(&table, &id), CUDA_ERROR_NOT_FOUND);

@@ -468,14 +468,14 @@ int main(int argc, char **argv) {
     int e_wrong_type = (int)cudaGraphKernelNodeGetParams(n_set, &got);
     int e_null_params = (int)cudaGraphAddMemsetNode(&bad, g, nullptr, 0, nullptr);
     np = {};
-    np.type = cudaGraphNodeTypeConditional;
-    int e_conditional = (int)cudaGraphAddNode(&bad, g2, nullptr, nullptr, 0, &np);
+    np.type = cudaGraphNodeTypeExtSemaphoreSignal;  // not supported by gpushim
+    int e_ext_sem = (int)cudaGraphAddNode(&bad, g2, nullptr, nullptr, 0, &np);
     int e_exec_foreign = (int)cudaGraphExecKernelNodeSetParams(x3, n_k, &kp);  // n_k is not in x3
     ms.dst = h_c.data();  // host memory
     int e_host_memset = (int)cudaGraphAddMemsetNode(&bad, g2, nullptr, 0, &ms);
-    std::printf("bad null_graph=%d foreign_dep=%d dup_dep=%d wrong_type=%d null_params=%d conditional=%d "
+    std::printf("bad null_graph=%d foreign_dep=%d dup_dep=%d wrong_type=%d null_params=%d ext_sem=%d "
                 "exec_foreign=%d host_memset=%d\n", e_null_graph, e_foreign_dep, e_dup_dep, e_wrong_type,
-                e_null_params, e_conditional, e_exec_foreign, e_host_memset);
+                e_null_params, e_ext_sem, e_exec_foreign, e_host_memset);
     cudaGetLastError();
     CHECK(cudaGraphExecDestroy(x));
     CHECK(cudaGraphExecDestroy(x2));

@@ -140,3 +140,23 @@ def test_float_atomics_f32_f64(atomics, rng):
             assert oldd[i] == acc
             acc += y[i]
         assert d[k] == acc
+
+
+def test_labeled_groups_member_masks(dev_for, rng):
+    """match.any, then redux/vote with each thread's own member mask: groups of one warp reduce separately
+    (PTX ISA, redux.sync and vote.sync: the operation is over the threads of membermask)."""
+    d = dev_for("partition80", "sm_80")
+    n = 128
+    label = rng.integers(0, 5, n, dtype=np.int32)
+    v = rng.integers(-100, 100, n, dtype=np.int32)
+    pl, pv, po = d.array(label), d.array(v), d.empty(20 * n)
+    d.launch("labeled", 2, 64, pl, pv, po)
+    got = d.get(po, np.uint32, 5 * n).reshape(n, 5)
+    for i in range(n):
+        base = i - i % 32
+        same = [base + k for k in range(32) if label[base + k] == label[i]]
+        assert got[i, 0] == sum(1 << (j - base) for j in same)
+        assert got[i, 1].view(np.int32) == v[same].sum()
+        assert got[i, 2].view(np.int32) == v[same].max()
+        assert got[i, 3] == sum(1 << (j - base) for j in same if v[j] > 0)
+        assert got[i, 4] == int(all(v[j] > 0 for j in same))

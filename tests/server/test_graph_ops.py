@@ -89,3 +89,51 @@ def test_uploads_are_limited(session, monkeypatch) -> None:
     assert call(s, sent, "GRAPH_UPLOAD", 1, msgpack.packb([[OP["MEMSET"], [1, 0, 4, 0]]] * 10))[0] == 0
     assert call(s, sent, "GRAPH_UPLOAD", 2, msgpack.packb([[OP["MEMSET"], [1, 0, 4, 0]]] * 10))[0] == \
         Err.MEMORY_ALLOCATION
+
+
+def _cond(handle: int, kind: int, bodies: list) -> list:
+    return [OP["GRAPH_COND"], [handle, kind, msgpack.packb(bodies), 0]]
+
+
+def test_conditional_nodes_choose_bodies_by_the_handle_value(session) -> None:
+    """GRAPH_COND in a segment: IF/ELSE, SWITCH and WHILE on the 4-byte value at the handle."""
+    s, sent = session
+    [h] = call(s, sent, "MALLOC", 0, 8)[1]
+    [p] = call(s, sent, "MALLOC", 0, 16)[1]
+    set_h = [OP["MEMSET_WIDE"], [h, 0, 0, 1, 1, 4, 0]]  # the WHILE body clears the condition
+    calls = [_cond(h, 0, [[[OP["MEMSET"], [p, 1, 1, 0]]], [[OP["MEMSET"], [p, 2, 1, 0]]]]),
+             _cond(h, 2, [[[OP["MEMSET"], [p + 1, 3, 1, 0]]], [[OP["MEMSET"], [p + 1, 4, 1, 0]]]]),
+             _cond(h, 1, [[[OP["MEMSET"], [p + 2, 5, 1, 0]], set_h]])]
+    assert call(s, sent, "GRAPH_UPLOAD", 9, msgpack.packb(calls))[0] == 0
+    for value, want in ((1, b"\x01\x04\x05"), (0, b"\x02\x03\x00")):
+        assert call(s, sent, "MEMSET", p, 0, 16, 0)[0] == 0
+        assert call(s, sent, "MEMCPY_H2D", h, 0, value.to_bytes(4, "little"))[0] == 0
+        assert call(s, sent, "GRAPH_LAUNCH", 9, 0, 0, [], b"")[0] == 0
+        err, [data] = call(s, sent, "MEMCPY_D2H", p, 3, 0)
+        assert err == 0 and bytes(data) == want
+
+
+@pytest.mark.parametrize("cond", [
+    [OP["GRAPH_COND"], [0, 0, b"\xc1", 0]],                 # bodies not msgpack
+    _cond(0, 1, [[], []]),                                  # WHILE takes one body
+    _cond(0, 0, []),                                        # IF takes one or two
+    _cond(0, 7, [[]]),                                      # no such conditional type
+    _cond(0, 0, [[[OP["STREAM_HOST_FUNC"], [0, 0]]]]),      # no host functions in a body
+    _cond(0, 0, [[[OP["MEMCPY_H2D"], [1, 0, 4]]]]),          # no host data in a body
+    _cond(0, 0, [[_cond(0, 0, [[_cond(0, 0, [[_cond(0, 0, [[_cond(0, 0, [[_cond(0, 0, [[_cond(0, 0, [[_cond(
+        0, 0, [[_cond(0, 0, [[]])]])]])]])]])]])]])]])]]),  # nested too deep
+])
+def test_bad_conditional_nodes_are_refused(session, cond: list) -> None:
+    s, sent = session
+    err, _ = call(s, sent, "GRAPH_UPLOAD", 3, msgpack.packb([cond]))
+    assert err == Err.INVALID_VALUE
+    assert call(s, sent, "GRAPH_COND", 0, 0, msgpack.packb([[]]), 0)[0] == Err.INVALID_VALUE  # not on its own
+    assert call(s, sent, "MALLOC", 0, 16)[0] == 0  # the session goes on
+
+
+def test_conditional_nodes_need_a_backend_that_runs_them(session, monkeypatch) -> None:
+    """A backend without graph_conditional (the cuda backend) refuses the segment: cudaErrorNotSupported."""
+    s, sent = session
+    monkeypatch.setattr(type(s.bs), "graph_conditional", None)
+    err, _ = call(s, sent, "GRAPH_UPLOAD", 3, msgpack.packb([_cond(0, 0, [[]])]))
+    assert err == Err.NOT_SUPPORTED

@@ -34,6 +34,7 @@ from gpushim.backends.cuda.hostfn import TRAMPOLINE_ADDRESS, HostCall, Signals, 
 from gpushim.backends.cuda.modules import CudaModule
 from gpushim.backends.cuda.params import PackedParams
 from gpushim.backends.cuda.staging import CHUNK, StagingPool
+from gpushim.backends.cuda.textures import CudaTextures
 from gpushim.cuda_errors import CudaError, Err
 
 NON_BLOCKING = 0x1
@@ -245,6 +246,7 @@ class CudaSession(BackendSession):
         self.wait_since: float | None = None
         self.printf: _PrintfCapture | None = None
         self.gate: Any = None  # the server scheduler's InflightGate (attach_scheduler), or None
+        self.tex = CudaTextures(self)
         if capture_printf:
             try:
                 self.printf = _PrintfCapture()
@@ -826,11 +828,25 @@ class CudaSession(BackendSession):
         packed = PackedParams(params, fn.layout)
         if self.gate is not None:
             self.gate.before(dev)
+        if self.tex.mirrors:  # CUDA arrays of texture objects: their CUarrays take the arrays' contents
+            self.tex.before_launch(dev, s.handle)
         check(cu.cuLaunchKernel(fn.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
                                 s.handle, packed.address, 0), f"launching kernel {name}")
+        if self.tex.mirrors:  # and surface writes go back to the arrays
+            self.tex.after_launch(dev, s.handle)
         if self.gate is not None:
             self.gate.after(dev, s)
         self.printf_dirty = True
+
+    # -- textures and surfaces (textures.py) -------------------------------------------------------------
+    def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:
+        return self.tex.create(self._dev(dev), surface, fields)
+
+    def texture_check(self, handle: int) -> None:
+        self.tex.check(handle)
+
+    def texture_destroy(self, handle: int) -> None:
+        self.tex.destroy(handle)
 
     def attach_scheduler(self, arbiter: Any, slot: int) -> None:
         """Launches are gated by the server's scheduler (gpushim/server/scheduler.py, InflightGate): while a
@@ -878,6 +894,7 @@ class CudaSession(BackendSession):
         self.streams = [s for s in self.streams if s.device != dev]
         self.draining = [(d, ev) for d, ev in self.draining if d != dev]
         self.errors.clear()
+        self.tex.forget_device(dev)
         if dev not in self.ctx:
             return
         cu = self.cu

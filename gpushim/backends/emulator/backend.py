@@ -7,6 +7,7 @@ import hashlib
 import logging
 import mmap
 import os
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -371,6 +372,45 @@ class EmulatorSession(BackendSession):
                 dmem.arena[d : d + width] = smem.arena[s : s + width].copy()
 
         self.sched.work(self._stream(stream), run)
+
+    def graph_conditional(self, stream: Stream | None, handle: int, kind: int, nbodies: int,
+                          run_body: Callable[[int], None]) -> None:
+        """A conditional graph node on stream (docs/graphs.md): when the stream reaches it, reads the 4-byte
+        condition at handle (set by cudaGraphSetConditional in the graph's kernels) and runs body
+        run_body(i) at once, in stream order: IF (kind 0) body 0 when non-zero, else body 1 if there is one;
+        WHILE (1) body 0 as long as it is non-zero; SWITCH (2) body value if value < nbodies. A failed kernel
+        of a body ends a WHILE loop, and so does the kernel watchdog's time limit (LAUNCH_TIMEOUT)."""
+        mem = self._check(handle, 4, "conditional node handle")
+        s = self._stream(stream)
+
+        def value() -> int:
+            return int.from_bytes(bytes(mem.read(handle, 4)), "little")
+
+        def run() -> None:
+            nested = s in self.sched.inline  # a conditional node in a body
+            self.sched.inline.add(s)
+            try:
+                v = value()
+                if kind == 0:
+                    if v or nbodies > 1:
+                        run_body(0 if v else 1)
+                elif kind == 1:
+                    errors = len(self.sched.errors)
+                    # a loop that never ends would hold the session forever: the kernel watchdog's limit
+                    limit = time.monotonic() + float(os.environ.get("GPUSHIM_PTX_WATCHDOG_S", "120"))
+                    while v and len(self.sched.errors) == errors:
+                        if time.monotonic() > limit:
+                            raise CudaError(Err.LAUNCH_TIMEOUT, "conditional WHILE graph node: still looping "
+                                            "after the watchdog's limit ($GPUSHIM_PTX_WATCHDOG_S)")
+                        run_body(0)
+                        v = value()
+                elif v < nbodies:
+                    run_body(v)
+            finally:
+                if not nested:
+                    self.sched.inline.discard(s)
+
+        self.sched.work(s, run)
 
     def memset(self, stream: Stream | None, dst: int, value: int, n: int) -> None:
         mem = self.memory_of(dst)

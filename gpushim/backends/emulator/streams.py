@@ -76,6 +76,9 @@ class Scheduler:
         self.errors: list[tuple[int, str]] = []
         self.fences: dict[int, tuple[EmuStream, int]] = {}  # device -> (stream, count) later work waits for
         self.value_waits = 0  # queued cuStreamWaitValue items: work that runs at once must re-check them
+        # streams whose work runs at once whatever is queued: a conditional graph node's bodies, run from
+        # within the stream's current item (graph_conditional)
+        self.inline: set[EmuStream] = set()
 
     def legacy_stream(self, dev: int) -> EmuStream:
         s = self.legacy.get(dev)
@@ -165,6 +168,8 @@ class Scheduler:
 
     def runs_now(self, s: EmuStream) -> bool:
         """Whether work submitted to s now would run at once (nothing queued before it)."""
+        if s in self.inline:
+            return True
         return not s.queue and all(o.completed >= n for o, n in self._implicit_deps(s))
 
     def work(self, s: EmuStream, fn: Callable[[], None]) -> None:

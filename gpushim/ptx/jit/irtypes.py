@@ -21,7 +21,7 @@ _SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared", "loc
 _CMP_I = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "lo": "<", "ls": "<=",
           "hi": ">", "hs": ">="}  # fmt: skip
 _CMP_F = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_NOPS = {"membar", "fence", "prefetch", "prefetchu", "nanosleep", "pmevent", "discard"}
+_NOPS = {"membar", "fence", "prefetch", "prefetchu", "nanosleep", "pmevent", "discard", "griddepcontrol"}
 ERR_RET = -2
 
 
