@@ -40,7 +40,22 @@ GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, ssl.SSLEr
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
                pending: bytes, store: ModuleStore, arbiter: DeviceArbiter | None = None) -> int:
-    """Serves one session until it ends; returns the process exit status."""
+    """Serves one session until it ends; returns the process exit status. With GPUSHIM_WORKER_PROFILE=DIR
+    set, the session runs under cProfile and its statistics go to DIR/worker-PID.prof (bench/profile.py)."""
+    where = os.environ.get("GPUSHIM_WORKER_PROFILE")
+    if not where:
+        return _run_worker(conn, control, backend, info, pending, store, arbiter)
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(_run_worker, conn, control, backend, info, pending, store, arbiter)
+    finally:
+        prof.dump_stats(os.path.join(where, f"worker-{os.getpid()}.prof"))
+
+
+def _run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
+                pending: bytes, store: ModuleStore, arbiter: DeviceArbiter | None = None) -> int:
     log = logging.getLogger(f"gpushim.session.{info.session_id}")
     conn.setblocking(True)
     _apply_priority(info.priority, log)
