@@ -60,13 +60,15 @@ def _run_worker(conn: socket.socket, control: socket.socket, backend: Backend, i
     conn.setblocking(True)
     _apply_priority(info.priority, log)
 
+    sendall = conn.sendall
+
     def send(msg: list[Any]) -> None:
         results = msg[3] if msg[0] == REPLY else None
         try:
             if results and isinstance(results[-1], memoryview | bytes) and len(results[-1]) >= BULK_INLINE:
                 _send_pieces(conn, reply_with_bulk(msg[1], results[:-1], results[-1], msg[4], msg[5]))
             else:
-                conn.sendall(pack(msg))
+                sendall(pack(msg))
         except GONE as e:
             raise ClientGone(str(e)) from None
 
@@ -266,10 +268,14 @@ def _send_pieces(conn: socket.socket, pieces: list[bytes | memoryview]) -> None:
 
 
 def _handle_frames(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> bool:
+    """Runs every complete frame of the last receive (a burst of posted calls is drained in one loop)."""
+    dispatch = session.dispatch
     try:
         for body in frames.frames():
-            bulk = decode_bulk_call(body, H2D_OP, 3) if len(body) > BULK_DECODE_MIN else None
-            session.dispatch(bulk or unpack_body(body))
+            if len(body) > BULK_DECODE_MIN:
+                dispatch(decode_bulk_call(body, H2D_OP, 3) or unpack_body(body))
+            else:
+                dispatch(unpack_body(body))
     except (FrameError, ProtocolError) as e:
         log.warning("malformed frame from the client; ending the session: %s", e)
         _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])
