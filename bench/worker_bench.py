@@ -1,6 +1,6 @@
 """The session worker's own cost per frame, without the shim: a forked worker (the real `run_worker` loop, an
 emulator backend) on one end of a Unix socket pair, this process on the other sending pre-packed frames. The
-worker's CPU time comes from /proc/PID/schedstat (nanoseconds on the CPU), so a loaded machine inflates it
+worker's CPU time comes from /proc/PID/task/*/schedstat (nanoseconds on the CPU), so a loaded machine inflates it
 far less than wall time; round-trip wall times are reported too.
 
     python3 bench/worker_bench.py [--n 20000] [--pin 0] [--profile]
@@ -42,8 +42,15 @@ def frame(kind: int, seq: int, op: str, args: list) -> bytes:
 
 
 def cpu_ns(pid: int) -> int:
-    with open(f"/proc/{pid}/schedstat") as f:
-        return int(f.read().split()[0])
+    """CPU time of every thread of the process (the client watcher and the status thread included)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:
+            pass
+    return total
 
 
 class Peer:
