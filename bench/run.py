@@ -433,6 +433,16 @@ def git_commit() -> str | None:
     return head + ("+dirty" if dirty else "")
 
 
+def pick_cpu(arg: str) -> str | None:
+    """The CPU every measured process runs on, or None (unpinned: --pin none, or no taskset here)."""
+    if arg == "none":
+        return None
+    if not shutil.which("taskset"):
+        print("bench: taskset not found; measuring unpinned", file=sys.stderr)
+        return None
+    return str(min(os.sched_getaffinity(0))) if arg == "auto" else arg
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="few iterations and sizes up to 1 MiB (seconds)")
@@ -440,8 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transports", default="unix,tcp", help="comma-separated: unix, tcp")
     ap.add_argument("--sizes", help="comma-separated copy sizes in bytes (default 4096,1048576,268435456)")
     ap.add_argument("--ptx", action="store_true", help="also run bench/ptx_bench.py (the PTX engine)")
-    ap.add_argument("--pin", default="0", help="run servers, the CUDA program and the baselines on this CPU "
-                    "(taskset -c; issue 16's method); 'none' to let the OS place them")
+    ap.add_argument("--pin", default="auto", help="run servers, the CUDA program and the baselines on this CPU "
+                    "(taskset -c; issue 16's method); 'auto': the first CPU this process may use; 'none': let "
+                    "the OS place them")
     ap.add_argument("--no-table", action="store_true", help="write the JSON only")
     ap.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
     args = ap.parse_args(argv)
@@ -454,14 +465,15 @@ def main(argv: list[str] | None = None) -> int:
         if t not in ("unix", "tcp"):
             ap.error(f"unknown transport {t!r}")
 
-    PIN[:] = [] if args.pin == "none" else ["taskset", "-c", args.pin]
+    pin = pick_cpu(args.pin)
+    PIN[:] = [] if pin is None else ["taskset", "-c", pin]
     cuda, raw = build()
     errors: list[str] = []
     res: Json = {
         "meta": {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), "mode": "quick" if args.quick else "full",
                  "cpus": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release(),
                  "python": platform.python_version(), "commit": git_commit(), "loadavg_start": os.getloadavg(),
-                 "pinned_cpu": None if args.pin == "none" else args.pin},
+                 "pinned_cpu": pin},
         "params": dict(prm.__dict__),
         "units": {"*_us": "microseconds", "gbps_*": "1e9 bytes per second"},
     }
