@@ -8,7 +8,8 @@ CUDA program through the shim against each, and measures the raw baselines in th
 a TCP ping-pong, Unix-socket and TCP loopback throughput, memcpy bandwidth. Prints a table of each measurement
 beside its baseline, the ratio and the goal, and writes bench/results/latest.json.
 
-Goals (issues 7 and 16, same machine, same run; by default every measured process runs on CPU 0, --pin):
+Goals (issues 7 and 16, same machine, same run; the per-call measurements and the raw ping-pong run on one CPU,
+--pin, issue 16's method; copies and their baselines run unpinned):
   - a synchronous call's round trip (cudaStreamQuery) <= 2x the raw Unix-socket round trip (cudaEventQuery and
     cudaMemGetInfo are reported beside it);
   - an asynchronous call, amortised over a batch and one synchronise: cudaMemsetAsync <= 0.25x and an empty
@@ -46,9 +47,11 @@ BIN = BENCH / "bin"
 RESULTS = BENCH / "results"
 SHIM = ROOT / "gpushim" / "lib" / "libgpushim.so"
 MiB = 1 << 20
-# `taskset -c CPU` before every measured process (servers, cuda_bench, raw_baselines) when --pin is given:
-# issue 16's method, one core for the application and the server (cross-core wakeups are erratic on this VM)
-PIN: list[str] = []
+# `taskset -c CPU` before the processes of the per-call measurements (their server, cuda_bench, the raw
+# ping-pong): issue 16's method, one core for the application and the server (cross-core wakeups are erratic on
+# this VM). Copies and the streaming and memcpy baselines run unpinned: a copy may use both cores, as raw ones do.
+PER_CALL_PARTS = "lsakm"
+COPY_PARTS = "c"
 
 Json = dict[str, Any]
 
@@ -125,12 +128,13 @@ def ready(url: str) -> bool:
 
 
 @contextmanager
-def server(url: str, tmp: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A `gpushim serve` process on the emulator backend, listening on url, stopped with SIGTERM."""
+def server(url: str, tmp: Path, pin: list[str] | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A `gpushim serve` process on the emulator backend, listening on url, stopped with SIGTERM; pin: a taskset
+    prefix (its session workers inherit the CPU)."""
     log = tmp / f"server-{url.split(':')[0]}.log"
     with open(log, "w") as logf:
         proc = subprocess.Popen(
-            [*PIN, sys.executable, "-m", "gpushim", "serve", "--listen", url, "--backend", "emulator",
+            [*(pin or []), sys.executable, "-m", "gpushim", "serve", "--listen", url, "--backend", "emulator",
              "--log-level", "error", "--module-cache", str(tmp / "modules"),
              *(["--insecure-no-token"] if url.startswith("tcp://") else [])],  # loopback, for measurements
             cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT,
@@ -192,11 +196,17 @@ def _better(a: Json | None, b: Json) -> Json:
     return b if b["median_us"] < a["median_us"] else a
 
 
-def run_baselines(raw: Path, prm: Params, errors: list[str]) -> list[Json]:
-    """One run of raw_baselines: its measurements, as they came."""
-    cmd = [*PIN, str(raw), "-n", str(prm.pingpongs), "-t", str(max(prm.sizes)), "-r", str(prm.stream_reps),
+def run_baselines(raw: Path, prm: Params, errors: list[str], pin: list[str]) -> list[Json]:
+    """One run of raw_baselines: its measurements, as they came. With pin, the ping-pongs run pinned (beside
+    the per-call measurements) and the streaming and memcpy baselines in a second, unpinned run."""
+    cmd = [str(raw), "-n", str(prm.pingpongs), "-t", str(max(prm.sizes)), "-r", str(prm.stream_reps),
            "-z", ",".join(map(str, prm.sizes)), "-b", str(prm.copy_budget)]
-    return run_program(cmd, None, 600, errors, "raw_baselines")
+    if not pin:
+        return run_program(cmd, None, 600, errors, "raw_baselines")
+    pings = run_program([*pin, str(raw), "-n", str(prm.pingpongs), "-t", "4096", "-r", "1", "-z", "4096", "-b",
+                         "4096"], None, 600, errors, "raw_baselines (pinned)")
+    cmd[2] = "0"  # no ping-pong
+    return [r for r in pings if r["bench"] == "pingpong"] + run_program(cmd, None, 600, errors, "raw_baselines")
 
 
 def merge_baselines(runs: list[list[Json]]) -> Json:
@@ -214,18 +224,19 @@ def merge_baselines(runs: list[list[Json]]) -> Json:
     return out
 
 
-def run_cuda(cuda: Path, url: str, prm: Params, errors: list[str], timeout: float) -> Json:
+def run_cuda(cuda: Path, url: str, prm: Params, errors: list[str], timeout: float, parts: str,
+             pin: list[str], out: Json) -> None:
+    """Runs the parts (cuda_bench -w) of the CUDA program against the server at url; results go into out."""
     env = dict(os.environ, LD_PRELOAD=str(SHIM), GPUSHIM_SERVER=url, GPUSHIM_LOG="1")
-    cmd = [*PIN, str(cuda), "-s", str(prm.sync), "-a", str(prm.async_calls), "-k", str(prm.launches),
+    cmd = [*pin, str(cuda), "-w", parts, "-s", str(prm.sync), "-a", str(prm.async_calls), "-k", str(prm.launches),
            "-r", str(prm.reps), "-m", str(prm.malloc), "-z", ",".join(map(str, prm.sizes)), "-b", str(prm.copy_budget)]
-    out: Json = {"copies": {}}
+    out.setdefault("copies", {})
     names = {"async": "async_memset"}
     for r in run_program(cmd, env, timeout, errors, f"cuda_bench over {url.split(':')[0]}"):
         if r["bench"] == "copy":
             out["copies"][f"{r['dir']} {r['host']} {r['bytes']}"] = r
         else:
             out[names.get(r["bench"], r["bench"])] = r
-    return out
 
 
 # ---- goals and the table ----
@@ -370,7 +381,7 @@ def build_rows(res: Json) -> tuple[list[Row], list[Json]]:
 
 def _pinning(meta: Json) -> str:
     cpu = meta.get("pinned_cpu")
-    return "unpinned" if cpu is None else f"all on CPU {cpu}"
+    return "unpinned" if cpu is None else f"per-call parts on CPU {cpu}, copies unpinned"
 
 
 def print_table(rows: list[Row], goals: list[Json], res: Json) -> None:
@@ -466,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown transport {t!r}")
 
     pin = pick_cpu(args.pin)
-    PIN[:] = [] if pin is None else ["taskset", "-c", pin]
+    prefix = [] if pin is None else ["taskset", "-c", pin]
     cuda, raw = build()
     errors: list[str] = []
     res: Json = {
@@ -478,19 +489,24 @@ def main(argv: list[str] | None = None) -> int:
         "units": {"*_us": "microseconds", "gbps_*": "1e9 bytes per second"},
     }
     t0 = time.monotonic()
-    baseline_runs = [run_baselines(raw, prm, errors)]
+    baseline_runs = [run_baselines(raw, prm, errors, prefix)]
     res["gpushim"] = {}
     timeout = 300 if args.quick else 3000
     with tempfile.TemporaryDirectory(prefix="gpushim-bench-") as td:
         tmp = Path(td)
         for tr in transports:
-            url = f"unix://{tmp}/gpushim.sock" if tr == "unix" else f"tcp://127.0.0.1:{free_port()}"
-            try:
-                with server(url, tmp):
-                    res["gpushim"][tr] = run_cuda(cuda, url, prm, errors, timeout)
-            except RuntimeError as e:
-                errors.append(str(e))
-    baseline_runs.append(run_baselines(raw, prm, errors))
+            out: Json = {}
+            res["gpushim"][tr] = out
+            # the per-call parts on the pinned CPU, then the copies unpinned, each against its own server
+            runs = [(PER_CALL_PARTS, prefix), (COPY_PARTS, [])] if prefix else [(PER_CALL_PARTS + COPY_PARTS, [])]
+            for parts, pfx in runs:
+                url = f"unix://{tmp}/gpushim-{parts}.sock" if tr == "unix" else f"tcp://127.0.0.1:{free_port()}"
+                try:
+                    with server(url, tmp, pfx):
+                        run_cuda(cuda, url, prm, errors, timeout, parts, pfx, out)
+                except RuntimeError as e:
+                    errors.append(str(e))
+    baseline_runs.append(run_baselines(raw, prm, errors, prefix))
     res["baseline_runs"] = baseline_runs
     res["baselines"] = merge_baselines(baseline_runs)
     if args.ptx:
