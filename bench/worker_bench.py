@@ -3,7 +3,7 @@ emulator backend) on one end of a Unix socket pair, this process on the other se
 worker's CPU time comes from /proc/PID/task/*/schedstat (nanoseconds on the CPU), so a loaded machine inflates it
 far less than wall time; round-trip wall times are reported too.
 
-    python3 bench/worker_bench.py [--n 20000] [--pin 0] [--profile]
+    python3 bench/worker_bench.py [--n 20000] [--repeat 5] [--pin auto|none|CPU] [--profile]
 
 Cases: a synchronous STREAM_QUERY and EVENT_QUERY (a CALL and its REPLY, one at a time), and bursts of posted
 MEMSET frames followed by one STREAM_SYNC (the worker's cost per posted call). --profile runs the worker under
@@ -106,10 +106,13 @@ def measure(peer: Peer, pid: int, n: int, fn) -> tuple[float, float]:  # noqa: A
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20000)
-    ap.add_argument("--pin", default="0", help="CPU for both ends ('none': unpinned)")
+    ap.add_argument("--pin", default="auto", help="CPU for both ends ('auto': the first this process may use; "
+                    "'none': unpinned)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
+    if args.pin == "auto":
+        args.pin = str(min(os.sched_getaffinity(0)))
     if args.pin != "none":
         os.sched_setaffinity(0, {int(args.pin)})
     prof = tempfile.mkdtemp(prefix="gpushim-wb-prof-") if args.profile else None
