@@ -3,11 +3,11 @@
 // Unix-socket server and a TCP-loopback server. It never knows it is remoted.
 //
 // Each measurement prints one JSON object on a line of stdout:
-//   {"bench": "sync", "op": "cudaMemGetInfo", "n": 20000, "median_us": ..., "p99_us": ..., ...}
+//   {"bench": "sync", "op": "cudaStreamQuery", "n": 20000, "median_us": ..., "p99_us": ..., ...}
 // A call that fails prints {"bench": ..., "error": "..."} and the suite carries on with the next one.
 //
 // Usage: cuda_bench [-s SYNC] [-a ASYNC] [-k LAUNCHES] [-m MALLOC] [-b BYTES_PER_SIZE] [-z SIZES]
-//   -s  iterations of the synchronous round trip (cudaMemGetInfo)           default 20000
+//   -s  iterations of each synchronous round trip (cudaStreamQuery, cudaEventQuery, cudaMemGetInfo)  default 20000
 //   -a  asynchronous cudaMemsetAsync calls before one synchronise            default 100000
 //   -k  empty kernel launches before one synchronise                         default 100000
 //   -r  repetitions of each asynchronous batch (median/p99 over them)         default 3
@@ -92,18 +92,32 @@ static void bench_local(int iters) {
     print_stats("local", "cudaGetDevice", stats(t));
 }
 
-// A synchronous call's round trip: cudaMemGetInfo must ask the device (the server) every time.
-static void bench_sync(int iters) {
-    size_t fr = 0, total = 0;
-    for (int i = 0; i < 100; i++) TRY("sync", cudaMemGetInfo(&fr, &total));  // warm-up
+// Synchronous round trips, each call asking the server every time: cudaStreamQuery on the idle legacy stream
+// (the goal's call: the server's answer is a table lookup, so this is the per-call path itself), cudaEventQuery
+// on a completed event, and cudaMemGetInfo (the server also reads its host-RAM ledger, shared by all sessions).
+template <typename F>
+static void bench_round_trip(const char *bench, const char *op, int iters, F call) {
+    for (int i = 0; i < 100; i++) TRY(bench, call());  // warm-up
     std::vector<double> t(iters);
     for (int i = 0; i < iters; i++) {
         double t0 = now_us();
-        cudaError_t e = cudaMemGetInfo(&fr, &total);
+        cudaError_t e = call();
         t[i] = now_us() - t0;
-        if (failed("sync", "cudaMemGetInfo", e)) return;
+        if (failed(bench, op, e)) return;
     }
-    print_stats("sync", "cudaMemGetInfo", stats(t));
+    print_stats(bench, op, stats(t));
+}
+
+static void bench_sync(int iters) {
+    bench_round_trip("sync", "cudaStreamQuery", iters, [] { return cudaStreamQuery(0); });
+    cudaEvent_t ev;
+    TRY("sync_event", cudaEventCreate(&ev));
+    TRY("sync_event", cudaEventRecord(ev, 0));
+    TRY("sync_event", cudaEventSynchronize(ev));
+    bench_round_trip("sync_event", "cudaEventQuery", iters, [&] { return cudaEventQuery(ev); });
+    cudaEventDestroy(ev);
+    size_t fr = 0, total = 0;
+    bench_round_trip("sync_meminfo", "cudaMemGetInfo", iters, [&] { return cudaMemGetInfo(&fr, &total); });
 }
 
 // The cost of an asynchronous call: `calls` async calls back to back, then one synchronise. Reports the

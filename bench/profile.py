@@ -6,6 +6,8 @@ functions, by own time and including callees.
     python bench/profile.py h2d --host pageable  # 256 MiB cudaMemcpy H2D from pageable memory
     python bench/profile.py d2h --host pinned --transport tcp
     python bench/profile.py memset               # 100000 cudaMemsetAsync + one synchronise
+    python bench/profile.py sync --cprofile      # without py-spy: the worker under cProfile (deterministic,
+                                                 # wall time per function, slowed by the profiler itself)
 
 Samples of the supervisor waiting in accept() are left out; only the session's worker is counted.
 """
@@ -60,6 +62,30 @@ def summarise(raw: Path, top: int) -> str:
     return "\n".join(lines)
 
 
+def with_cprofile(args: argparse.Namespace) -> int:
+    import pstats
+
+    build()
+    cmd = [str(BIN / "cuda_bench"), *WORKLOADS[args.workload], "-H", args.host]
+    with tempfile.TemporaryDirectory(prefix="gpushim-profile-") as td:
+        tmp = Path(td)
+        (tmp / "prof").mkdir()
+        os.environ["GPUSHIM_WORKER_PROFILE"] = str(tmp / "prof")  # the server's workers inherit it
+        url = f"unix://{tmp}/gpushim.sock" if args.transport == "unix" else f"tcp://127.0.0.1:{free_port()}"
+        with server(url, tmp):
+            env = dict(os.environ, LD_PRELOAD=str(SHIM), GPUSHIM_SERVER=url)
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            time.sleep(0.5)  # the worker writes its statistics as it ends
+        del os.environ["GPUSHIM_WORKER_PROFILE"]
+        print(out.stdout.strip())
+        files = [str(p) for p in (tmp / "prof").glob("*.prof")]
+        if not files:
+            print("no worker statistics were written", file=sys.stderr)
+            return 1
+        pstats.Stats(*files).sort_stats("tottime").print_stats(args.top)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("workload", choices=sorted(WORKLOADS))
@@ -69,7 +95,11 @@ def main() -> int:
     ap.add_argument("--native", action="store_true", help="include C frames (py-spy --native)")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--keep", type=Path, help="also keep py-spy's raw (collapsed-stack) output here")
+    ap.add_argument("--cprofile", action="store_true", help="profile the worker with cProfile instead of py-spy "
+                    "(GPUSHIM_WORKER_PROFILE, gpushim/server/worker.py)")
     args = ap.parse_args()
+    if args.cprofile:
+        return with_cprofile(args)
     pyspy = shutil.which("py-spy")
     if not pyspy:
         raise SystemExit("profile: py-spy is not installed (pip install py-spy)")

@@ -282,20 +282,26 @@ static void start_flusher_locked(void) {
 }
 
 
-/* [kind, seq, op, args...] header plus the 4-byte length prefix, for the args in c->w. */
+/* A msgpack unsigned integer at p (the shortest encoding); returns its length. */
+static size_t put_uint(uint8_t *p, uint64_t v) {
+    if (v < 0x80) { p[0] = (uint8_t)v; return 1; }
+    int n = v <= 0xff ? 1 : v <= 0xffff ? 2 : v <= 0xffffffffu ? 4 : 8;
+    p[0] = n == 1 ? 0xcc : n == 2 ? 0xcd : n == 4 ? 0xce : 0xcf;
+    for (int i = 0; i < n; i++) p[1 + i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+    return 1 + (size_t)n;
+}
+
+/* [kind, seq, op, args...] header plus the 4-byte length prefix, for the args in c->w (at most 4 + 1 + 1 + 9 +
+ * 9 bytes; written in place: this is on every call's path). */
 static size_t frame_header(uint8_t *hdr, int kind, uint64_t seq, int op, size_t body_rest) {
-    gs_wbuf h;
-    gs_w_init(&h);
-    gs_w_array(&h, 4);
-    gs_w_uint(&h, (uint64_t)kind);
-    gs_w_uint(&h, seq);
-    gs_w_uint(&h, (uint64_t)op);
-    size_t n = h.len;
-    uint32_t total = (uint32_t)(n + body_rest);
+    size_t n = 4;
+    hdr[n++] = 0x94; /* an array of 4 */
+    n += put_uint(hdr + n, (uint64_t)kind);
+    n += put_uint(hdr + n, seq);
+    n += put_uint(hdr + n, (uint64_t)op);
+    uint32_t total = (uint32_t)(n - 4 + body_rest);
     memcpy(hdr, &total, 4); /* little-endian hosts only, which is every CUDA host */
-    memcpy(hdr + 4, h.buf, n);
-    gs_w_free(&h);
-    return n + 4;
+    return n;
 }
 
 static _Thread_local gs_wbuf tls_args;

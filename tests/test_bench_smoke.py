@@ -24,13 +24,14 @@ def test_bench_quick(tmp_path: Path) -> None:
     res = json.loads(out.read_text())
     assert res["errors"] == []
     assert res["params"]["sizes"] == [4096, 65536]
+    assert res["meta"]["pinned_cpu"] is not None or shutil.which("taskset") is None  # issue 16: one core
     base = res["baselines"]
     for key in ("unix_pingpong", "tcp_pingpong", "unix_stream", "tcp_stream"):
         assert base[key]["median_us"] > 0 and base[key]["p99_us"] >= base[key]["median_us"]
     assert set(base["memcpy"]) == {"4096", "65536"}
     for tr in ("unix", "tcp"):
         g = res["gpushim"][tr]
-        for key in ("local", "sync", "async_memset", "launch", "malloc"):
+        for key in ("local", "sync", "sync_event", "sync_meminfo", "async_memset", "launch", "malloc"):
             assert g[key]["n"] > 0 and g[key]["median_us"] > 0, (tr, key)
         assert {"amortised_us", "final_sync_us", "calls"} <= set(g["async_memset"])
         assert set(g["copies"]) == {f"{d} {h} {s}" for d in ("H2D", "D2H") for h in ("pageable", "pinned")

@@ -31,6 +31,47 @@ _COMPILED: dict[int, tuple[tuple[str, Field], ...]] = {op.id: tuple((a, arg_spec
                                                        for op in OPS}
 
 
+def _fast_test(var: str, f: Field) -> str | None:
+    """A Python expression true when var fits f, or None when f is not worth a fast test (the full check
+    runs). The expression may be false for a value that fits (the full check then says so); never true for one
+    that does not."""
+    if f.type is int:
+        test = f"type({var}) is int and {f.lo} <= {var} <= {f.hi}"
+    elif f.type is bytes:
+        test = f"(type({var}) is bytes or type({var}) is memoryview) and {f.lo} <= len({var}) <= {f.hi}"
+    elif f.type is str:
+        test = f"type({var}) is str and {f.lo} <= len({var}) <= {f.hi}"
+    elif f.type is list and f.lo == f.hi <= 4:  # grid, block: unrolled
+        lo, hi = f.item_range
+        items = " and ".join(f"type({var}[{i}]) is int and {lo} <= {var}[{i}] <= {hi}" for i in range(f.lo))
+        test = f"type({var}) is list and len({var}) == {f.lo}" + (f" and {items}" if items else "")
+    else:
+        return None
+    return f"({var} is None or {test})" if f.nullable else f"({test})"
+
+
+def _fast_validator(spec: tuple[tuple[str, Field], ...]) -> Any:
+    """One generated function per operation: True when args fit its schema (the common case, checked without
+    a loop or attribute lookups), False when the full check must run. Built from the same Fields."""
+    tests = [_fast_test(f"a{i}", f) for i, (_, f) in enumerate(spec)]
+    if any(t is None for t in tests):
+        return None
+    names = [f"a{i}" for i in range(len(spec))]
+    if not names:
+        src = "def ok(args):\n    return not args\n"
+    else:
+        src = (f"def ok(args):\n    if len(args) != {len(names)}:\n        return False\n"
+               f"    {', '.join(names)}, = args\n    return {' and '.join(tests)}\n")
+    scope: dict[str, Any] = {"memoryview": memoryview}
+    exec(compile(src, "<gpushim schema>", "exec"), scope)  # noqa: S102 - source built from the schema above
+    return scope["ok"]
+
+
+# op id -> the generated fast check (None: the op has an argument only the full check handles)
+_FAST = {op_id: _fast_validator(spec) for op_id, spec in _COMPILED.items()}
+_SEQ_LO, _SEQ_HI = SEQ.lo, SEQ.hi
+
+
 def _describe(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -76,6 +117,18 @@ def check_args(op: Op, args: list) -> str | None:
 
 def check_call(msg: Any) -> str | None:
     """A CALL or POST frame after the handshake: [kind, seq, op, [args...]]."""
+    # the fast path: a well-formed frame of an operation with a generated check (every check is the schema's)
+    if type(msg) is list and len(msg) == 4:
+        kind, seq, op_id, args = msg
+        if (type(kind) is int and (kind == CALL or kind == POST) and type(seq) is int and _SEQ_LO <= seq <= _SEQ_HI
+                and type(op_id) is int and type(args) is list):
+            ok = _FAST.get(op_id)
+            if ok is not None and ok(args):
+                return None
+    return _check_call_full(msg)
+
+
+def _check_call_full(msg: Any) -> str | None:
     if type(msg) is not list or len(msg) != 4 or msg[0] not in (CALL, POST) or type(msg[0]) is not int:
         return f"expected [CALL|POST, seq, op, args], got {_describe(msg)}"
     _, seq, op_id, args = msg

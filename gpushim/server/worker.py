@@ -40,10 +40,27 @@ GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, ssl.SSLEr
 
 def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
                pending: bytes, store: ModuleStore, arbiter: DeviceArbiter | None = None) -> int:
-    """Serves one session until it ends; returns the process exit status."""
+    """Serves one session until it ends; returns the process exit status. With GPUSHIM_WORKER_PROFILE=DIR
+    set, the session runs under cProfile and its statistics go to DIR/worker-PID.prof (bench/profile.py)."""
+    where = os.environ.get("GPUSHIM_WORKER_PROFILE")
+    if not where:
+        return _run_worker(conn, control, backend, info, pending, store, arbiter)
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(_run_worker, conn, control, backend, info, pending, store, arbiter)
+    finally:
+        prof.dump_stats(os.path.join(where, f"worker-{os.getpid()}.prof"))
+
+
+def _run_worker(conn: socket.socket, control: socket.socket, backend: Backend, info: SessionInfo,
+                pending: bytes, store: ModuleStore, arbiter: DeviceArbiter | None = None) -> int:
     log = logging.getLogger(f"gpushim.session.{info.session_id}")
     conn.setblocking(True)
     _apply_priority(info.priority, log)
+
+    sendall = conn.sendall
 
     def send(msg: list[Any]) -> None:
         results = msg[3] if msg[0] == REPLY else None
@@ -51,7 +68,7 @@ def run_worker(conn: socket.socket, control: socket.socket, backend: Backend, in
             if results and isinstance(results[-1], memoryview | bytes) and len(results[-1]) >= BULK_INLINE:
                 _send_pieces(conn, reply_with_bulk(msg[1], results[:-1], results[-1], msg[4], msg[5]))
             else:
-                conn.sendall(pack(msg))
+                sendall(pack(msg))
         except GONE as e:
             raise ClientGone(str(e)) from None
 
@@ -251,10 +268,14 @@ def _send_pieces(conn: socket.socket, pieces: list[bytes | memoryview]) -> None:
 
 
 def _handle_frames(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> bool:
+    """Runs every complete frame of the last receive (a burst of posted calls is drained in one loop)."""
+    dispatch = session.dispatch
     try:
         for body in frames.frames():
-            bulk = decode_bulk_call(body, H2D_OP, 3) if len(body) > BULK_DECODE_MIN else None
-            session.dispatch(bulk or unpack_body(body))
+            if len(body) > BULK_DECODE_MIN:
+                dispatch(decode_bulk_call(body, H2D_OP, 3) or unpack_body(body))
+            else:
+                dispatch(unpack_body(body))
     except (FrameError, ProtocolError) as e:
         log.warning("malformed frame from the client; ending the session: %s", e)
         _send_quietly(conn, [FATAL, 0, Err.INVALID_VALUE, f"malformed frame: {e}"])

@@ -74,3 +74,46 @@ def _fill(f):  # noqa: ANN001, ANN202
     if f.type is list:
         return [1] * f.lo
     return f.type() if f.lo == 0 else f.type(("x" if f.type is str else b"x") * f.lo)
+
+
+def test_the_generated_fast_check_agrees_with_the_full_check():
+    """check_call's fast path (a check generated per operation from the schema) must accept exactly what the
+    full check accepts: random frames of every operation, with values at, inside and beyond each range, of
+    the wrong type (bool, float, None, str for bytes, a memoryview for bytes), the wrong length or count."""
+    import random
+
+    from gpushim.server.validate import _FAST, _check_call_full
+
+    rng = random.Random(16)
+
+    def value(f):  # noqa: ANN001, ANN202
+        r = rng.random()
+        if r < 0.08:
+            return rng.choice([True, False, None, 1.0, "x", b"x", [], {}, memoryview(b"ab")])
+        if f.type is int:
+            return rng.choice([f.lo, f.hi, f.lo - 1, f.hi + 1, 0, 1, -1, (f.lo + f.hi) // 2, 2**64, -(2**63) - 1])
+        if f.type is list:
+            n = rng.choice([f.lo, f.hi, f.lo - 1 if f.lo else 0, min(f.hi, 3), 0])
+            lo, hi = f.item_range
+            return [rng.choice([lo, hi, hi + 1, lo - 1, 1, True, None]) for _ in range(max(0, min(n, 8)))]
+        n = rng.choice([f.lo, min(f.hi, f.lo + 3), max(0, f.lo - 1), f.hi + 1 if f.hi < 1 << 20 else f.lo])
+        if f.type is str:
+            return "s" * n
+        return memoryview(b"b" * n) if rng.random() < 0.3 else b"b" * n
+
+    accepted = rejected = fast_hits = 0
+    for _ in range(20000):
+        op = rng.choice(OPS)
+        args = [value(arg_spec(op, a)) for a in op.args]
+        if rng.random() < 0.03:
+            args = args[:-1] if args and rng.random() < 0.5 else args + [0]
+        kind = rng.choice([CALL, POST, CALL, POST, 2, True])
+        seq = rng.choice([1, 0, 2**64 - 1, 2**64, -1, True])
+        frame = [kind, seq, op.id, args]
+        fast, full = check_call(frame), _check_call_full(frame)
+        assert (fast is None) == (full is None), (frame, fast, full)
+        assert fast == full
+        accepted += full is None
+        rejected += full is not None
+        fast_hits += full is None and _FAST[op.id] is not None and _FAST[op.id](args)
+    assert accepted > 1000 and rejected > 1000 and fast_hits > 1000, (accepted, rejected, fast_hits)

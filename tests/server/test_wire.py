@@ -64,3 +64,35 @@ def test_frame_reader_refuses_oversized_frames() -> None:
     reader.read()
     with pytest.raises(FrameError):
         reader.frames()  # the announced size is refused before anything is allocated for it
+
+
+def test_frame_reader_grows_for_large_frames_and_keeps_descriptors() -> None:
+    """Frames larger than the reader's buffer (it grows, its kept view renewed), small ones around them, and a
+    descriptor passed with one of them (SCM_RIGHTS) comes back from the read that received it."""
+    import os
+
+    a, b = socket.socketpair()
+    msgs = [[3, 1, 7, [b"s"]], [3, 2, 7, [b"L" * (3 << 20)]], [3, 3, 7, [b"t"]], [3, 4, 7, [b"M" * (5 << 20)]]]
+    reader = FrameReader(b)
+    r, w = os.pipe()
+
+    def send() -> None:
+        a.sendmsg([pack(msgs[0])], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, r.to_bytes(4, "little"))])
+        for m in msgs[1:]:
+            a.sendall(pack(m))
+        a.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    got, fds = [], []
+    while True:
+        n, new_fds = reader.read()
+        fds += new_fds
+        got += [msgpack.unpackb(bytes(f), raw=False) for f in reader.frames()]
+        if not n:
+            break
+    sender.join()
+    assert got == msgs
+    assert len(fds) == 1 and os.path.sameopenfile(fds[0], r)
+    for fd in (fds[0], r, w):
+        os.close(fd)

@@ -557,10 +557,12 @@ class EmulatorSession(BackendSession):
         p = self.backend.devices()[dev].props
         if len(grid) != 3 or len(block) != 3 or min(grid) < 1 or min(block) < 1:
             raise CudaError(Err.INVALID_CONFIGURATION, f"grid {grid} / block {block}: every dimension must be >= 1")
-        if any(b > m for b, m in zip(block, p["maxThreadsDim"], strict=True)) or \
-                block[0] * block[1] * block[2] > p["maxThreadsPerBlock"]:
+        (bx, by, bz), (gx, gy, gz) = block, grid  # written out: this runs on every launch
+        tx, ty, tz = p["maxThreadsDim"]
+        if bx > tx or by > ty or bz > tz or bx * by * bz > p["maxThreadsPerBlock"]:
             raise CudaError(Err.INVALID_CONFIGURATION, f"block {block} exceeds the device's limits")
-        if any(g > m for g, m in zip(grid, p["maxGridSize"], strict=True)):
+        mx, my, mz = p["maxGridSize"]
+        if gx > mx or gy > my or gz > mz:
             raise CudaError(Err.INVALID_CONFIGURATION, f"grid {grid} exceeds the device's limits")
         if static_shared + shared > p["sharedMemPerBlockOptin"]:
             raise CudaError(Err.INVALID_CONFIGURATION,

@@ -122,6 +122,8 @@ class Scheduler:
         """True once everything a synchronisation of s issued now waits for has completed: the work queued
         on s so far, and for a legacy stream what a command issued to it now would wait for (the blocking
         streams of its device; never the non-blocking ones)."""
+        if s.completed >= s.submitted and (not s.legacy or self._deps_idle(s)):
+            return _always  # the common case of a query, decided without building the list
         deps = [(s, s.submitted)] + (self._implicit_deps(s) if s.legacy else [])
         deps = [(o, n) for o, n in deps if o.completed < n]
         if not deps:
@@ -167,10 +169,27 @@ class Scheduler:
         self.pump()
 
     def runs_now(self, s: EmuStream) -> bool:
-        """Whether work submitted to s now would run at once (nothing queued before it)."""
+        """Whether work submitted to s now would run at once (nothing queued before it): no implicit dependency
+        of _implicit_deps is pending. Written out, without building the list: every posted call asks this."""
         if s in self.inline:
             return True
-        return not s.queue and all(o.completed >= n for o, n in self._implicit_deps(s))
+        return not s.queue and self._deps_idle(s)
+
+    def _deps_idle(self, s: EmuStream) -> bool:
+        """No dependency _implicit_deps(s) would return is pending."""
+        fence = self.fences.get(s.device)
+        if fence is not None and fence[0] is not s and fence[0].completed < fence[1]:
+            return False
+        if s.legacy:
+            dev = s.device
+            for o in self.streams:
+                if o.completed < o.submitted and o is not s and o.device == dev and o.blocking:
+                    return False
+        elif s.blocking:
+            leg = self.legacy.get(s.device)
+            if leg is not None and leg.completed < leg.submitted:
+                return False
+        return True
 
     def work(self, s: EmuStream, fn: Callable[[], None]) -> None:
         """Queues fn; a CudaError it raises becomes the session's asynchronous error."""

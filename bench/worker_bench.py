@@ -1,0 +1,163 @@
+"""The session worker's own cost per frame, without the shim: a forked worker (the real `run_worker` loop, an
+emulator backend) on one end of a Unix socket pair, this process on the other sending pre-packed frames. The
+worker's CPU time comes from /proc/PID/task/*/schedstat (nanoseconds on the CPU), so a loaded machine inflates it
+far less than wall time; round-trip wall times are reported too.
+
+    python3 bench/worker_bench.py [--n 20000] [--repeat 5] [--pin auto|none|CPU] [--profile]
+
+Cases: a synchronous STREAM_QUERY and EVENT_QUERY (a CALL and its REPLY, one at a time), and bursts of posted
+MEMSET frames followed by one STREAM_SYNC (the worker's cost per posted call). --profile runs the worker under
+cProfile and prints its hottest functions per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgpack
+
+sys.path[0] = str(Path(__file__).resolve().parents[1])  # not bench/: its profile.py would shadow the stdlib's
+
+from gpushim.backends.emulator.backend import EmulatorBackend  # noqa: E402
+from gpushim.protocol import CALL, HANDLE_BASE, OPS_BY_NAME, POST  # noqa: E402
+from gpushim.server.modules import ModuleStore  # noqa: E402
+from gpushim.server.session import SessionInfo  # noqa: E402
+from gpushim.server.worker import run_worker  # noqa: E402
+
+LEN = struct.Struct("<I")
+_KEEP: list[socket.socket] = []
+
+
+def frame(kind: int, seq: int, op: str, args: list) -> bytes:
+    body = msgpack.packb([kind, seq, OPS_BY_NAME[op].id, args], use_bin_type=True)
+    return LEN.pack(len(body)) + body
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of every thread of the process (the client watcher and the status thread included)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+class Peer:
+    """This end of the socket pair: the client's side, as plain as possible (no shim)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray(1 << 16)
+        self.seq = 0
+
+    def reply(self) -> list:
+        got = self.sock.recv_into(self.buf)
+        while True:
+            if got >= 4:
+                (n,) = LEN.unpack_from(self.buf)
+                if got >= 4 + n:
+                    return msgpack.unpackb(bytes(self.buf[4:4 + n]))
+            got += self.sock.recv_into(memoryview(self.buf)[got:])
+
+    def call(self, op: str, args: list) -> list:
+        self.seq += 1
+        self.sock.sendall(frame(CALL, self.seq, op, args))
+        return self.reply()
+
+
+def start_worker(profile_dir: str | None) -> tuple[int, socket.socket]:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ca, cb = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        a.close()
+        ca.close()
+        if profile_dir:
+            os.environ["GPUSHIM_WORKER_PROFILE"] = profile_dir
+        logging.basicConfig(level=logging.ERROR)
+        store = ModuleStore(Path(tempfile.mkdtemp(prefix="gpushim-wb-")))
+        info = SessionInfo(1, os.getpid(), "wb", 13000, 0, [0])
+        code = run_worker(b, cb, EmulatorBackend(memory_limit=1 << 30), info, b"", store)
+        os._exit(code)
+    b.close()
+    cb.close()
+    _KEEP.append(ca)  # the supervisor's end of the control socket: the worker ends when it closes
+    return pid, a
+
+
+def measure(peer: Peer, pid: int, n: int, fn) -> tuple[float, float]:  # noqa: ANN001
+    """(worker CPU µs per call, wall µs per call) over n calls of fn."""
+    c0, t0 = cpu_ns(pid), time.perf_counter()
+    fn(n)
+    return (cpu_ns(pid) - c0) / n / 1e3, (time.perf_counter() - t0) / n * 1e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--pin", default="auto", help="CPU for both ends ('auto': the first this process may use; "
+                    "'none': unpinned)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    if args.pin == "auto":
+        args.pin = str(min(os.sched_getaffinity(0)))
+    if args.pin != "none":
+        os.sched_setaffinity(0, {int(args.pin)})
+    prof = tempfile.mkdtemp(prefix="gpushim-wb-prof-") if args.profile else None
+    pid, sock = start_worker(prof)
+    peer = Peer(sock)
+    assert peer.call("DEVICE_COUNT", [])[3] == [1]
+    ptr = peer.call("MALLOC", [0, 4096])[3][0]
+    ev = peer.call("EVENT_CREATE", [0, 0])[3][0]
+    peer.call("EVENT_RECORD", [ev, 0, 0])
+    assert ev >= HANDLE_BASE
+
+    def queries(op: str, arg: int):  # noqa: ANN202
+        def run(n: int) -> None:
+            for _ in range(n):
+                r = peer.call(op, [arg])
+                assert r[2] == 0, r
+        return run
+
+    burst = 1000
+    memsets = b"".join(frame(POST, 1000 + i, "MEMSET", [ptr, 1, 4096, 0]) for i in range(burst))
+
+    def posted(n: int) -> None:
+        for _ in range(n // burst):
+            sock.sendall(memsets)
+            r = peer.call("STREAM_SYNC", [0])
+            assert r[2] == 0, r
+
+    results = {}
+    for name, fn in (("STREAM_QUERY (sync call)", queries("STREAM_QUERY", 0)),
+                     ("EVENT_QUERY (sync call)", queries("EVENT_QUERY", ev)),
+                     (f"MEMSET 4 KiB posted, bursts of {burst} + STREAM_SYNC", posted)):
+        fn(min(2000, args.n))  # warm-up
+        results[name] = min((measure(peer, pid, args.n, fn) for _ in range(args.repeat)), key=lambda r: r[0])
+    sock.close()
+    os.waitpid(pid, 0)
+    print(f"worker cost per frame, both ends on CPU {args.pin}, load {os.getloadavg()[0]:.1f} "
+          f"(best of {args.repeat} x {args.n})")
+    for name, (cpu, wall) in results.items():
+        print(f"  {name:50s} worker CPU {cpu:6.2f} µs   wall per call {wall:6.2f} µs")
+    if prof:
+        import glob
+        import pstats
+        pstats.Stats(*glob.glob(f"{prof}/*.prof")).sort_stats("tottime").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
