@@ -97,10 +97,12 @@ class Codegen(AluOps, FloatOps, MemOps):
 
     # -- thread function ------------------------------------------------------------------------------------
     def _thread_fn(self) -> None:
-        fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64])
+        fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64])
         f = ir.Function(self.m, fty, name="thread")
         f.linkage = "internal"
-        self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz = f.args
+        # inlined into @run's thread loop, where the allocation cache and the count become registers
+        f.attributes.add("alwaysinline")
+        self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt = f.args
         self.ctaid = (cx, cy, cz)
         self.f = f
         entry = f.append_basic_block("entry")
@@ -118,8 +120,6 @@ class Codegen(AluOps, FloatOps, MemOps):
             self.regs[name] = (a, lt)
         self.count = b.alloca(I64, name="count")
         b.store(ir.Constant(I64, 0), self.count)
-        # per global access site, the allocation [lo, hi) it hit last (kept from thread to thread)
-        self.acache = self._ctx_ptr(L.CACHE, P64)
         # constants of the launch
         self.arena = self._ctx_ptr(L.ARENA)
         self.base = self._ctx(L.BASE)
@@ -152,8 +152,7 @@ class Codegen(AluOps, FloatOps, MemOps):
 
     def _flush_count(self) -> None:
         b = self.b
-        p = b.gep(self.ctx, [ir.Constant(I32, L.COUNT)])
-        b.store(b.add(b.load(p), b.load(self.count)), p)
+        b.store(b.add(b.load(self.cnt), b.load(self.count)), self.cnt)
 
     def _emit_code(self) -> None:
         code = self.prog.code
@@ -473,12 +472,21 @@ class Codegen(AluOps, FloatOps, MemOps):
         gx, gy = slot(L.GRID), slot(L.GRID + 1)
         bx, by, bz = slot(L.BLOCK), slot(L.BLOCK + 1), slot(L.BLOCK + 2)
         tpb = b.mul(b.mul(bx, by), bz)
-        shbuf = b.inttoptr(slot(L.SHBUF), P8)
-        lobuf = b.inttoptr(slot(L.LOBUF), P8)
-        state = b.inttoptr(slot(L.STATE), I32.as_pointer())
-        shsize = slot(L.SHSIZE)
-        lobytes = b.mul(tpb, slot(L.LOSTRIDE))
         begin, end = slot(L.BEGIN), slot(L.END)
+        # per global access site, the allocation [lo, hi) it hit last, from thread to thread (registers once
+        # @thread is inlined); empty at the start of a launch: the first access of each site searches
+        ncache = max(self.ncache, 1)
+        cache = b.alloca(ir.ArrayType(I64, 2 * ncache), name="acache")
+        cache = b.bitcast(cache, P64)
+        for k in range(ncache):
+            b.store(ir.Constant(I64, 1), b.gep(cache, [ir.Constant(I64, 2 * k)]))
+            b.store(ir.Constant(I64, 0), b.gep(cache, [ir.Constant(I64, 2 * k + 1)]))
+        cnt = b.alloca(I64, name="count")
+        b.store(ir.Constant(I64, 0), cnt)
+        p = self.prog
+        zero_shared = bool(p.shared or p.dynamic_shared)
+        zero_local = bool(p.frame_bytes)
+        barriers = bool(self.barriers)
         entry = b.block
         blk_loop = f.append_basic_block("blocks")
         blk_body = f.append_basic_block("block")
@@ -494,16 +502,20 @@ class Codegen(AluOps, FloatOps, MemOps):
         cy = b.urem(b.udiv(bi, gx), gy)
         cz = b.udiv(bi, b.mul(gx, gy))
         false = ir.Constant(I1, 0)
-        b.call(self.i_memset, [shbuf, ir.Constant(I8, 0), shsize, false])
-        b.call(self.i_memset, [lobuf, ir.Constant(I8, 0), lobytes, false])
-        b.call(self.i_memset, [b.bitcast(state, P8), ir.Constant(I8, 0), b.mul(tpb, ir.Constant(I64, 4)), false])
+        if zero_shared:
+            b.call(self.i_memset, [b.inttoptr(slot(L.SHBUF), P8), ir.Constant(I8, 0), slot(L.SHSIZE), false])
+        if zero_local:
+            lobytes = b.mul(tpb, slot(L.LOSTRIDE))
+            b.call(self.i_memset, [b.inttoptr(slot(L.LOBUF), P8), ir.Constant(I8, 0), lobytes, false])
+        state = b.inttoptr(slot(L.STATE), I32.as_pointer())
+        if barriers:
+            b.call(self.i_memset, [b.bitcast(state, P8), ir.Constant(I8, 0), b.mul(tpb, ir.Constant(I64, 4)), false])
         rnd = f.append_basic_block("round")
         thr = f.append_basic_block("thr")
         run_t = f.append_basic_block("run_t")
         nxt_t = f.append_basic_block("next_t")
         rnd_end = f.append_basic_block("round_end")
         blk_next = f.append_basic_block("block_next")
-        pre = b.block
         b.branch(rnd)
         b.position_at_end(rnd)
         b.branch(thr)
@@ -514,21 +526,30 @@ class Codegen(AluOps, FloatOps, MemOps):
         for v in (t, tx, ty, tz):
             v.add_incoming(ir.Constant(I64, 0), rnd)
         live.add_incoming(false, rnd)
-        sp = b.gep(state, [t])
-        s = b.load(sp)
-        b.cbranch(b.icmp_signed("<", s, ir.Constant(I32, 0)), nxt_t, run_t)
-        b.position_at_end(run_t)
-        r = b.call(self.f, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz])
         ok_t = f.append_basic_block("ok_t")
-        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok_t)
-        b.position_at_end(ok_t)
-        exited = b.icmp_signed("==", r, ir.Constant(I32, 0))
-        b.store(b.select(exited, ir.Constant(I32, -1), r), sp)
-        live2 = b.or_(live, b.not_(exited))
+        if barriers:  # threads that exited are skipped; the others resume where they stopped
+            sp = b.gep(state, [t])
+            s = b.load(sp)
+            b.cbranch(b.icmp_signed("<", s, ir.Constant(I32, 0)), nxt_t, run_t)
+            b.position_at_end(run_t)
+            r = b.call(self.f, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt])
+            b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok_t)
+            b.position_at_end(ok_t)
+            exited = b.icmp_signed("==", r, ir.Constant(I32, 0))
+            b.store(b.select(exited, ir.Constant(I32, -1), r), sp)
+            live2 = b.or_(live, b.not_(exited))
+        else:  # no barrier: each thread runs once, from its start to its exit
+            b.branch(run_t)
+            b.position_at_end(run_t)
+            r = b.call(self.f, [ctx, t, ir.Constant(I32, 0), cx, cy, cz, bi, tx, ty, tz, cache, cnt])
+            b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok_t)
+            b.position_at_end(ok_t)
+            live2 = false
         b.branch(nxt_t)
         b.position_at_end(nxt_t)
         lv = b.phi(I1)
-        lv.add_incoming(live, thr)
+        if barriers:
+            lv.add_incoming(live, thr)
         lv.add_incoming(live2, ok_t)
         t2 = b.add(t, ir.Constant(I64, 1))
         t.add_incoming(t2, nxt_t)
@@ -555,18 +576,23 @@ class Codegen(AluOps, FloatOps, MemOps):
         b.position_at_end(cont)
         bi.add_incoming(bi2, cont)
         b.branch(blk_loop)
+        def store_count():
+            b.store(b.load(cnt), b.gep(ctx, [ir.Constant(I32, L.COUNT)]))
+
         b.position_at_end(stop)
         b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
         b.store(
             ir.Constant(I64, self._site(Err.LAUNCH_TIMEOUT, "watchdog")), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)])
         )
         b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
+        store_count()
         b.ret(ir.Constant(I32, 1))
         b.position_at_end(done)
+        store_count()
         b.ret(ir.Constant(I32, 0))
         b.position_at_end(failed)
+        store_count()
         b.ret(ir.Constant(I32, 1))
-        del pre
 
 
 def generate(mod: Module, prog: Program, name: str) -> Codegen:

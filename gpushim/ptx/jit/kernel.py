@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import threading
 import time
 
@@ -43,35 +44,35 @@ def _tm():
 
 class _Watchdog:
     """One thread for all launches: sets the abort flag of launches past their deadline (the compiled code
-    polls it on backward branches and between blocks). Idle while no launch runs."""
+    polls it on backward branches and between blocks). Registering a launch is a dict insertion (atomic under
+    the GIL, no lock: this is on every launch's path)."""
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
         self._active: dict[int, tuple[float, np.ndarray]] = {}
-        self._next = 0
+        self._tokens = itertools.count(1)
         self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
 
     def watch(self, ctx: np.ndarray, deadline: float) -> int:
-        with self._cv:
-            self._next += 1
-            self._active[self._next] = (deadline, ctx)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
-                self._thread.start()
-            return self._next  # no notify: waking the thread at every launch would cost more than the launch
+        token = next(self._tokens)
+        self._active[token] = (deadline, ctx)
+        if self._thread is None:
+            with self._start:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
+                    self._thread.start()
+        return token
 
     def done(self, token: int) -> None:
-        with self._cv:
-            self._active.pop(token, None)
+        self._active.pop(token, None)
 
     def _loop(self) -> None:
-        with self._cv:
-            while True:  # checks four times a second: deadlines are met within 0.25 s
-                now = time.monotonic()
-                for deadline, ctx in self._active.values():
-                    if now >= deadline:
-                        ctx[L.ABORT] = 1
-                self._cv.wait(0.25)
+        while True:  # checks four times a second: deadlines are met within 0.25 s
+            now = time.monotonic()
+            for deadline, ctx in list(self._active.values()):
+                if now >= deadline:
+                    ctx[L.ABORT] = 1
+            time.sleep(0.25)
 
 
 _watchdog = _Watchdog()
@@ -116,72 +117,86 @@ class JitKernel:
         self._run = _RUN(addr)
         self.compile_s = time.perf_counter() - t0
 
-    def _workspace(self, plan, tpb: int, lo_stride: int) -> dict:
-        """Buffers of a launch, reused by later launches of the same shape (a pool: concurrent launches of one
-        kernel each take their own)."""
-        key = (tpb, lo_stride, plan.shared_total)
-        pool = self._pools.setdefault(key, [])
-        try:
-            return pool.pop()
-        except IndexError:
-            pass
+    def _workspace(self, plan, shared_bytes: int) -> dict:
+        """Buffers and the context of a launch, reused by later launches of the same configuration (a pool:
+        concurrent launches of one kernel each take their own). What depends only on the configuration is set
+        here once; launch() sets what changes from launch to launch."""
+        geo = plan.geo
+        key = (geo.grid, geo.block, plan.shared_total, shared_bytes)
+        pool = self._pools.get(key)
+        if pool:
+            try:
+                return pool.pop()
+            except IndexError:  # another thread took it
+                pass
+        if len(self._pools) > 64:  # many configurations: forget the idle workspaces of the others
+            self._pools.clear()
+        tpb = geo.tpb
+        prog = plan.kern.prog
+        lo_stride = align_up(max(prog.frame_bytes, 1), 16)
         ws = {
             "key": key,
             "ctx": np.zeros(L.SLOTS, np.int64),
             "shbuf": np.zeros(max(plan.shared_total, 1) + 16, np.uint8),
-            "lobuf": np.zeros(tpb * lo_stride, np.uint8),
+            "lobuf": np.zeros(tpb * lo_stride if prog.frame_bytes else 16, np.uint8),
             "spill": np.zeros(tpb * self.nregs, np.int64),
             "state": np.zeros(tpb, np.int32),
-            "cache": np.zeros(2 * max(self.ncache, 1), np.int64),
+            "arena": None,  # the arena, allocations and symbols the context holds now
+            "allocs": None,
+            "syms": None,
         }
         ctx = ws["ctx"]
-        for slot, name in ((L.SHBUF, "shbuf"), (L.LOBUF, "lobuf"), (L.SPILL, "spill"), (L.STATE, "state"),
-                           (L.CACHE, "cache")):  # fmt: skip
+        for slot, name in ((L.SHBUF, "shbuf"), (L.LOBUF, "lobuf"), (L.SPILL, "spill"), (L.STATE, "state")):
             ctx[slot] = _addr(ws[name])
         ctx[L.LOSTRIDE] = lo_stride
         ctx[L.SHSIZE] = plan.shared_total
+        ctx[L.GRID : L.GRID + 3] = geo.grid
+        ctx[L.BLOCK : L.BLOCK + 3] = geo.block
+        ctx[L.DYNSH] = shared_bytes
+        ctx[L.LOSIZE] = prog.frame_bytes
+        ctx[L.BEGIN] = 0
+        ctx[L.END] = plan.nblocks
         ws["ctx_addr"] = _addr(ctx)
         return ws
 
     def launch(self, plan, shared_bytes: int, memory, symbols, pbuf: np.ndarray, psize: int, watchdog_s: float) -> int:
         """Run every block of a launch; the thread-instructions executed. Raises CudaError as the interpreter."""
-        geo = plan.geo
-        grid, block = geo.grid, geo.block
-        tpb = geo.tpb
-        prog = plan.kern.prog
-        ws = self._workspace(plan, tpb, align_up(max(prog.frame_bytes, 1), 16))
+        ws = self._workspace(plan, shared_bytes)
         try:
             ctx = ws["ctx"]
+            arena = memory.arena
+            if ws["arena"] is not arena:
+                ctx[L.ARENA] = _addr(arena)
+                ctx[L.BASE] = memory.base
+                ws["arena"] = arena
             allocs = memory.allocations()
-            tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
-            syms = np.array([symbols[g] for g in self.globals] or [0], np.int64)
-            ctx[L.ARENA] = _addr(memory.arena)
-            ctx[L.BASE] = memory.base
-            ctx[L.ALLOCS] = _addr(tab)
-            ctx[L.NALLOCS] = len(allocs)
+            if allocs != ws["allocs"]:  # identical Allocation objects compare by identity: cheap when unchanged
+                tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
+                ws["tab"] = tab
+                ws["allocs"] = allocs
+                ctx[L.ALLOCS] = _addr(tab)
+                ctx[L.NALLOCS] = len(allocs)
+            if self.globals:
+                syms = [symbols[g] for g in self.globals]
+                if syms != ws["syms"]:
+                    ws["symtab"] = tab = np.array(syms, np.int64)
+                    ws["syms"] = syms
+                    ctx[L.SYMS] = _addr(tab)
             ctx[L.PARAM] = _addr(pbuf)
             ctx[L.PSIZE] = psize
-            ctx[L.SYMS] = _addr(syms)
-            ctx[L.GRID : L.GRID + 3] = grid
-            ctx[L.BLOCK : L.BLOCK + 3] = block
-            ctx[L.DYNSH] = shared_bytes
-            ctx[L.LOSIZE] = prog.frame_bytes
-            ctx[L.BEGIN] = 0
-            ctx[L.END] = plan.nblocks
-            ctx[L.ERR] = ctx[L.COUNT] = ctx[L.ABORT] = 0
-            cache = ws["cache"]
-            cache[0::2] = 1  # empty ranges: the first access of each site searches (allocations may have changed)
-            cache[1::2] = 0
+            ctx[L.ERR] = 0
+            ctx[L.ABORT] = 0
             token = _watchdog.watch(ctx, time.monotonic() + watchdog_s)
             try:
                 rc = self._run(ws["ctx_addr"])
             finally:
                 _watchdog.done(token)
             if rc:
-                raise self._error(ctx, grid, block, watchdog_s)
+                geo = plan.geo
+                raise self._error(ctx, geo.grid, geo.block, watchdog_s)
             return int(ctx[L.COUNT])
         finally:
-            self._pools[ws["key"]].append(ws)
+            self._pools.setdefault(ws["key"], []).append(ws)
 
     def _error(self, ctx, grid, block, watchdog_s: float) -> CudaError:
         code = int(ctx[L.ERR])
@@ -202,6 +217,9 @@ class JitKernel:
 def get_kernel(mod: Module, prog: Program, source_hash: str, name: str) -> JitKernel | None:
     """The compiled kernel, or None when the JIT does not support it (logged once per PTX and kernel)."""
     key = (source_hash, prog.kernel)
+    hit = _cache.get(key)  # the common case, without the lock
+    if hit is not None:
+        return hit if isinstance(hit, JitKernel) else None
     with _lock:
         hit = _cache.get(key)
         if hit is None:

@@ -105,7 +105,10 @@ class MemOps:
         # hot path: the allocation this instruction hit last, aligned; anything else takes the checked path
         b.cbranch(hit if mis is None else b.and_(hit, b.not_(mis)), fast, slow).set_weights([1 << 10, 1])
         b.position_at_end(slow)
-        ok = b.call(self.find_alloc, [self.ctx, a, end, plo, phi_])
+        found = b.call(self.find_alloc, [self.ctx, a, end])
+        ok = b.extract_value(found, 0)
+        b.store(b.extract_value(found, 1), plo)
+        b.store(b.extract_value(found, 2), phi_)
         msg = f"{what}: {align} bytes out of bounds"
         if mis is None:
             self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, msg, a)
@@ -146,11 +149,14 @@ class MemOps:
         return phi
 
     def _declare_find_alloc(self) -> None:
-        """i1 @find_alloc(ctx, a, end, lo*, hi*): binary search of the allocation holding [a, end)."""
-        fty = ir.FunctionType(I1, [P64, I64, I64, P64, P64])
+        """{i1 ok, i64 lo, i64 hi} @find_alloc(ctx, a, end): binary search of the allocation [lo, hi) holding
+        [a, end) (values, not pointers: the callers' caches of [lo, hi) then stay in registers)."""
+        rt = ir.LiteralStructType([I1, I64, I64])
+        fty = ir.FunctionType(rt, [P64, I64, I64])
         f = ir.Function(self.m, fty, name="find_alloc")
         f.linkage = "internal"
-        ctx, a, end, plo, phi_ = f.args
+        f.attributes.add("noinline")
+        ctx, a, end = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
         tab = b.inttoptr(b.load(b.gep(ctx, [ir.Constant(I32, L.ALLOCS)])), P64)
         n = b.load(b.gep(ctx, [ir.Constant(I32, L.NALLOCS)]))
@@ -180,15 +186,15 @@ class MemOps:
         none = f.append_basic_block("none")
         b.cbranch(b.icmp_unsigned("==", lo, ir.Constant(I64, 0)), none, found)
         b.position_at_end(none)
-        b.ret(ir.Constant(I1, 0))
+        b.ret(ir.Constant(rt, [ir.Constant(I1, 0), ir.Constant(I64, 1), ir.Constant(I64, 0)]))
         b.position_at_end(found)
         k = b.sub(lo, ir.Constant(I64, 1))
         s = b.load(b.gep(tab, [b.shl(k, ir.Constant(I64, 1))]))
         e = b.load(b.gep(tab, [b.add(b.shl(k, ir.Constant(I64, 1)), ir.Constant(I64, 1))]))
         ok = b.and_(b.icmp_unsigned("<=", end, e), b.icmp_unsigned(">=", end, a))
-        b.store(s, plo)
-        b.store(e, phi_)
-        b.ret(ok)
+        r = b.insert_value(ir.Constant(rt, ir.Undefined), ok, 0)
+        r = b.insert_value(r, s, 1)
+        b.ret(b.insert_value(r, e, 2))
         self.find_alloc = f
 
     # memory
