@@ -129,7 +129,14 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.losize = self._ctx(L.LOSIZE)
         self.shbuf = self._ctx_ptr(L.SHBUF)
         self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
-        self.spill = b.gep(self._ctx_ptr(L.SPILL, P64), [b.mul(self.t, ir.Constant(I64, max(len(self.regs), 1)))])
+        # registers live after some barrier get a slot each in the thread's spill area (the others none)
+        code = self.prog.code
+        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
+        self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
+        across = set().union(*self.live.values()) if self.live else set()
+        self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
+        self.nspill = max(len(self.slot_of), 1)
+        self.spill = b.gep(self._ctx_ptr(L.SPILL, P64), [b.mul(self.t, ir.Constant(I64, self.nspill))])
         self.syms = self._ctx_ptr(L.SYMS, P64)
         bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
         self.ntid = (bx, by, bz)
@@ -156,8 +163,6 @@ class Codegen(AluOps, FloatOps, MemOps):
 
     def _emit_code(self) -> None:
         code = self.prog.code
-        bars = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
-        self.live = live_after(self.prog, bars) if bars else {}
         starts: dict[int, ir.Block] = {}
         for _, idx in self.prog.labels.items():
             if idx not in starts:
@@ -438,7 +443,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         k = len(self.barriers) + 1
         # save the registers live after the barrier, return the resume point; resuming restores them and
         # continues after the barrier
-        live = [(j, self.regs[r]) for j, r in enumerate(self.regs) if r in self.live[self.i]]
+        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in self.live[self.i]]
         for j, (a, _) in live:
             b.store(self._conv_bits(b.load(a), I64, False), b.gep(self.spill, [ir.Constant(I64, j)]))
         self._flush_count()

@@ -98,7 +98,7 @@ class JitKernel:
             g = generate(mod, prog, name)
             self.sites = g.sites
             self.globals = g.globals_used
-            self.nregs = max(len(g.regs), 1)
+            self.nregs = g.nspill  # spill slots per thread
             self.ncache = g.ncache
             ref = llvm.parse_assembly(str(g.m))
             ref.verify()
