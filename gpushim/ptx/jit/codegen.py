@@ -118,8 +118,7 @@ class Codegen(AluOps, FloatOps, MemOps):
             a = b.alloca(lt, name=name.replace("%", "r_"))
             b.store(ir.Constant(lt, 0), a)
             self.regs[name] = (a, lt)
-        self.count = b.alloca(I64, name="count")
-        b.store(ir.Constant(I64, 0), self.count)
+        self.pending = 0  # instructions counted since the count was last updated (updated per straight run)
         # constants of the launch
         self.arena = self._ctx_ptr(L.ARENA)
         self.base = self._ctx(L.BASE)
@@ -151,15 +150,17 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.b = ir.IRBuilder(body)
         self._emit_code()
         b = self.b = ir.IRBuilder(self.exit_blk)
-        self._flush_count()
         b.ret(ir.Constant(I32, 0))
-        b = self.b = ir.IRBuilder(self.fail_blk)
-        self._flush_count()
+        b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
 
     def _flush_count(self) -> None:
-        b = self.b
-        b.store(b.add(b.load(self.cnt), b.load(self.count)), self.cnt)
+        """Add the instructions of the straight run behind us to the thread-instruction count (before every
+        branch, label and barrier: one add per run instead of one per instruction)."""
+        if self.pending:
+            b = self.b
+            b.store(b.add(b.load(self.cnt), ir.Constant(I64, self.pending)), self.cnt)
+            self.pending = 0
 
     def _emit_code(self) -> None:
         code = self.prog.code
@@ -172,6 +173,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         for i, ins in enumerate(code):
             if i in starts:
                 if not self.b.block.is_terminated:
+                    self._flush_count()
                     self.b.branch(starts[i])
                 self.b.position_at_end(starts[i])
             if self.b.block.is_terminated:  # unreachable code after a branch
@@ -181,9 +183,11 @@ class Codegen(AluOps, FloatOps, MemOps):
             self._instr(ins)
         if len(code) in starts:
             if not self.b.block.is_terminated:
+                self._flush_count()
                 self.b.branch(starts[len(code)])
             self.b.position_at_end(starts[len(code)])
         if not self.b.block.is_terminated:
+            self._flush_count()
             self.b.branch(self.exit_blk)
 
     # -- operands -------------------------------------------------------------------------------------------
@@ -362,7 +366,7 @@ class Codegen(AluOps, FloatOps, MemOps):
     # -- instructions ---------------------------------------------------------------------------------------
     def _instr(self, ins: Instr) -> None:
         b = self.b
-        b.store(b.add(b.load(self.count), ir.Constant(I64, 1)), self.count)
+        self.pending += 1
         op = ins.parts[0]
         if op in ("bra", "ret", "exit"):
             self._control(ins)
@@ -397,6 +401,7 @@ class Codegen(AluOps, FloatOps, MemOps):
                 target = self._poll(target)
         else:
             target = self.exit_blk
+        self._flush_count()
         if ins.guard is None:
             b.branch(target)
             return
@@ -447,7 +452,6 @@ class Codegen(AluOps, FloatOps, MemOps):
         for j, (a, _) in live:
             b.store(self._conv_bits(b.load(a), I64, False), b.gep(self.spill, [ir.Constant(I64, j)]))
         self._flush_count()
-        b.store(ir.Constant(I64, 0), self.count)
         b.ret(ir.Constant(I32, k))
         blk = self.f.append_basic_block(f"resume{k}")
         self.barriers.append(blk)

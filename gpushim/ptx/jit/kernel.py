@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import threading
 import time
+import weakref
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -22,6 +23,7 @@ _lock = threading.Lock()
 _initialised = False
 _cache: dict[tuple[str, str], JitKernel | str] = {}  # (PTX hash, kernel) -> compiled kernel or why not
 _CACHE_MAX = 512
+_dead = weakref.ref(np.zeros(0))  # a weak reference to nothing
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 
 
@@ -141,7 +143,7 @@ class JitKernel:
             "lobuf": np.zeros(tpb * lo_stride if prog.frame_bytes else 16, np.uint8),
             "spill": np.zeros(tpb * self.nregs, np.int64),
             "state": np.zeros(tpb, np.int32),
-            "arena": None,  # the arena, allocations and symbols the context holds now
+            "arena": _dead,  # the arena, allocations and symbols the context holds now
             "allocs": None,
             "syms": None,
         }
@@ -165,10 +167,10 @@ class JitKernel:
         try:
             ctx = ws["ctx"]
             arena = memory.arena
-            if ws["arena"] is not arena:
+            if ws["arena"]() is not arena:  # a weak reference: the workspace must not keep the arena mapped
                 ctx[L.ARENA] = _addr(arena)
                 ctx[L.BASE] = memory.base
-                ws["arena"] = arena
+                ws["arena"] = weakref.ref(arena)
             allocs = memory.allocations()
             if allocs != ws["allocs"]:  # identical Allocation objects compare by identity: cheap when unchanged
                 tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
