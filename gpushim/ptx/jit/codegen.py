@@ -34,6 +34,7 @@ from gpushim.ptx.jit.liveness import live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_mem import MemOps
+from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.types import storage_type
@@ -53,12 +54,6 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.ncache = 0  # global access sites
 
     # -- module ---------------------------------------------------------------------------------------------
-    def build(self) -> str:
-        self._declare_intrinsics()
-        self._thread_fn()
-        self._run_fn()
-        return str(self.m)
-
     def _declare_intrinsics(self) -> None:
         m = self.m
 
@@ -70,6 +65,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.i_sqrt32 = fn("llvm.sqrt.f32", F32, [F32])
         self.i_sqrt64 = fn("llvm.sqrt.f64", F64, [F64])
         self.i_memset = fn("llvm.memset.p0i8.i64", ir.VoidType(), [P8, I8, I64, I1])
+        self.i_memcpy = fn("llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(), [P8, P8, I64, I1])
         self.i_ctpop = {b: fn(f"llvm.ctpop.i{b}", ir.IntType(b), [ir.IntType(b)]) for b in (32, 64)}
         self.i_ctlz = {b: fn(f"llvm.ctlz.i{b}", ir.IntType(b), [ir.IntType(b), I1]) for b in (32, 64)}
         self.i_brev = {b: fn(f"llvm.bitreverse.i{b}", ir.IntType(b), [ir.IntType(b)]) for b in (32, 64)}
@@ -84,7 +80,9 @@ class Codegen(AluOps, FloatOps, MemOps):
                     self.i_fptosat[s, b, fb] = fn(f"llvm.fpto{s}i.sat.i{b}.f{fb}", ir.IntType(b), [ft])
 
     def _ctx(self, slot: int):
-        return self._invariant(self.b.load(self.b.gep(self.ctx, [ir.Constant(I32, slot)])))
+        """A launch constant, from the launch function's private copy of the context (loads from memory no
+        kernel store can reach: LLVM hoists them out of the thread loops)."""
+        return self._invariant(self.b.load(self.b.gep(self.kc, [ir.Constant(I32, slot)])))
 
     def _invariant(self, ld):
         """Mark a load of what does not change during a launch (context slots, parameters, symbol addresses):
@@ -96,13 +94,24 @@ class Codegen(AluOps, FloatOps, MemOps):
         return self.b.inttoptr(self._ctx(slot), ty)
 
     # -- thread function ------------------------------------------------------------------------------------
-    def _thread_fn(self) -> None:
-        fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64])
-        f = ir.Function(self.m, fty, name="thread")
+    def _thread_fn(self, mode: str = "exact") -> ir.Function:
+        """One thread from a resume point. mode "exact": every access checked, a fault ends the launch;
+        "check": no memory touched, every check ORed into a flag or, for global accesses, the range of
+        addresses per instruction gathered (acache: [flag, (min, max, or) per global access]); barriers are
+        no-ops; returns 0, or ERR_RET when the watchdog stopped it; "fast": no memory checks (the check pass
+        found none failing)."""
+        self.mode = mode
+        self.barriers = []
+        self.ncache = 0
+        self.check_sites: list[int] = []  # check mode: bytes of each global access
+        self._abort = None
+        fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64, P64, P8])
+        f = ir.Function(self.m, fty, name={"exact": "thread", "check": "thread_check", "fast": "thread_fast"}[mode])
         f.linkage = "internal"
         # inlined into @run's thread loop, where the allocation cache and the count become registers
         f.attributes.add("alwaysinline")
-        self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt = f.args
+        (self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt, self.kc,
+         self.kparam) = f.args
         self.ctaid = (cx, cy, cz)
         self.f = f
         entry = f.append_basic_block("entry")
@@ -122,7 +131,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         # constants of the launch
         self.arena = self._ctx_ptr(L.ARENA)
         self.base = self._ctx(L.BASE)
-        self.param = self._ctx_ptr(L.PARAM)
+        self.param = self._ctx_ptr(L.PARAM)  # the parameter buffer (self.kparam: a private copy of its named part)
         self.psize = self._ctx(L.PSIZE)
         self.shsize = self._ctx(L.SHSIZE)
         self.losize = self._ctx(L.LOSIZE)
@@ -153,6 +162,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         b.ret(ir.Constant(I32, 0))
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
+        return f
 
     def _flush_count(self) -> None:
         """Add the instructions of the straight run behind us to the thread-instruction count (before every
@@ -338,10 +348,17 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.sites.append((code, msg))
         return len(self.sites) - 1
 
-    def _check(self, bad, code: int, msg: str, addr, bad2=None, code2: int = 0, msg2: str = "") -> None:
+    def _check(self, bad, code: int, msg: str, addr, bad2=None, code2: int = 0, msg2: str = "", mem=True) -> None:
         """Branch to a fault exit when bad (i1) holds, or bad2 (a second fault, reported when bad does not hold):
-        one branch on the hot path for both."""
+        one branch on the hot path for both. Check mode ORs the condition into a flag instead; fast mode
+        leaves memory checks out."""
         b = self.b
+        if self.mode == "check":
+            cond = bad if bad2 is None else b.or_(bad, bad2)
+            b.store(b.or_(b.load(self.acache), b.zext(cond, I64)), self.acache)
+            return
+        if self.mode == "fast" and mem:
+            return
         site = self._site(code, msg)
         okb = self.f.append_basic_block()
         failb = self.f.append_basic_block()
@@ -424,7 +441,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         return blk
 
     def abort_blk(self) -> ir.Block:
-        if not hasattr(self, "_abort"):
+        if self._abort is None:
             cur = self.b.block
             self._abort = blk = self.f.append_basic_block("abort")
             b = self.b
@@ -445,6 +462,8 @@ class Codegen(AluOps, FloatOps, MemOps):
         if len(ins.args) != 1 or not isinstance(ins.args[0], Imm) or int(ins.args[0].value) != 0:
             raise JitUnsupported(f"{ins.op} with a barrier id or thread count")
         b = self.b
+        if self.mode == "check":  # no memory: nothing to wait for
+            return
         k = len(self.barriers) + 1
         # save the registers live after the barrier, return the resume point; resuming restores them and
         # continues after the barrier
@@ -469,145 +488,282 @@ class Codegen(AluOps, FloatOps, MemOps):
             raise JitUnsupported(ins.op)
         h(ins)
 
-    # -- the block driver -----------------------------------------------------------------------------------
-    def _run_fn(self) -> None:
-        f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name="run")
+    # -- the launch: block and thread loops -----------------------------------------------------------------
+    def _slot(self, b: ir.IRBuilder, ctx, k: int):
+        return self._invariant(b.load(b.gep(ctx, [ir.Constant(I32, k)])))
+
+    def _block_ids(self, b: ir.IRBuilder, ctx, bi):
+        gx, gy = self._slot(b, ctx, L.GRID), self._slot(b, ctx, L.GRID + 1)
+        return b.urem(bi, gx), b.urem(b.udiv(bi, gx), gy), b.udiv(bi, b.mul(gx, gy))
+
+    def _block_loop(self, f: ir.Function, b: ir.IRBuilder, ctx, body) -> None:
+        """for bi in [BEGIN, END): body(bi) (emits the block's code, ends where the block is done); between
+        blocks the watchdog flag is polled. The builder ends in the block after the loop."""
+        begin, end = self._slot(b, ctx, L.BEGIN), self._slot(b, ctx, L.END)
+        entry = b.block
+        head = f.append_basic_block("blocks")
+        blk = f.append_basic_block("block")
+        done = f.append_basic_block("blocks_done")
+        b.branch(head)
+        b.position_at_end(head)
+        bi = b.phi(I64)
+        bi.add_incoming(begin, entry)
+        b.cbranch(b.icmp_unsigned("<", bi, end), blk, done)
+        b.position_at_end(blk)
+        body(bi)
+        flag = b.load_atomic(b.gep(ctx, [ir.Constant(I32, L.ABORT)]), "monotonic", 8)
+        stop = f.append_basic_block("stop")
+        cont = f.append_basic_block("cont")
+        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I64, 0)), stop, cont)
+        b.position_at_end(cont)
+        bi.add_incoming(b.add(bi, ir.Constant(I64, 1)), cont)
+        b.branch(head)
+        b.position_at_end(stop)
+        b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
+        site = self._site(Err.LAUNCH_TIMEOUT, "watchdog")
+        b.store(ir.Constant(I64, site), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)]))
+        b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
+        b.ret(ir.Constant(I32, ERR_RET))
+        b.position_at_end(done)
+
+    def _thread_nest(self, f: ir.Function, b: ir.IRBuilder, ctx, call, failed: ir.Block) -> None:
+        """for tz, ty, tx: call(t, tx, ty, tz) -> i32, to `failed` when it returns ERR_RET. Three counted loops,
+        x innermost: the form LLVM's loop vectoriser takes."""
+        bx, by, bz = (self._slot(b, ctx, L.BLOCK + i) for i in range(3))
+        one = ir.Constant(I64, 1)
+        zero = ir.Constant(I64, 0)
+        pre = b.block
+        hz, hy, hx = (f.append_basic_block(n) for n in ("tz", "ty", "tx"))
+        ly, lz, after = (f.append_basic_block(n) for n in ("ty_next", "tz_next", "threads_done"))
+        b.branch(hz)
+        b.position_at_end(hz)
+        tz = b.phi(I64)
+        tz.add_incoming(zero, pre)
+        rowz = b.mul(tz, by)
+        b.branch(hy)
+        b.position_at_end(hy)
+        ty = b.phi(I64)
+        ty.add_incoming(zero, hz)
+        row = b.mul(b.add(rowz, ty), bx)
+        b.branch(hx)
+        b.position_at_end(hx)
+        tx = b.phi(I64)
+        tx.add_incoming(zero, hy)
+        r = call(b.add(row, tx), tx, ty, tz)
+        ok = f.append_basic_block("thread_ok")
+        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok)
+        b.position_at_end(ok)
+        tx1 = b.add(tx, one)
+        tx.add_incoming(tx1, ok)
+        b.cbranch(b.icmp_unsigned("<", tx1, bx), hx, ly)
+        b.position_at_end(ly)
+        ty1 = b.add(ty, one)
+        ty.add_incoming(ty1, ly)
+        b.cbranch(b.icmp_unsigned("<", ty1, by), hy, lz)
+        b.position_at_end(lz)
+        tz1 = b.add(tz, one)
+        tz.add_incoming(tz1, lz)
+        b.cbranch(b.icmp_unsigned("<", tz1, bz), hz, after)
+        b.position_at_end(after)
+
+    def _private_copies(self, b: ir.IRBuilder, ctx):
+        """Copies of the context and of the named parameters in the launch function's frame: no store of the
+        kernel can reach them, so their loads are loop invariants (kernel memory is reached through pointers
+        LLVM cannot tell apart from the context)."""
+        false = ir.Constant(I1, 0)
+        kc = b.bitcast(b.alloca(ir.ArrayType(I64, L.SLOTS), name="kc"), P64)
+        b.call(self.i_memcpy, [b.bitcast(kc, P8), b.bitcast(ctx, P8), ir.Constant(I64, 8 * L.SLOTS), false])
+        nbytes = max(self.prog.param_bytes, 1)
+        kp = b.bitcast(b.alloca(ir.ArrayType(I64, (nbytes + 7) // 8), name="kp"), P8)
+        param = b.inttoptr(self._slot(b, ctx, L.PARAM), P8)
+        if self.prog.param_bytes:
+            b.call(self.i_memcpy, [kp, param, ir.Constant(I64, self.prog.param_bytes), false])
+        return kc, kp
+
+    def _launch_fn(self, name: str, thread: ir.Function, ncache: int, barriers: bool) -> ir.Function:
+        """@name(ctx) -> 0, or ERR_RET with the fault in the context: every block of the launch, with `thread`
+        (exact or fast mode) for each thread: once each without barriers, else round after round, each thread
+        from where it stopped, until all exited (COX/CuPBoP's barrier regions)."""
+        f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name=name)
+        f.linkage = "internal"
         (ctx,) = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
-
-        def slot(k):
-            return self._invariant(b.load(b.gep(ctx, [ir.Constant(I32, k)])))
-
-        gx, gy = slot(L.GRID), slot(L.GRID + 1)
-        bx, by, bz = slot(L.BLOCK), slot(L.BLOCK + 1), slot(L.BLOCK + 2)
-        tpb = b.mul(b.mul(bx, by), bz)
-        begin, end = slot(L.BEGIN), slot(L.END)
         # per global access site, the allocation [lo, hi) it hit last, from thread to thread (registers once
         # @thread is inlined); empty at the start of a launch: the first access of each site searches
-        ncache = max(self.ncache, 1)
-        cache = b.alloca(ir.ArrayType(I64, 2 * ncache), name="acache")
-        cache = b.bitcast(cache, P64)
+        cache = b.bitcast(b.alloca(ir.ArrayType(I64, 2 * max(ncache, 1)), name="acache"), P64)
         for k in range(ncache):
             b.store(ir.Constant(I64, 1), b.gep(cache, [ir.Constant(I64, 2 * k)]))
             b.store(ir.Constant(I64, 0), b.gep(cache, [ir.Constant(I64, 2 * k + 1)]))
         cnt = b.alloca(I64, name="count")
         b.store(ir.Constant(I64, 0), cnt)
-        p = self.prog
-        zero_shared = bool(p.shared or p.dynamic_shared)
-        zero_local = bool(p.frame_bytes)
-        barriers = bool(self.barriers)
-        entry = b.block
-        blk_loop = f.append_basic_block("blocks")
-        blk_body = f.append_basic_block("block")
-        done = f.append_basic_block("done")
+        kc, kp = self._private_copies(b, ctx)
         failed = f.append_basic_block("failed")
-        b.branch(blk_loop)
-        b.position_at_end(blk_loop)
-        bi = b.phi(I64)
-        bi.add_incoming(begin, entry)
-        b.cbranch(b.icmp_unsigned("<", bi, end), blk_body, done)
-        b.position_at_end(blk_body)
-        cx = b.urem(bi, gx)
-        cy = b.urem(b.udiv(bi, gx), gy)
-        cz = b.udiv(bi, b.mul(gx, gy))
+        p = self.prog
+        bx, by, bz = (self._slot(b, ctx, L.BLOCK + i) for i in range(3))
+        tpb = b.mul(b.mul(bx, by), bz)
         false = ir.Constant(I1, 0)
-        if zero_shared:
-            b.call(self.i_memset, [b.inttoptr(slot(L.SHBUF), P8), ir.Constant(I8, 0), slot(L.SHSIZE), false])
-        if zero_local:
-            lobytes = b.mul(tpb, slot(L.LOSTRIDE))
-            b.call(self.i_memset, [b.inttoptr(slot(L.LOBUF), P8), ir.Constant(I8, 0), lobytes, false])
-        state = b.inttoptr(slot(L.STATE), I32.as_pointer())
-        if barriers:
+
+        def block(bi):
+            cx, cy, cz = self._block_ids(b, ctx, bi)
+            if p.shared or p.dynamic_shared:
+                shbuf = b.inttoptr(self._slot(b, ctx, L.SHBUF), P8)
+                b.call(self.i_memset, [shbuf, ir.Constant(I8, 0), self._slot(b, ctx, L.SHSIZE), false])
+            if p.frame_bytes:
+                lobuf = b.inttoptr(self._slot(b, ctx, L.LOBUF), P8)
+                lobytes = b.mul(tpb, self._slot(b, ctx, L.LOSTRIDE))
+                b.call(self.i_memset, [lobuf, ir.Constant(I8, 0), lobytes, false])
+            if not barriers:  # each thread once, from its start to its exit
+                self._thread_nest(f, b, ctx, lambda t, tx, ty, tz: b.call(
+                    thread, [ctx, t, ir.Constant(I32, 0), cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp]), failed)
+                return
+            state = b.inttoptr(self._slot(b, ctx, L.STATE), I32.as_pointer())
             b.call(self.i_memset, [b.bitcast(state, P8), ir.Constant(I8, 0), b.mul(tpb, ir.Constant(I64, 4)), false])
-        rnd = f.append_basic_block("round")
-        thr = f.append_basic_block("thr")
-        run_t = f.append_basic_block("run_t")
-        nxt_t = f.append_basic_block("next_t")
-        rnd_end = f.append_basic_block("round_end")
-        blk_next = f.append_basic_block("block_next")
-        b.branch(rnd)
-        b.position_at_end(rnd)
-        b.branch(thr)
-        b.position_at_end(thr)
-        t = b.phi(I64)
-        live = b.phi(I1)
-        tx, ty, tz = b.phi(I64), b.phi(I64), b.phi(I64)
-        for v in (t, tx, ty, tz):
-            v.add_incoming(ir.Constant(I64, 0), rnd)
-        live.add_incoming(false, rnd)
-        ok_t = f.append_basic_block("ok_t")
-        if barriers:  # threads that exited are skipped; the others resume where they stopped
+            rnd = f.append_basic_block("round")
+            thr = f.append_basic_block("thr")
+            run_t = f.append_basic_block("run_t")
+            nxt_t = f.append_basic_block("next_t")
+            rnd_end = f.append_basic_block("round_end")
+            blk_next = f.append_basic_block("block_next")
+            b.branch(rnd)
+            b.position_at_end(rnd)
+            b.branch(thr)
+            b.position_at_end(thr)
+            t = b.phi(I64)
+            live = b.phi(I1)
+            tx, ty, tz = b.phi(I64), b.phi(I64), b.phi(I64)
+            for v in (t, tx, ty, tz):
+                v.add_incoming(ir.Constant(I64, 0), rnd)
+            live.add_incoming(false, rnd)
             sp = b.gep(state, [t])
-            s = b.load(sp)
+            s = b.load(sp)  # threads that exited are skipped; the others resume where they stopped
             b.cbranch(b.icmp_signed("<", s, ir.Constant(I32, 0)), nxt_t, run_t)
             b.position_at_end(run_t)
-            r = b.call(self.f, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt])
+            r = b.call(thread, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
+            ok_t = f.append_basic_block("ok_t")
             b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok_t)
             b.position_at_end(ok_t)
             exited = b.icmp_signed("==", r, ir.Constant(I32, 0))
             b.store(b.select(exited, ir.Constant(I32, -1), r), sp)
             live2 = b.or_(live, b.not_(exited))
-        else:  # no barrier: each thread runs once, from its start to its exit
-            b.branch(run_t)
-            b.position_at_end(run_t)
-            r = b.call(self.f, [ctx, t, ir.Constant(I32, 0), cx, cy, cz, bi, tx, ty, tz, cache, cnt])
-            b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok_t)
-            b.position_at_end(ok_t)
-            live2 = false
-        b.branch(nxt_t)
-        b.position_at_end(nxt_t)
-        lv = b.phi(I1)
-        if barriers:
+            b.branch(nxt_t)
+            b.position_at_end(nxt_t)
+            lv = b.phi(I1)
             lv.add_incoming(live, thr)
-        lv.add_incoming(live2, ok_t)
-        t2 = b.add(t, ir.Constant(I64, 1))
-        t.add_incoming(t2, nxt_t)
-        one = ir.Constant(I64, 1)
-        zero = ir.Constant(I64, 0)
-        tx1 = b.add(tx, one)
-        wx = b.icmp_unsigned("==", tx1, bx)
-        ty1 = b.select(wx, b.add(ty, one), ty)
-        wy = b.icmp_unsigned("==", ty1, by)
-        tx.add_incoming(b.select(wx, zero, tx1), nxt_t)
-        ty.add_incoming(b.select(wy, zero, ty1), nxt_t)
-        tz.add_incoming(b.select(wy, b.add(tz, one), tz), nxt_t)
-        live.add_incoming(lv, nxt_t)
-        b.cbranch(b.icmp_unsigned("<", t2, tpb), thr, rnd_end)
-        b.position_at_end(rnd_end)
-        b.cbranch(lv, rnd, blk_next)
-        b.position_at_end(blk_next)
-        # the watchdog, once per block
-        flag = b.load_atomic(b.gep(ctx, [ir.Constant(I32, L.ABORT)]), "monotonic", 8)
-        stop = f.append_basic_block("stop")
-        bi2 = b.add(bi, ir.Constant(I64, 1))
-        cont = f.append_basic_block("cont")
-        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I64, 0)), stop, cont)
-        b.position_at_end(cont)
-        bi.add_incoming(bi2, cont)
-        b.branch(blk_loop)
-        def store_count():
-            b.store(b.load(cnt), b.gep(ctx, [ir.Constant(I32, L.COUNT)]))
+            lv.add_incoming(live2, ok_t)
+            t2 = b.add(t, ir.Constant(I64, 1))
+            t.add_incoming(t2, nxt_t)
+            one = ir.Constant(I64, 1)
+            zero = ir.Constant(I64, 0)
+            tx1 = b.add(tx, one)
+            wx = b.icmp_unsigned("==", tx1, bx)
+            ty1 = b.select(wx, b.add(ty, one), ty)
+            wy = b.icmp_unsigned("==", ty1, by)
+            tx.add_incoming(b.select(wx, zero, tx1), nxt_t)
+            ty.add_incoming(b.select(wy, zero, ty1), nxt_t)
+            tz.add_incoming(b.select(wy, b.add(tz, one), tz), nxt_t)
+            live.add_incoming(lv, nxt_t)
+            b.cbranch(b.icmp_unsigned("<", t2, tpb), thr, rnd_end)
+            b.position_at_end(rnd_end)
+            b.cbranch(lv, rnd, blk_next)
+            b.position_at_end(blk_next)
 
-        b.position_at_end(stop)
-        b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
-        b.store(
-            ir.Constant(I64, self._site(Err.LAUNCH_TIMEOUT, "watchdog")), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)])
-        )
-        b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
-        store_count()
-        b.ret(ir.Constant(I32, 1))
-        b.position_at_end(done)
-        store_count()
+        self._block_loop(f, b, ctx, block)
+        b.store(b.load(cnt), b.gep(ctx, [ir.Constant(I32, L.COUNT)]))
         b.ret(ir.Constant(I32, 0))
         b.position_at_end(failed)
-        store_count()
-        b.ret(ir.Constant(I32, 1))
+        b.ret(ir.Constant(I32, ERR_RET))
+        return f
+
+    def _check_fn(self, thread: ir.Function, sites: list[int]) -> ir.Function:
+        """@run_check(ctx) -> 0 when no access of the launch would fail (every thread run in check mode, before
+        anything ran), 1 when one may, ERR_RET when the watchdog stopped it (the context says so)."""
+        f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name="run_check")
+        f.linkage = "internal"
+        (ctx,) = f.args
+        b = ir.IRBuilder(f.append_basic_block("e"))
+        n = 1 + 3 * len(sites)
+        acc = b.bitcast(b.alloca(ir.ArrayType(I64, n), name="acc"), P64)
+        for k in range(n):  # flag, then (min, max, or) per global access
+            init = 2**64 - 1 if k % 3 == 1 else 0
+            b.store(ir.Constant(I64, init), b.gep(acc, [ir.Constant(I64, k)]))
+        cnt = b.alloca(I64, name="count")
+        b.store(ir.Constant(I64, 0), cnt)
+        kc, kp = self._private_copies(b, ctx)
+        failed = f.append_basic_block("failed")
+
+        def block(bi):
+            cx, cy, cz = self._block_ids(b, ctx, bi)
+            self._thread_nest(f, b, ctx, lambda t, tx, ty, tz: b.call(
+                thread, [ctx, t, ir.Constant(I32, 0), cx, cy, cz, bi, tx, ty, tz, acc, cnt, kc, kp]), failed)
+
+        self._block_loop(f, b, ctx, block)
+        ok = b.icmp_unsigned("==", b.load(acc), ir.Constant(I64, 0))
+        for k, size in enumerate(sites):
+            lo, hi, bits = (b.load(b.gep(acc, [ir.Constant(I64, 1 + 3 * k + j)])) for j in range(3))
+            used = b.icmp_unsigned("<=", lo, hi)
+            yes = f.append_basic_block()
+            join = f.append_basic_block()
+            pre = b.block
+            b.cbranch(used, yes, join)
+            b.position_at_end(yes)
+            found = b.call(self.find_alloc, [ctx, lo, b.add(hi, ir.Constant(I64, size))])
+            good = b.extract_value(found, 0)
+            if size > 1:
+                aligned = b.icmp_unsigned("==", b.and_(bits, ir.Constant(I64, size - 1)), ir.Constant(I64, 0))
+                good = b.and_(good, aligned)
+            yes_end = b.block
+            b.branch(join)
+            b.position_at_end(join)
+            g = b.phi(I1)
+            g.add_incoming(ir.Constant(I1, 1), pre)
+            g.add_incoming(good, yes_end)
+            ok = b.and_(ok, g)
+        b.ret(b.select(ok, ir.Constant(I32, 0), ir.Constant(I32, 1)))
+        b.position_at_end(failed)
+        b.ret(ir.Constant(I32, ERR_RET))
+        return f
+
+    def _run_fn(self, exact: ir.Function, check: ir.Function | None, fast: ir.Function | None) -> None:
+        """@run(ctx) -> 0, or 1 with the fault in the context. With a check pass: when it finds no access that
+        would fail, the fast code runs; otherwise the exact code, which reports the fault as the interpreter."""
+        f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name="run")
+        (ctx,) = f.args
+        b = ir.IRBuilder(f.append_basic_block("e"))
+        one = ir.Constant(I32, 1)
+        zero = ir.Constant(I32, 0)
+
+        def result(r):
+            return b.select(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), one, zero)
+
+        if check is not None:
+            r = b.call(check, [ctx])
+            go_fast = f.append_basic_block("fast")
+            other = f.append_basic_block("not_fast")
+            b.cbranch(b.icmp_signed("==", r, zero), go_fast, other)
+            b.position_at_end(go_fast)
+            b.ret(result(b.call(fast, [ctx])))
+            b.position_at_end(other)
+            stopped = f.append_basic_block("stopped")
+            go_exact = f.append_basic_block("exact")
+            b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), stopped, go_exact)
+            b.position_at_end(stopped)
+            b.ret(one)
+            b.position_at_end(go_exact)
+        b.ret(result(b.call(exact, [ctx])))
 
 
 def generate(mod: Module, prog: Program, name: str) -> Codegen:
     g = Codegen(mod, prog, name)
     g._declare_intrinsics()
     g._declare_find_alloc()
-    g._thread_fn()
-    g._run_fn()
+    exact = g._thread_fn("exact")
+    barriers = bool(g.barriers)
+    run_exact = g._launch_fn("run_exact", exact, g.ncache, barriers)
+    g.unchecked = why_unchecked(prog)
+    check = fast = None
+    if g.unchecked is None:
+        thread_check = g._thread_fn("check")
+        check = g._check_fn(thread_check, g.check_sites)
+        fast = g._launch_fn("run_fast", g._thread_fn("fast"), 0, barriers)
+    g._run_fn(run_exact, check, fast)
     return g

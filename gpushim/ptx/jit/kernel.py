@@ -91,7 +91,7 @@ class JitKernel:
             meta, obj = cached
             self.sites = [tuple(x) for x in meta["sites"]]
             self.globals = meta["globals"]
-            self.nregs, self.ncache = meta["nregs"], meta["ncache"]
+            self.nregs, self.unchecked = meta["nregs"], meta["unchecked"]
             ref = llvm.parse_assembly("")
             self.engine = llvm.create_mcjit_compiler(ref, tm)
             self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
@@ -101,14 +101,14 @@ class JitKernel:
             self.sites = g.sites
             self.globals = g.globals_used
             self.nregs = g.nspill  # spill slots per thread
-            self.ncache = g.ncache
+            self.unchecked = g.unchecked  # why the launch has no check-then-run fast path (None: it has)
             ref = llvm.parse_assembly(str(g.m))
             ref.verify()
             pto = llvm.create_pipeline_tuning_options(speed_level=2)
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(ref, pb)
             self.engine = llvm.create_mcjit_compiler(ref, tm)
-            meta = {"sites": self.sites, "globals": self.globals, "nregs": self.nregs, "ncache": self.ncache}
+            meta = {"sites": self.sites, "globals": self.globals, "nregs": self.nregs, "unchecked": self.unchecked}
             if key:
                 self.engine.set_object_cache(notify_func=lambda _m, buf: diskcache.store(key, meta, bytes(buf)))
             self.from_disk = False

@@ -24,7 +24,8 @@ from gpushim.ptx.types import TYPES, type_size
 
 class AluOps:
     def op_trap(self, ins: Instr) -> None:
-        self._check(ir.Constant(I1, 1), Err.LAUNCH_FAILURE, f"trap executed by {{who}} (line {ins.line})", self.t)
+        self._check(ir.Constant(I1, 1), Err.LAUNCH_FAILURE, f"trap executed by {{who}} (line {ins.line})", self.t,
+                    mem=False)
 
     def op_bfe(self, ins: Instr) -> None:
         typ = _itype(ins)

@@ -82,7 +82,7 @@ class MemOps:
                 raise JitUnsupported("store to kernel parameter space")
             if isinstance(a, ir.Constant) and a.constant % size == 0 and a.constant + align <= self.prog.param_bytes:
                 # a named parameter: within the buffer, which the launch checks holds param_bytes at least
-                return b.gep(self.param, [a])
+                return b.gep(self.kparam, [a])
             end = b.add(a, ir.Constant(I64, size))
             bad = b.or_(b.icmp_unsigned(">", end, self.psize), b.icmp_unsigned("<", end, a))
             bad = b.or_(bad, b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, size - 1)), ir.Constant(I64, 0)))
@@ -92,6 +92,17 @@ class MemOps:
 
     def _global_ptr(self, a, align: int, what: str):
         b = self.b
+        if self.mode == "fast":
+            return b.gep(self.arena, [b.sub(a, self.base)])
+        if self.mode == "check":  # the range and the alignment of this instruction's addresses, over all threads
+            k = len(self.check_sites)
+            self.check_sites.append(align)
+            pmin, pmax, por = (b.gep(self.acache, [ir.Constant(I64, 1 + 3 * k + j)]) for j in range(3))
+            lo, hi = b.load(pmin), b.load(pmax)
+            b.store(b.select(b.icmp_unsigned("<", a, lo), a, lo), pmin)
+            b.store(b.select(b.icmp_unsigned(">", a, hi), a, hi), pmax)
+            b.store(b.or_(b.load(por), a), por)
+            return ir.Constant(P8, None)
         end = b.add(a, ir.Constant(I64, align))
         k = self.ncache
         self.ncache += 1
@@ -211,6 +222,9 @@ class MemOps:
         items = dst.items if isinstance(dst, Vec) else (dst,)
         if len(items) != vec:
             raise JitUnsupported(ins.op)
+        named = space == "kparam" and isinstance(a, ir.Constant) and a.constant + size * vec <= self.prog.param_bytes
+        if self.mode == "check" and not named:
+            return  # no memory read: the value feeds no address or branch (taint.py); named parameters do
         b = self.b
         it = ir.IntType(8 * size)
         for j, d in enumerate(items):
@@ -241,6 +255,8 @@ class MemOps:
         rtyp = typ if typ not in ("f16", "bf16", "f32", "f64") else f"b{8 * size}"
         vals = [self.read(s, rtyp) for s in items]
         p = self._ptr(space, a, size, size * vec, what, True)
+        if self.mode == "check":
+            return
         b = self.b
         it = ir.IntType(8 * size)
         for j, v in enumerate(vals):
@@ -276,6 +292,8 @@ class MemOps:
         if space is None and typ == "f32" and aop == "add":
             raise JitUnsupported(f"{ins.op} (generic f32 add: its flush-to-zero depends on the space)")
         p = self._ptr(space, a, size, size, what, True)
+        if self.mode == "check":
+            return
         b = self.b
         lt = _ltype(typ)
         it = ir.IntType(8 * size)
