@@ -30,7 +30,7 @@ from gpushim.ptx.jit.irtypes import (
     JitUnsupported,
     _ltype,
 )
-from gpushim.ptx.jit.liveness import live_after
+from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_mem import MemOps
@@ -90,6 +90,28 @@ class Codegen(AluOps, FloatOps, MemOps):
         ld.set_metadata("invariant.load", self.m.add_metadata([]))
         return ld
 
+    _SCOPES = ("global", "shared", "local", "kparam", "spill", "state")
+
+    def _tag(self, instr, space: str | None):
+        """Alias scopes: the device arena, one block's shared memory, the local frames, the parameters, the
+        spill area and the thread states are distinct buffers, which LLVM cannot know (their addresses come
+        from the context); told so, it may keep values in registers across stores and vectorise thread loops.
+        Generic accesses (space None) stay untagged: they may alias anything."""
+        if space is None or space not in self._SCOPES:
+            return instr
+        if not hasattr(self, "_scope_md"):
+            m = self.m
+            dom = m.add_metadata([ir.MetaDataString(m, "gpushim.ptx.jit")])
+            scopes = {s: m.add_metadata([ir.MetaDataString(m, "gpushim." + s), dom]) for s in self._SCOPES}
+            self._scope_md = {
+                s: (m.add_metadata([scopes[s]]), m.add_metadata([scopes[o] for o in self._SCOPES if o != s]))
+                for s in self._SCOPES
+            }
+        own, others = self._scope_md[space]
+        instr.set_metadata("alias.scope", own)
+        instr.set_metadata("noalias", others)
+        return instr
+
     def _ctx_ptr(self, slot: int, ty=P8):
         return self.b.inttoptr(self._ctx(slot), ty)
 
@@ -144,10 +166,11 @@ class Codegen(AluOps, FloatOps, MemOps):
         across = set().union(*self.live.values()) if self.live else set()
         self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
         self.nspill = max(len(self.slot_of), 1)
-        self.spill = b.gep(self._ctx_ptr(L.SPILL, P64), [b.mul(self.t, ir.Constant(I64, self.nspill))])
+        self.spill = self._ctx_ptr(L.SPILL, P64)  # slot j of thread t at [j * threads per block + t]
         self.syms = self._ctx_ptr(L.SYMS, P64)
         bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
         self.ntid = (bx, by, bz)
+        self.tpb = b.mul(b.mul(bx, by), bz)
         self.nctaid = tuple(self._ctx(L.GRID + i) for i in range(3))
         self.tid = (tx, ty, tz)
         # the error exit
@@ -180,6 +203,12 @@ class Codegen(AluOps, FloatOps, MemOps):
                 starts[idx] = self.f.append_basic_block(f"L{idx}")
         self.label_blk = {name: starts[idx] for name, idx in self.prog.labels.items()}
         self.label_idx = dict(self.prog.labels)
+        # backward branches poll the watchdog, unless each cycle through them passes a barrier (then the
+        # launch function polls between rounds; check mode, where barriers are no-ops, polls them all)
+        back = [(i, self.label_idx[ins.args[0].name]) for i, ins in enumerate(code)
+                if ins.parts[0] == "bra" and ins.args and isinstance(ins.args[0], Sym)
+                and self.label_idx.get(ins.args[0].name, len(code)) <= i]  # fmt: skip
+        self.poll_at = cycles_without_barrier(self.prog, back)
         for i, ins in enumerate(code):
             if i in starts:
                 if not self.b.block.is_terminated:
@@ -414,7 +443,7 @@ class Codegen(AluOps, FloatOps, MemOps):
             if len(ins.args) != 1 or not isinstance(ins.args[0], Sym) or ins.args[0].name not in self.label_blk:
                 raise JitUnsupported(f"{ins.op} target")
             target = self.label_blk[ins.args[0].name]
-            if self.label_idx[ins.args[0].name] <= self.i:
+            if self.label_idx[ins.args[0].name] <= self.i and (self.mode == "check" or self.i in self.poll_at):
                 target = self._poll(target)
         else:
             target = self.exit_blk
@@ -469,7 +498,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         # continues after the barrier
         live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in self.live[self.i]]
         for j, (a, _) in live:
-            b.store(self._conv_bits(b.load(a), I64, False), b.gep(self.spill, [ir.Constant(I64, j)]))
+            self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
         self._flush_count()
         b.ret(ir.Constant(I32, k))
         blk = self.f.append_basic_block(f"resume{k}")
@@ -477,8 +506,13 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.dispatch.add_case(ir.Constant(I32, k), blk)
         b.position_at_end(blk)
         for j, (a, rt) in live:
-            v = b.load(b.gep(self.spill, [ir.Constant(I64, j)]))
+            v = self._tag(b.load(self._spill_slot(j)), "spill")
             b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
+
+    def _spill_slot(self, j: int):
+        """Thread t's slot j (slots of consecutive threads are adjacent: the region loops vectorise)."""
+        b = self.b
+        return b.gep(self.spill, [b.add(b.mul(ir.Constant(I64, j), self.tpb), self.t)])
 
     def _body(self, ins: Instr, op: str) -> None:
         h = getattr(self, "op_" + op.replace("@", "at_"), None)
@@ -580,7 +614,66 @@ class Codegen(AluOps, FloatOps, MemOps):
             b.call(self.i_memcpy, [kp, param, ir.Constant(I64, self.prog.param_bytes), false])
         return kc, kp
 
-    def _launch_fn(self, name: str, thread: ir.Function, ncache: int, barriers: bool) -> ir.Function:
+    def _poll_round(self, b: ir.IRBuilder, ctx, bi, stop: ir.Block) -> None:
+        """The watchdog between barrier rounds (cycles through barriers have no poll of their own)."""
+        flag = b.load_atomic(b.gep(ctx, [ir.Constant(I32, L.ABORT)]), "monotonic", 8)
+        go = b.function.append_basic_block("round_go")
+        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I64, 0)), stop, go)
+        b.position_at_end(go)
+
+    def _region_rounds(self, f, b, ctx, thread, ids, bufs, state, nres: int, blocks, accs) -> None:
+        """Rounds in which every thread of the block resumes at the same point k: a loop over the threads with
+        k a constant (after inlining, the code of that barrier region alone, which LLVM can vectorise over the
+        threads). When the threads stop at different points, the general rounds (`rnd`) take over."""
+        cx, cy, cz, bi = ids
+        cache, cnt, kc, kp = bufs
+        rnd, blk_next, stop, failed = blocks
+        mn_a, mx_a = accs
+        pre = b.block
+        head = f.append_basic_block("region_round")
+        join = f.append_basic_block("region_done")
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I32)
+        k.add_incoming(ir.Constant(I32, 0), pre)
+        self._poll_round(b, ctx, bi, stop)
+        sw = b.switch(k, rnd)
+        ends = []
+        for j in range(nres):
+            rb = f.append_basic_block(f"region{j}")
+            sw.add_case(ir.Constant(I32, j), rb)
+            b.position_at_end(rb)
+            b.store(ir.Constant(I32, 2**31 - 1), mn_a)
+            b.store(ir.Constant(I32, -(2**31)), mx_a)
+
+            def call(t, tx, ty, tz, j=j):
+                r = b.call(thread, [ctx, t, ir.Constant(I32, j), cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
+                st = b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r)
+                self._tag(b.store(st, b.gep(state, [t])), "state")
+                mn, mx = b.load(mn_a), b.load(mx_a)
+                b.store(b.select(b.icmp_signed("<", st, mn), st, mn), mn_a)
+                b.store(b.select(b.icmp_signed(">", st, mx), st, mx), mx_a)
+                return r
+
+            self._thread_nest(f, b, ctx, call, failed)
+            ends.append((b.load(mn_a), b.load(mx_a), b.block))
+            b.branch(join)
+        b.position_at_end(join)
+        mn, mx = b.phi(I32), b.phi(I32)
+        for lo, hi, blk in ends:
+            mn.add_incoming(lo, blk)
+            mx.add_incoming(hi, blk)
+        more = f.append_basic_block("region_more")
+        b.cbranch(b.icmp_signed("<", mx, ir.Constant(I32, 0)), blk_next, more)  # all exited
+        b.position_at_end(more)
+        same = f.append_basic_block("region_same")
+        b.cbranch(b.icmp_signed("==", mn, mx), same, rnd)
+        b.position_at_end(same)
+        k.add_incoming(mn, same)
+        b.branch(head)
+
+    def _launch_fn(self, name: str, thread: ir.Function, ncache: int, barriers: bool,
+                   regions: int = 0) -> ir.Function:
         """@name(ctx) -> 0, or ERR_RET with the fault in the context: every block of the launch, with `thread`
         (exact or fast mode) for each thread: once each without barriers, else round after round, each thread
         from where it stopped, until all exited (COX/CuPBoP's barrier regions)."""
@@ -597,6 +690,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         cnt = b.alloca(I64, name="count")
         b.store(ir.Constant(I64, 0), cnt)
         kc, kp = self._private_copies(b, ctx)
+        mn_a, mx_a = b.alloca(I32, name="state_min"), b.alloca(I32, name="state_max")
         failed = f.append_basic_block("failed")
         p = self.prog
         bx, by, bz = (self._slot(b, ctx, L.BLOCK + i) for i in range(3))
@@ -619,23 +713,30 @@ class Codegen(AluOps, FloatOps, MemOps):
             state = b.inttoptr(self._slot(b, ctx, L.STATE), I32.as_pointer())
             b.call(self.i_memset, [b.bitcast(state, P8), ir.Constant(I8, 0), b.mul(tpb, ir.Constant(I64, 4)), false])
             rnd = f.append_basic_block("round")
+            blk_next = f.append_basic_block("block_next")
+            stop = f.append_basic_block("stop_round")
+            if regions:
+                self._region_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state, regions,
+                                    (rnd, blk_next, stop, failed), (mn_a, mx_a))
             thr = f.append_basic_block("thr")
             run_t = f.append_basic_block("run_t")
             nxt_t = f.append_basic_block("next_t")
             rnd_end = f.append_basic_block("round_end")
-            blk_next = f.append_basic_block("block_next")
-            b.branch(rnd)
+            if not b.block.is_terminated:
+                b.branch(rnd)
             b.position_at_end(rnd)
+            self._poll_round(b, ctx, bi, stop)
+            rgo = b.block
             b.branch(thr)
             b.position_at_end(thr)
             t = b.phi(I64)
             live = b.phi(I1)
             tx, ty, tz = b.phi(I64), b.phi(I64), b.phi(I64)
             for v in (t, tx, ty, tz):
-                v.add_incoming(ir.Constant(I64, 0), rnd)
-            live.add_incoming(false, rnd)
+                v.add_incoming(ir.Constant(I64, 0), rgo)
+            live.add_incoming(false, rgo)
             sp = b.gep(state, [t])
-            s = b.load(sp)  # threads that exited are skipped; the others resume where they stopped
+            s = self._tag(b.load(sp), "state")  # threads that exited are skipped; the others resume where they stopped
             b.cbranch(b.icmp_signed("<", s, ir.Constant(I32, 0)), nxt_t, run_t)
             b.position_at_end(run_t)
             r = b.call(thread, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
@@ -643,7 +744,7 @@ class Codegen(AluOps, FloatOps, MemOps):
             b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok_t)
             b.position_at_end(ok_t)
             exited = b.icmp_signed("==", r, ir.Constant(I32, 0))
-            b.store(b.select(exited, ir.Constant(I32, -1), r), sp)
+            self._tag(b.store(b.select(exited, ir.Constant(I32, -1), r), sp), "state")
             live2 = b.or_(live, b.not_(exited))
             b.branch(nxt_t)
             b.position_at_end(nxt_t)
@@ -665,6 +766,12 @@ class Codegen(AluOps, FloatOps, MemOps):
             b.cbranch(b.icmp_unsigned("<", t2, tpb), thr, rnd_end)
             b.position_at_end(rnd_end)
             b.cbranch(lv, rnd, blk_next)
+            b.position_at_end(stop)
+            b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
+            site = self._site(Err.LAUNCH_TIMEOUT, "watchdog")
+            b.store(ir.Constant(I64, site), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)]))
+            b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
+            b.ret(ir.Constant(I32, ERR_RET))
             b.position_at_end(blk_next)
 
         self._block_loop(f, b, ctx, block)
@@ -764,6 +871,7 @@ def generate(mod: Module, prog: Program, name: str) -> Codegen:
     if g.unchecked is None:
         thread_check = g._thread_fn("check")
         check = g._check_fn(thread_check, g.check_sites)
-        fast = g._launch_fn("run_fast", g._thread_fn("fast"), 0, barriers)
+        thread_fast = g._thread_fn("fast")
+        fast = g._launch_fn("run_fast", thread_fast, 0, barriers, len(g.barriers) + 1 if barriers else 0)
     g._run_fn(run_exact, check, fast)
     return g

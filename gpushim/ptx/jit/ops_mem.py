@@ -229,7 +229,7 @@ class MemOps:
         it = ir.IntType(8 * size)
         for j, d in enumerate(items):
             q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]), it.as_pointer())
-            v = b.load(q, align=size)
+            v = self._tag(b.load(q, align=size), space)
             if space == "kparam":
                 self._invariant(v)
             if typ in ("f32", "f64"):
@@ -261,7 +261,7 @@ class MemOps:
         it = ir.IntType(8 * size)
         for j, v in enumerate(vals):
             q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]), it.as_pointer())
-            b.store(v, q, align=size)
+            self._tag(b.store(v, q, align=size), space)
 
     def op_atom(self, ins: Instr) -> None:
         self._atomic(ins, ret=True)
@@ -298,7 +298,7 @@ class MemOps:
         lt = _ltype(typ)
         it = ir.IntType(8 * size)
         q = b.bitcast(p, it.as_pointer())
-        old_bits = b.load(q, align=size)
+        old_bits = self._tag(b.load(q, align=size), space)
         old = b.bitcast(old_bits, lt) if lt in (F32, F64) else old_bits
         v = self.read(args[1], typ)
         signed = typ[0] == "s"
@@ -334,6 +334,6 @@ class MemOps:
             wrap = b.or_(b.icmp_unsigned("==", old, ir.Constant(I32, 0)), b.icmp_unsigned(">", old, v))
             new = b.select(wrap, v, b.sub(old, ir.Constant(I32, 1)))
         nb = b.bitcast(new, it) if lt in (F32, F64) else new
-        b.store(nb, q, align=size)
+        self._tag(b.store(nb, q, align=size), space)
         if ret:
             self.write(ins.args[0], old, typ)
