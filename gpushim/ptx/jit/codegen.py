@@ -34,6 +34,7 @@ from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_mem import MemOps
+from gpushim.ptx.jit.remat import Remat
 from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
@@ -163,7 +164,14 @@ class Codegen(AluOps, FloatOps, MemOps):
         code = self.prog.code
         self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
         self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
-        across = set().union(*self.live.values()) if self.live else set()
+        if not hasattr(self, "remat"):
+            self.remat = Remat(self.prog)
+        # per barrier: the definitions that recompute some live registers at its resume point, the others
+        self.bar_plan = {}
+        for i, live in self.live.items():
+            defs = self.remat.at(i, live)
+            self.bar_plan[i] = (defs, live - self.remat.regs_of(defs))
+        across = set().union(*(sp for _, sp in self.bar_plan.values())) if self.bar_plan else set()
         self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
         self.nspill = max(len(self.slot_of), 1)
         self.spill = self._ctx_ptr(L.SPILL, P64)  # slot j of thread t at [j * threads per block + t]
@@ -496,7 +504,8 @@ class Codegen(AluOps, FloatOps, MemOps):
         k = len(self.barriers) + 1
         # save the registers live after the barrier, return the resume point; resuming restores them and
         # continues after the barrier
-        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in self.live[self.i]]
+        defs, spilled = self.bar_plan[self.i]
+        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
         for j, (a, _) in live:
             self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
         self._flush_count()
@@ -508,6 +517,11 @@ class Codegen(AluOps, FloatOps, MemOps):
         for j, (a, rt) in live:
             v = self._tag(b.load(self._spill_slot(j)), "spill")
             b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
+        here = self.i
+        for i in defs:  # recomputed (remat.py); not counted: they ran before the barrier
+            self.i, self.ins = i, self.prog.code[i]
+            self._body(self.ins, self.ins.parts[0])
+        self.i, self.ins = here, self.prog.code[here]
 
     def _spill_slot(self, j: int):
         """Thread t's slot j (slots of consecutive threads are adjacent: the region loops vectorise)."""
