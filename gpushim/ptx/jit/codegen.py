@@ -844,48 +844,40 @@ class Codegen(AluOps, FloatOps, MemOps):
         b.ret(ir.Constant(I32, ERR_RET))
         return f
 
-    def _run_fn(self, exact: ir.Function, check: ir.Function | None, fast: ir.Function | None) -> None:
-        """@run(ctx) -> 0, or 1 with the fault in the context. With a check pass: when it finds no access that
-        would fail, the fast code runs; otherwise the exact code, which reports the fault as the interpreter."""
+    def _run_fn(self, inner: ir.Function, check: ir.Function | None = None) -> None:
+        """@run(ctx) -> 0; 1 with the fault in the context; 2 (tier 2 only) when the check pass found an access
+        that may fail: the caller then runs tier 1's exact code, which reports the fault as the interpreter."""
         f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name="run")
         (ctx,) = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
         one = ir.Constant(I32, 1)
         zero = ir.Constant(I32, 0)
-
-        def result(r):
-            return b.select(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), one, zero)
-
         if check is not None:
             r = b.call(check, [ctx])
-            go_fast = f.append_basic_block("fast")
-            other = f.append_basic_block("not_fast")
-            b.cbranch(b.icmp_signed("==", r, zero), go_fast, other)
-            b.position_at_end(go_fast)
-            b.ret(result(b.call(fast, [ctx])))
-            b.position_at_end(other)
-            stopped = f.append_basic_block("stopped")
-            go_exact = f.append_basic_block("exact")
-            b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), stopped, go_exact)
-            b.position_at_end(stopped)
-            b.ret(one)
-            b.position_at_end(go_exact)
-        b.ret(result(b.call(exact, [ctx])))
+            go = f.append_basic_block("go")
+            other = f.append_basic_block("not_go")
+            b.cbranch(b.icmp_signed("==", r, zero), go, other)
+            b.position_at_end(other)  # stopped by the watchdog (1), or an access may fail (2)
+            b.ret(b.select(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), one, ir.Constant(I32, 2)))
+            b.position_at_end(go)
+        r = b.call(inner, [ctx])
+        b.ret(b.select(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), one, zero))
 
 
-def generate(mod: Module, prog: Program, name: str) -> Codegen:
+def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
+    """Tier 1: the exact code (every access checked). Tier 2, for kernels that qualify (taint.py): the check
+    pass and the fast code (no memory checks, barrier regions as thread loops); for the others the exact code
+    again (kernel.py optimises tier 2 further)."""
     g = Codegen(mod, prog, name)
     g._declare_intrinsics()
     g._declare_find_alloc()
-    exact = g._thread_fn("exact")
-    barriers = bool(g.barriers)
-    run_exact = g._launch_fn("run_exact", exact, g.ncache, barriers)
     g.unchecked = why_unchecked(prog)
-    check = fast = None
-    if g.unchecked is None:
-        thread_check = g._thread_fn("check")
-        check = g._check_fn(thread_check, g.check_sites)
-        thread_fast = g._thread_fn("fast")
-        fast = g._launch_fn("run_fast", thread_fast, 0, barriers, len(g.barriers) + 1 if barriers else 0)
-    g._run_fn(run_exact, check, fast)
+    if tier == 1 or g.unchecked is not None:
+        exact = g._thread_fn("exact")
+        g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers)))
+        return g
+    check = g._check_fn(g._thread_fn("check"), g.check_sites)
+    fast = g._thread_fn("fast")
+    barriers = bool(g.barriers)
+    g._run_fn(g._launch_fn("run_fast", fast, 0, barriers, len(g.barriers) + 1 if barriers else 0), check)
     return g

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import itertools
+import os
+import queue
 import threading
 import time
 import weakref
@@ -31,8 +33,9 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
 
 
-def _tm():
-    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own."""
+def _tm(tier: int = 2):
+    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own.
+    (LLVM's -O0 instruction selection would save a third of tier 1's compile time but runs 3-5x slower.)"""
     global _initialised
     if not _initialised:
         llvm.initialize_native_target()
@@ -40,8 +43,24 @@ def _tm():
         _initialised = True
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2
     )
+
+
+def _optimise(ref, tm, tier: int) -> None:
+    """Tier 1: a short pipeline (inlining, SROA, instcombine, CFG simplification: a few ms per kernel); tier 2:
+    LLVM's O2 (loop invariants, vectorisation, unrolling: 10x the compile time)."""
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+    if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "light") == "light":
+        mpm = llvm.create_new_module_pass_manager()
+        mpm.add_always_inliner_pass()
+        mpm.add_sroa_pass()
+        mpm.add_instruction_combine_pass()
+        mpm.add_simplify_cfg_pass()
+        mpm.add_dead_code_elimination_pass()
+        mpm.run(ref, pb)
+    else:
+        pb.getModulePassManager().run(ref, pb)
 
 
 class _Watchdog:
@@ -80,44 +99,137 @@ class _Watchdog:
 _watchdog = _Watchdog()
 
 
-class JitKernel:
-    def __init__(self, mod: Module, prog: Program, name: str, key: str = "") -> None:
+class _Code:
+    """One compiled module: its entry point and the fault sites its context refers to. Each module lives in
+    its own LLVM context, so a second tier can compile in another thread."""
+
+    def __init__(self, mod: Module, prog: Program, name: str, tier: int, key: str) -> None:
         t0 = time.perf_counter()
-        self.kernel = prog.kernel
-        self._pools: dict[tuple, list[dict]] = {}
-        tm = _tm()
+        tm = _tm(tier)
+        self.context = llvm.create_context()
         cached = diskcache.load(key) if key else None
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
             meta, obj = cached
-            self.sites = [tuple(x) for x in meta["sites"]]
-            self.globals = meta["globals"]
-            self.nregs, self.unchecked = meta["nregs"], meta["unchecked"]
-            ref = llvm.parse_assembly("")
+            ref = llvm.parse_assembly("", context=self.context)
             self.engine = llvm.create_mcjit_compiler(ref, tm)
             self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
             self.from_disk = True
         else:
-            g = generate(mod, prog, name)
-            self.sites = g.sites
-            self.globals = g.globals_used
-            self.nregs = g.nspill  # spill slots per thread
-            self.unchecked = g.unchecked  # why the launch has no check-then-run fast path (None: it has)
-            ref = llvm.parse_assembly(str(g.m))
+            g = generate(mod, prog, name, tier)
+            meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked}
+            ref = llvm.parse_assembly(str(g.m), context=self.context)
             ref.verify()
-            pto = llvm.create_pipeline_tuning_options(speed_level=2)
-            pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(ref, pb)
+            _optimise(ref, tm, tier)
             self.engine = llvm.create_mcjit_compiler(ref, tm)
-            meta = {"sites": self.sites, "globals": self.globals, "nregs": self.nregs, "unchecked": self.unchecked}
             if key:
                 self.engine.set_object_cache(notify_func=lambda _m, buf: diskcache.store(key, meta, bytes(buf)))
             self.from_disk = False
+        self.meta = meta
+        self.sites = [tuple(x) for x in meta["sites"]]
         self.engine.finalize_object()
         addr = self.engine.get_function_address("run")
         if not addr:
             raise RuntimeError("compiled kernel has no entry point")
-        self._run = _RUN(addr)
+        self.run = _RUN(addr)
         self.compile_s = time.perf_counter() - t0
+        self._built = True
+
+    def __del__(self) -> None:
+        # the engine owns a module of the context: it must go first (the other order crashes LLVM); a compile
+        # that failed half-way may have left a module of the context elsewhere: its context is not freed
+        if getattr(self, "_built", False):
+            self.engine.close()
+            self.context.close()
+
+
+class _Tier2Queue:
+    """Tier-2 compiles, one at a time, in a background thread (LLVM releases the GIL while it works)."""
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, jk: JitKernel) -> None:
+        self._q.put(jk)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ptx-jit-tier2", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self._q.get().tier2()
+
+
+_tier2_queue = _Tier2Queue()
+HOT_S = 0.02  # seconds of tier-1 execution after which a kernel gets its tier-2 code ($GPUSHIM_PTX_JIT_TIER2=hot)
+
+
+def _tier2_policy() -> str:
+    p = os.environ.get("GPUSHIM_PTX_JIT_TIER2", "hot").strip().lower()
+    return p if p in ("hot", "now", "off") else "hot"
+
+
+class JitKernel:
+    """A kernel's native code. Tier 1 (compiled at the first launch, a short LLVM pipeline): every access
+    checked. Tier 2 (LLVM's O2): for kernels taint.py admits, a check pass, then code without memory checks
+    whose thread loops vectorise; for the others, tier 1's code better optimised;
+    compiled in the background once the kernel has run HOT_S seconds on tier 1 ($GPUSHIM_PTX_JIT_TIER2=hot,
+    the default), at the first launch (`now`) or never (`off`). Launches use tier 2 once it is there; when
+    its check pass finds an access that may fail, tier 1 runs the launch and reports the fault."""
+
+    def __init__(self, mod: Module, prog: Program, name: str, key: str = "") -> None:
+        self.kernel = prog.kernel
+        self._pools: dict[tuple, list[dict]] = {}
+        self._src = (mod, prog, name, key)
+        self.t1 = _Code(mod, prog, name, 1, key)
+        self.compile_s = self.t1.compile_s
+        self.from_disk = self.t1.from_disk
+        meta = self.t1.meta
+        self.globals = meta["globals"]
+        self.nregs = meta["nregs"]  # spill slots per thread
+        self.unchecked = meta["unchecked"]  # why tier 2 has no check pass and fast code (None: it has)
+        self.t2: _Code | None = None
+        self.t2_state = "none"
+        self.tier2_runs = self.tier2_declined = 0  # launches on tier 2; of those, run by tier 1 after the check
+        self._hot = 0.0
+        self._t2_lock = threading.Lock()
+        policy = _tier2_policy()
+        if policy == "now" or (key and diskcache.load(self._key2()) is not None):
+            self.tier2()
+        elif policy == "off":
+            self.t2_state = "off"
+
+    def _key2(self) -> str:
+        key = self._src[3]
+        return key and hashlib.sha256(f"{key}:tier2".encode()).hexdigest()[:32]
+
+    def tier2(self) -> _Code | None:
+        """Compile tier 2 now (idempotent; also what the background queue calls)."""
+        with self._t2_lock:
+            if self.t2 is not None or self.t2_state.startswith("failed"):
+                return self.t2
+            mod, prog, name, _ = self._src
+            try:
+                code = _Code(mod, prog, name, 2, self._key2())
+            except Exception as e:  # a JIT bug: tier 1 keeps running the kernel
+                self.t2_state = f"failed: {type(e).__name__}: {e}"
+                log.warning("PTX kernel %s: no tier-2 code: %s", self.kernel, self.t2_state)
+                return None
+            if code.meta["nregs"] != self.nregs:
+                self.t2_state = "failed: spill layouts differ"
+                return None
+            log.debug("PTX kernel %s: tier 2 compiled in %.1f ms", self.kernel, code.compile_s * 1e3)
+            self.t2 = code
+            self.t2_state = "ready"
+            return code
+
+    def _ran(self, seconds: float) -> None:
+        self._hot += seconds
+        if self._hot >= HOT_S and self.t2_state == "none":
+            self.t2_state = "queued"
+            _tier2_queue.put(self)
 
     def _workspace(self, plan, shared_bytes: int) -> dict:
         """Buffers and the context of a launch, reused by later launches of the same configuration (a pool:
@@ -189,21 +301,36 @@ class JitKernel:
             ctx[L.ERR] = 0
             ctx[L.ABORT] = 0
             token = _watchdog.watch(ctx, time.monotonic() + watchdog_s)
+            code = self.t2
             try:
-                rc = self._run(ws["ctx_addr"])
+                if code is not None:
+                    self.tier2_runs += 1
+                    rc = code.run(ws["ctx_addr"])
+                    if rc == 2:  # an access may fail: the exact code runs the launch (nothing ran yet)
+                        self.tier2_declined += 1
+                        code = self.t1
+                        rc = code.run(ws["ctx_addr"])
+                else:
+                    code = self.t1
+                    if self.t2_state == "none":
+                        t0 = time.perf_counter()
+                        rc = code.run(ws["ctx_addr"])
+                        self._ran(time.perf_counter() - t0)
+                    else:
+                        rc = code.run(ws["ctx_addr"])
             finally:
                 _watchdog.done(token)
             if rc:
                 geo = plan.geo
-                raise self._error(ctx, geo.grid, geo.block, watchdog_s)
+                raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
             return int(ctx[L.COUNT])
         finally:
             self._pools.setdefault(ws["key"], []).append(ws)
 
-    def _error(self, ctx, grid, block, watchdog_s: float) -> CudaError:
+    def _error(self, ctx, sites, grid, block, watchdog_s: float) -> CudaError:
         code = int(ctx[L.ERR])
         site = int(ctx[L.ERR_SITE])
-        _, msg = self.sites[site]
+        _, msg = sites[site]
         b, t = int(ctx[L.ERR_BLOCK]), int(ctx[L.ERR_THREAD])
         bc = (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1]))
         tc = (t % block[0], t // block[0] % block[1], t // (block[0] * block[1]))

@@ -1,0 +1,58 @@
+// Kernels of tests/ptx/test_jit_tiers.py: the JIT's tier 2 (check pass, fast code, barrier regions as thread
+// loops) against the interpreter.
+
+// A 256-point ring smoothed `iters` times per block: two barriers per iteration (uniform barrier regions).
+extern "C" __global__ void ring(float *data, int iters) {
+    __shared__ float s[256];
+    int t = threadIdx.x;
+    s[t] = data[blockIdx.x * 256 + t];
+    for (int it = 0; it < iters; it++) {
+        __syncthreads();
+        float v = s[(t + 1) & 255] * 0.5f + s[t] * 0.25f + s[(t + 255) & 255] * 0.25f;
+        __syncthreads();
+        s[t] = v;
+    }
+    data[blockIdx.x * 256 + t] = s[t];
+}
+
+// Threads past n exit before the barrier: the others' rounds are not uniform (exited threads).
+extern "C" __global__ void partial(float *out, int n) {
+    __shared__ float s[256];
+    int t = threadIdx.x;
+    if (t >= n) return;
+    s[t] = t * 1.5f + blockIdx.x;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + t] = s[(t + 1) % n];
+}
+
+// One load instruction reads from a or b by block: its addresses span two allocations, which the check pass
+// cannot vouch for as one range (tier 1 runs the launch).
+extern "C" __global__ void eitherArray(const int *a, const int *b, int *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int *p = (blockIdx.x & 1) ? a : b;
+    if (i < n) out[i] = p[i] * 3 + 1;
+}
+
+// A gather: the address comes from memory, so there is no check pass (tier 2 is tier 1's code optimised).
+extern "C" __global__ void gatherIdx(const int *idx, const float *x, float *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[idx[i]];
+}
+
+// Never ends: a barrier in an endless loop (n >= 0). The watchdog must stop it between barrier rounds.
+extern "C" __global__ void barrierSpin(int *out, int n) {
+    __shared__ int s[128];
+    int k = 0;
+    for (;;) {
+        s[threadIdx.x] = k++;
+        __syncthreads();
+        if (n < 0) break;
+    }
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
+// Stores past the end from thread 100 on: the check pass sees it, tier 1 reports the fault.
+extern "C" __global__ void tailOob(float *p, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    p[i] = i * 2.0f;
+}

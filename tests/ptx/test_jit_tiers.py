@@ -1,0 +1,140 @@
+"""The JIT's two tiers (gpushim/ptx/jit/kernel.py): tier 1 checks every access; tier 2 runs a check pass over
+the launch and then code without checks, barrier regions as loops over the threads. Each test compiles its
+kernels with the tier it names and compares with the interpreter ("diff": both engines from the same memory,
+bit-identical memory and outcome, or the launch fails)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from harness import ENGINE, Dev, compile_ptx
+
+from gpushim.cuda_errors import CudaError, Err
+from gpushim.ptx.jit import kernel as jit_kernel
+
+
+@pytest.fixture
+def tiers(monkeypatch):
+    def dev(policy: str, name: str = "jittiers") -> Dev:
+        monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", policy)
+        jit_kernel._cache.clear()  # the policy applies when a kernel is compiled
+        return Dev(compile_ptx(name))
+
+    yield dev
+    jit_kernel._cache.clear()
+
+
+def _jk(dev: Dev, kernel: str):
+    jk = dev.mod.jit_kernel(kernel)
+    assert jk is not None, kernel
+    return jk
+
+
+@pytest.mark.parametrize("engine", ["diff"], indirect=True)
+@pytest.mark.parametrize("policy", ["now", "off"])
+def test_barrier_regions_match_the_interpreter(tiers, engine, policy, rng):
+    dev = tiers(policy)
+    data = rng.random(4 * 256, dtype=np.float32)
+    p = dev.array(data)
+    dev.launch("ring", 4, 256, p, 7)
+    jk = _jk(dev, "ring")
+    assert jk.unchecked is None  # shared-memory indices from the thread index: it has a check pass
+    assert (jk.t2 is not None) == (policy == "now")
+    if policy == "now":
+        assert jk.tier2_runs == 1 and jk.tier2_declined == 0
+    out = dev.empty(4 * 2 * 256)
+    for n in (200, 1, 200):  # threads past n exit before the barrier: rounds that are not uniform
+        dev.launch("partial", 2, 256, out, n)
+    got = dev.get(out, np.float32, 512).reshape(2, 256)[:, :200]
+    t = np.arange(200)
+    want = np.stack([(t + 1) % 200 * 1.5 + b for b in range(2)]).astype(np.float32)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("engine", ["diff"], indirect=True)
+def test_vectorised_kernels_match_the_interpreter(tiers, engine, rng):
+    basic, linalg = tiers("now", "basic"), Dev(compile_ptx("linalg"))
+    n = 1000  # not a multiple of the vector width: the loops' remainders run too
+    x = rng.random(n, dtype=np.float32)
+    px, po = basic.array(x), basic.empty(4 * n)
+    basic.launch("vectorAdd", 4, 256, px, px, po, n)
+    assert np.array_equal(basic.get(po, np.float32, n), x + x)
+    m = 48
+    a = rng.standard_normal((m, m)).astype(np.float32)
+    b = rng.standard_normal((m, m)).astype(np.float32)
+    pa, pb, pc = linalg.array(a), linalg.array(b), linalg.empty(4 * m * m)
+    linalg.launch("matmul", (m // 16, m // 16), (16, 16), pa, pb, pc, m)
+    assert np.allclose(linalg.get(pc, np.float32, m * m).reshape(m, m), a @ b, atol=1e-4)
+    for dev, k in ((basic, "vectorAdd"), (linalg, "matmul")):
+        assert _jk(dev, k).tier2_runs == 1 and _jk(dev, k).tier2_declined == 0, k
+
+
+@pytest.mark.parametrize("engine", ["diff"], indirect=True)
+def test_one_instruction_over_two_allocations_runs_on_tier_1(tiers, engine):
+    dev = tiers("now")
+    n = 512
+    a, b = np.arange(n, dtype=np.int32), np.arange(n, dtype=np.int32) * -7
+    pa, pb, po = dev.array(a), dev.array(b), dev.empty(4 * n)
+    dev.launch("eitherArray", n // 128, 128, pa, pb, po, n)
+    want = np.where((np.arange(n) // 128) & 1, a, b) * 3 + 1
+    assert np.array_equal(dev.get(po, np.int32, n), want)
+    jk = _jk(dev, "eitherArray")
+    assert jk.tier2_runs == 1 and jk.tier2_declined == 1  # the check pass could not vouch for the loads
+
+
+@pytest.mark.parametrize("engine", ["diff"], indirect=True)
+def test_addresses_read_from_memory_get_no_check_pass(tiers, engine):
+    dev = tiers("now")
+    n = 300
+    idx = (np.arange(n, dtype=np.int32) * 37) % n
+    x = np.arange(n, dtype=np.float32) / 3
+    pi, px, po = dev.array(idx), dev.array(x), dev.empty(4 * n)
+    dev.launch("gatherIdx", 2, 256, pi, px, po, n)
+    assert np.array_equal(dev.get(po, np.float32, n), x[idx])
+    jk = _jk(dev, "gatherIdx")
+    assert jk.unchecked is not None and "address read from memory" in jk.unchecked
+    assert jk.t2 is not None and jk.tier2_declined == 0  # tier 2: the exact code, optimised further
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+@pytest.mark.parametrize("policy", ["now", "off"])
+def test_fault_found_by_the_check_pass_is_reported_as_the_interpreter(tiers, engine, policy):
+    dev = tiers(policy)
+    p = dev.empty(4 * 100)
+    errs = {}
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        with pytest.raises(CudaError) as e:
+            dev.launch("tailOob", 1, 128, p, 100)
+        errs[eng] = e.value
+    assert errs["jit"].code == errs["interp"].code == Err.ILLEGAL_ADDRESS
+    assert str(errs["jit"]) == str(errs["interp"])
+    assert "thread (100,0,0)" in str(errs["jit"])
+    if policy == "now":
+        assert _jk(dev, "tailOob").tier2_declined == 1
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+@pytest.mark.parametrize("policy", ["now", "off"])
+def test_watchdog_stops_an_endless_barrier_loop(tiers, engine, policy):
+    """The loop's every cycle passes a barrier, so its branch has no poll of its own: the rounds poll."""
+    dev = tiers(policy)
+    dev.mod.watchdog_s = 0.3
+    with pytest.raises(CudaError) as e:
+        dev.launch("barrierSpin", 2, 128, dev.empty(4 * 128), 5)
+    assert e.value.code == Err.LAUNCH_TIMEOUT
+
+
+def test_hot_kernels_get_tier_2_in_the_background(tiers, monkeypatch):
+    monkeypatch.setattr(jit_kernel, "HOT_S", 0.0)  # hot after its first launch
+    dev = tiers("hot")
+    ENGINE["name"] = "jit"
+    data = np.ones(256, np.float32)
+    p = dev.array(data)
+    dev.launch("ring", 1, 256, p, 3)
+    jk = _jk(dev, "ring")
+    assert jk.t2_state in ("queued", "ready")
+    assert jk.tier2() is not None and jk.t2_state == "ready"  # waits for (or does) the compile
+    dev.launch("ring", 1, 256, p, 3)
+    assert jk.tier2_runs == 1
+    assert np.array_equal(dev.get(p, np.float32, 256), data)  # a constant ring stays constant
