@@ -11,6 +11,7 @@ from harness import ENGINE, Dev, compile_ptx
 
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.jit import kernel as jit_kernel
+from gpushim.ptx.jit import layout
 
 
 @pytest.fixture
@@ -138,3 +139,27 @@ def test_hot_kernels_get_tier_2_in_the_background(tiers, monkeypatch):
     dev.launch("ring", 1, 256, p, 3)
     assert jk.tier2_runs == 1
     assert np.array_equal(dev.get(p, np.float32, 256), data)  # a constant ring stays constant
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_check_verdict_is_reused_only_while_the_allocations_stay(tiers, engine):
+    """Tier 2 skips the check pass of a launch identical to one it passed, until the allocations change."""
+    dev = tiers("now")
+    p = dev.mem.alloc(4 * 256)
+    for _ in range(2):
+        dev.launch("tailOob", 1, 256, p, 0)
+    (ws,) = [w for pool in _jk(dev, "tailOob")._pools.values() for w in pool]
+    assert ws["ctx"][layout.SKIPCHECK] == 1  # the second launch skipped the check pass
+    assert np.array_equal(dev.get(p, np.float32, 256), np.arange(256, dtype=np.float32) * 2)
+    dev.mem.free(p)
+    q = dev.mem.alloc(4 * 100)
+    assert q == p  # the same address, so the same parameters: only the allocation is smaller
+    errs = {}
+    for eng in ("jit", "interp"):
+        ENGINE["name"] = eng
+        with pytest.raises(CudaError) as e:
+            dev.launch("tailOob", 1, 256, q, 0)
+        errs[eng] = e.value
+    assert str(errs["jit"]) == str(errs["interp"]) and "thread (100,0,0)" in str(errs["jit"])
+    jk = _jk(dev, "tailOob")
+    assert jk.tier2_runs == 3 and jk.tier2_declined == 1
