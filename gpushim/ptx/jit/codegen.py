@@ -128,6 +128,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.ncache = 0
         self.check_sites: list[int] = []  # check mode: bytes of each global access
         self._abort = None
+        self._fault = None
         fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64, P64, P8])
         f = ir.Function(self.m, fty, name={"exact": "thread", "check": "thread_check", "fast": "thread_fast"}[mode])
         f.linkage = "internal"
@@ -406,15 +407,22 @@ class Codegen(AluOps, FloatOps, MemOps):
         if bad2 is not None:
             code_v = b.select(bad, code_v, ir.Constant(I64, code2))
             site_v = b.select(bad, site_v, ir.Constant(I64, self._site(code2, msg2)))
-        for slot, v in (
-            (L.ERR, code_v),
-            (L.ERR_THREAD, self.t),
-            (L.ERR_BLOCK, self.blk),
-            (L.ERR_ADDR, addr),
-            (L.ERR_SITE, site_v),
-        ):
-            b.store(v, b.gep(self.ctx, [ir.Constant(I32, slot)]))
-        b.branch(self.fail_blk)
+        # one block of the function records every fault (fewer instructions to compile than a copy per check)
+        if self._fault is None:
+            cur = b.block
+            blk = self.f.append_basic_block("fault")
+            b.position_at_end(blk)
+            phis = b.phi(I64), b.phi(I64), b.phi(I64)
+            for slot, v in ((L.ERR, phis[0]), (L.ERR_SITE, phis[1]), (L.ERR_ADDR, phis[2]), (L.ERR_THREAD, self.t),
+                            (L.ERR_BLOCK, self.blk)):  # fmt: skip
+                b.store(v, b.gep(self.ctx, [ir.Constant(I32, slot)]))
+            b.branch(self.fail_blk)
+            self._fault = blk, phis
+            b.position_at_end(cur)
+        blk, phis = self._fault
+        for phi, v in zip(phis, (code_v, site_v, addr), strict=True):
+            phi.add_incoming(v, b.block)
+        b.branch(blk)
         b.position_at_end(okb)
 
     # -- instructions ---------------------------------------------------------------------------------------
