@@ -138,8 +138,11 @@ class _Code:
         # the engine owns a module of the context: it must go first (the other order crashes LLVM); a compile
         # that failed half-way may have left a module of the context elsewhere: its context is not freed
         if getattr(self, "_built", False):
-            self.engine.close()
-            self.context.close()
+            try:
+                self.engine.close()
+                self.context.close()
+            except Exception:  # at interpreter shutdown llvmlite may be half torn down
+                pass
 
 
 class _Tier2Queue:
