@@ -163,3 +163,24 @@ def test_check_verdict_is_reused_only_while_the_allocations_stay(tiers, engine):
     assert str(errs["jit"]) == str(errs["interp"]) and "thread (100,0,0)" in str(errs["jit"])
     jk = _jk(dev, "tailOob")
     assert jk.tier2_runs == 3 and jk.tier2_declined == 1
+
+
+@pytest.mark.parametrize("engine", ["diff"], indirect=True)
+@pytest.mark.parametrize("policy", ["now", "off"])
+def test_saturating_add_and_bfind_match_the_interpreter(tiers, engine, policy, rng):
+    dev = tiers(policy)
+    edges = np.array([0, 1, -1, 2**31 - 1, -(2**31), 2**30, -(2**30) - 1, 12345], np.int64)
+    n = 1024
+    x = np.concatenate([edges, rng.integers(-(2**31), 2**31, n - len(edges))]).astype(np.int32)
+    y = np.concatenate([edges, [2**63 - 1, -(2**63)], rng.integers(-(2**63), 2**63, n - len(edges) - 2)])
+    y = y.astype(np.int64)
+    px, py, po = dev.array(x), dev.array(y), dev.empty(4 * 8 * n)
+    dev.launch("satFind", n // 256, 256, px, py, po, n)  # "diff": bit-identical to the interpreter
+    _jk(dev, "satFind")  # compiled by the JIT (not a fallback)
+    out = dev.get(po, np.uint32, 8 * n).reshape(n, 8)
+    b = np.roll(x, -3).astype(np.int64)
+    want_add = np.clip(x.astype(np.int64) + b, -(2**31), 2**31 - 1).astype(np.int32).view(np.uint32)
+    assert np.array_equal(out[:, 0], want_add)
+    u = x.view(np.uint32).astype(np.uint64)
+    pos = np.array([int(v).bit_length() - 1 if v else 0xFFFFFFFF for v in u], np.uint64).astype(np.uint32)
+    assert np.array_equal(out[:, 2], pos)  # bfind.u32: the highest set bit, 0xffffffff for 0

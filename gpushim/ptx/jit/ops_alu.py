@@ -226,10 +226,42 @@ class AluOps:
         typ = _itype(ins)
         if typ in ("f32", "f64"):
             return self._farith(ins, "sub" if sub else "add")
-        if set(ins.parts[1:]) - {typ}:
+        mods = set(ins.parts[1:]) - {typ}
+        if mods == {"sat"} and typ == "s32":  # clamped to the s32 range (PTX ISA, add/sub: .sat only for .s32)
+            typ, (a, c) = self._ints(ins, 2)
+            f = self._intrinsic("llvm.ssub.sat.i32" if sub else "llvm.sadd.sat.i32", I32, [I32, I32])
+            self.write(ins.args[0], self.b.call(f, [a, c]), typ)
+            return
+        if mods:
             raise JitUnsupported(ins.op)
         typ, (a, c) = self._ints(ins, 2)
         self.write(ins.args[0], self.b.sub(a, c) if sub else self.b.add(a, c), typ)
+
+    def _intrinsic(self, name: str, ret, args):
+        """An LLVM intrinsic, declared once per module."""
+        f = self.m.globals.get(name)
+        if f is None:
+            f = ir.Function(self.m, ir.FunctionType(ret, args), name=name)
+        return f
+
+    def op_bfind(self, ins: Instr) -> None:
+        """Position of the most significant non-sign bit (0xffffffff when none), or with .shiftamt the left
+        shift that brings it to the top (ops_bits.py)."""
+        typ = _itype(ins)
+        mods = set(ins.parts[1:]) - {typ}
+        if mods - {"shiftamt"} or typ not in ("u32", "s32", "u64", "s64"):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        a = self.read(ins.args[1], typ)
+        w = a.type.width
+        x = a
+        if typ[0] == "s":
+            x = b.select(b.icmp_signed("<", a, ir.Constant(a.type, 0)), b.not_(a), a)
+        lz = b.call(self.i_ctlz[w], [x, ir.Constant(I1, 0)])
+        r = lz if "shiftamt" in mods else b.sub(ir.Constant(a.type, w - 1), lz)
+        r = b.trunc(r, I32) if w == 64 else r
+        none = b.icmp_unsigned("==", x, ir.Constant(a.type, 0))
+        self.write(ins.args[0], b.select(none, ir.Constant(I32, 0xFFFFFFFF), r), "u32")
 
     def op_sub(self, ins: Instr) -> None:
         self.op_add(ins, sub=True)

@@ -56,3 +56,29 @@ extern "C" __global__ void tailOob(float *p, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     p[i] = i * 2.0f;
 }
+
+// Saturating add/sub and bfind (inline PTX) on random and edge operands: compared with the interpreter.
+extern "C" __global__ void satFind(const int *x, const long long *y, unsigned *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int a = x[i], b = x[(i + 3) % n];
+    long long c = y[i];
+    unsigned r;
+    int s;
+    asm("add.sat.s32 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
+    out[8 * i] = s;
+    asm("sub.sat.s32 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
+    out[8 * i + 1] = s;
+    asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(a));
+    out[8 * i + 2] = r;
+    asm("bfind.s32 %0, %1;" : "=r"(r) : "r"(a));
+    out[8 * i + 3] = r;
+    asm("bfind.shiftamt.u32 %0, %1;" : "=r"(r) : "r"(a));
+    out[8 * i + 4] = r;
+    asm("bfind.u64 %0, %1;" : "=r"(r) : "l"(c));
+    out[8 * i + 5] = r;
+    asm("bfind.s64 %0, %1;" : "=r"(r) : "l"(c));
+    out[8 * i + 6] = r;
+    asm("bfind.shiftamt.s64 %0, %1;" : "=r"(r) : "l"(c));
+    out[8 * i + 7] = r;
+}
