@@ -184,3 +184,19 @@ def test_saturating_add_and_bfind_match_the_interpreter(tiers, engine, policy, r
     u = x.view(np.uint32).astype(np.uint64)
     pos = np.array([int(v).bit_length() - 1 if v else 0xFFFFFFFF for v in u], np.uint64).astype(np.uint32)
     assert np.array_equal(out[:, 2], pos)  # bfind.u32: the highest set bit, 0xffffffff for 0
+
+
+@pytest.mark.parametrize("engine", ["diff"], indirect=True)
+def test_mul24_matches_the_interpreter(tiers, engine, rng):
+    dev = tiers("now")
+    edges = np.array([0, 1, -1, 0x7FFFFF, 0x800000, 0xFFFFFF, 2**31 - 1, -(2**31), 0x12345678], np.int64)
+    n = 512
+    x = np.concatenate([edges, rng.integers(-(2**31), 2**31, n - len(edges))]).astype(np.int32)
+    px, po = dev.array(x), dev.empty(4 * 6 * n)
+    dev.launch("mul24Ops", n // 256, 256, px, po, n)  # "diff": bit-identical to the interpreter
+    _jk(dev, "mul24Ops")  # compiled by the JIT
+    out = dev.get(po, np.uint32, 6 * n).reshape(n, 6)
+    a24 = (x.astype(np.int64) & 0xFFFFFF) ^ 0x800000
+    a24 -= 0x800000  # the low 24 bits, sign-extended
+    b24 = np.roll(a24, -5)
+    assert np.array_equal(out[:, 0], ((a24 * b24) & 0xFFFFFFFF).astype(np.uint32))  # PTX ISA: mul24.lo

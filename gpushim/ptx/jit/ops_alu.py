@@ -237,6 +237,27 @@ class AluOps:
         typ, (a, c) = self._ints(ins, 2)
         self.write(ins.args[0], self.b.sub(a, c) if sub else self.b.add(a, c), typ)
 
+    def op_mul24(self, ins: Instr, mad: bool = False) -> None:
+        """The low 24 bits of each operand (sign-extended for .s32) multiplied into 48 bits; .lo its low 32
+        bits, .hi bits 16..47; mad24 adds c modulo 2^32 (ops_int.py's compile_mul24)."""
+        typ = _itype(ins)
+        mods = set(ins.parts[1:]) - {typ}
+        if typ not in ("u32", "s32") or mods - {"lo", "hi"} or len(mods) > 1:
+            raise JitUnsupported(ins.op)
+        b = self.b
+        typ, vals = self._ints(ins, 3 if mad else 2)
+        i24 = ir.IntType(24)
+        ext = b.sext if typ == "s32" else b.zext
+        x, y = (ext(b.trunc(v, i24), I64) for v in vals[:2])
+        p = b.mul(x, y)
+        r = b.trunc(b.ashr(p, ir.Constant(I64, 16)) if "hi" in mods else p, I32)
+        if mad:
+            r = b.add(r, vals[2])
+        self.write(ins.args[0], r, typ)
+
+    def op_mad24(self, ins: Instr) -> None:
+        self.op_mul24(ins, mad=True)
+
     def _intrinsic(self, name: str, ret, args):
         """An LLVM intrinsic, declared once per module."""
         f = self.m.globals.get(name)

@@ -82,3 +82,23 @@ extern "C" __global__ void satFind(const int *x, const long long *y, unsigned *o
     asm("bfind.shiftamt.s64 %0, %1;" : "=r"(r) : "l"(c));
     out[8 * i + 7] = r;
 }
+
+// mul24/mad24 (.lo/.hi, signed and unsigned) on random and edge operands.
+extern "C" __global__ void mul24Ops(const int *x, unsigned *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int a = x[i], b = x[(i + 5) % n], c = x[(i + 11) % n];
+    unsigned r;
+    asm("mul24.lo.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    out[6 * i] = r;
+    asm("mul24.hi.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    out[6 * i + 1] = r;
+    asm("mul24.lo.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    out[6 * i + 2] = r;
+    asm("mul24.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    out[6 * i + 3] = r;
+    asm("mad24.lo.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[6 * i + 4] = r;
+    asm("mad24.hi.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[6 * i + 5] = r;
+}
