@@ -379,7 +379,9 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         a, rt = self.regs[base.name]
         if rt.width not in (32, 64):
             raise JitUnsupported("narrow address register")
-        v = self.b.add(self.b.load(a), ir.Constant(rt, op.offset & ((1 << rt.width) - 1)))
+        v = self.b.load(a)
+        if op.offset & ((1 << rt.width) - 1):  # (no add of 0: less IR to compile)
+            v = self.b.add(v, ir.Constant(rt, op.offset & ((1 << rt.width) - 1)))
         return None, self.b.zext(v, I64) if rt.width == 32 else v
 
     # -- faults ---------------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from gpushim.ptx.jit.irtypes import (
     P8,
     P64,
     JitUnsupported,
-    _ftype,
     _itype,
     _ltype,
 )
@@ -228,13 +227,12 @@ class MemOps:
         b = self.b
         it = ir.IntType(8 * size)
         for j, d in enumerate(items):
-            q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]), it.as_pointer())
+            q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]) if j else p, it.as_pointer())
             v = self._tag(b.load(q, align=size), space)
             if space == "kparam":
                 self._invariant(v)
-            if typ in ("f32", "f64"):
-                v = b.bitcast(v, _ftype(typ))
-            self.write(d, v, typ if typ not in ("f16", "bf16") else "b16")
+            # the bits as loaded (a float register holds its bits: no bitcast there and back)
+            self.write(d, v, f"b{8 * size}" if typ in ("f16", "bf16", "f32", "f64") else typ)
 
     op_ldu = op_ld
 
@@ -260,7 +258,7 @@ class MemOps:
         b = self.b
         it = ir.IntType(8 * size)
         for j, v in enumerate(vals):
-            q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]), it.as_pointer())
+            q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]) if j else p, it.as_pointer())
             self._tag(b.store(v, q, align=size), space)
 
     def op_atom(self, ins: Instr) -> None:
