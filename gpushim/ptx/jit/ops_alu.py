@@ -418,6 +418,15 @@ class AluOps:
         n = self.read(ins.args[2], "u32")
         b = self.b
         w = a.type.width
+        if isinstance(n, ir.Constant) and isinstance(n.constant, int):  # the usual case: fold the clamp here
+            k = n.constant & 0xFFFFFFFF
+            if k >= w:
+                r = b.ashr(a, ir.Constant(a.type, w - 1)) if typ[0] == "s" and not left else ir.Constant(a.type, 0)
+            else:
+                kk = ir.Constant(a.type, k)
+                r = b.shl(a, kk) if left else b.ashr(a, kk) if typ[0] == "s" else b.lshr(a, kk)
+            self.write(ins.args[0], r, typ)
+            return
         big = b.icmp_unsigned(">=", n, ir.Constant(I32, w))
         nn = self._conv_bits(b.select(big, ir.Constant(I32, w - 1), n), a.type, False)
         if left:
