@@ -200,3 +200,16 @@ def test_mul24_matches_the_interpreter(tiers, engine, rng):
     a24 -= 0x800000  # the low 24 bits, sign-extended
     b24 = np.roll(a24, -5)
     assert np.array_equal(out[:, 0], ((a24 * b24) & 0xFFFFFFFF).astype(np.uint32))  # PTX ISA: mul24.lo
+
+
+@pytest.mark.parametrize("engine", ["diff"], indirect=True)
+def test_constant_shifts_match_the_interpreter(tiers, engine):
+    dev = tiers("off")
+    x = np.array([0, 1, -1, 2**31 - 1, -(2**31), 0x12345678, -0x1234567, 77] * 32, np.int32)
+    n = len(x)
+    px, po = dev.array(x), dev.empty(4 * 6 * n)
+    dev.launch("constShifts", 1, n, px, po, n)  # "diff": bit-identical to the interpreter
+    _jk(dev, "constShifts")
+    out = dev.get(po, np.uint32, 6 * n).reshape(n, 6)
+    assert not out[:, 0].any() and not out[:, 2].any()  # PTX ISA, shl/shr: amounts past the width give 0
+    assert np.array_equal(out[:, 1], np.where(x < 0, 0xFFFFFFFF, 0).astype(np.uint32))  # or the sign

@@ -102,3 +102,23 @@ extern "C" __global__ void mul24Ops(const int *x, unsigned *out, int n) {
     asm("mad24.hi.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     out[6 * i + 5] = r;
 }
+
+// Shifts by constant amounts at and past the width (PTX clamps them) and inside it.
+extern "C" __global__ void constShifts(const int *x, unsigned *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int a = x[i];
+    unsigned r;
+    asm("shl.b32 %0, %1, 33;" : "=r"(r) : "r"(a));
+    out[6 * i] = r;
+    asm("shr.s32 %0, %1, 40;" : "=r"(r) : "r"(a));
+    out[6 * i + 1] = r;
+    asm("shr.u32 %0, %1, 32;" : "=r"(r) : "r"(a));
+    out[6 * i + 2] = r;
+    asm("shl.b32 %0, %1, 31;" : "=r"(r) : "r"(a));
+    out[6 * i + 3] = r;
+    asm("shr.s32 %0, %1, 7;" : "=r"(r) : "r"(a));
+    out[6 * i + 4] = r;
+    asm("shr.u32 %0, %1, 0;" : "=r"(r) : "r"(a));
+    out[6 * i + 5] = r;
+}
