@@ -213,3 +213,15 @@ def test_constant_shifts_match_the_interpreter(tiers, engine):
     out = dev.get(po, np.uint32, 6 * n).reshape(n, 6)
     assert not out[:, 0].any() and not out[:, 2].any()  # PTX ISA, shl/shr: amounts past the width give 0
     assert np.array_equal(out[:, 1], np.where(x < 0, 0xFFFFFFFF, 0).astype(np.uint32))  # or the sign
+
+
+@pytest.mark.parametrize("engine", ["diff"], indirect=True)
+def test_prmt_matches_the_interpreter(tiers, engine, rng):
+    dev = tiers("off")
+    n = 512
+    x = rng.integers(0, 2**32, n, dtype=np.uint32)
+    px, po = dev.array(x), dev.empty(4 * 8 * n)
+    dev.launch("prmtOps", n // 256, 256, px, po, n)  # "diff": bit-identical to the interpreter
+    _jk(dev, "prmtOps")  # compiled by the JIT
+    out = dev.get(po, np.uint32, 8 * n).reshape(n, 8)
+    assert np.array_equal(out[:, 1], x)  # PTX ISA, prmt: selector 0x3210 gives a back

@@ -258,6 +258,48 @@ class AluOps:
     def op_mad24(self, ins: Instr) -> None:
         self.op_mul24(ins, mad=True)
 
+    _PRMT = {
+        "f4e": [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]],
+        "b4e": [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]],
+        "rc8": [[0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]],
+        "ecl": [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]],
+        "ecr": [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]],
+        "rc16": [[0, 1, 0, 1], [2, 3, 2, 3], [0, 1, 0, 1], [2, 3, 2, 3]],
+    }
+
+    def op_prmt(self, ins: Instr) -> None:
+        """Byte permute of {b, a} (ops_bits.py's compile_prmt): by the selector nibbles of c (bit 3: replicate
+        the byte's sign), or in a mode by the table row c & 3."""
+        mods = set(ins.parts[1:]) - {"b32"}
+        mode = next(iter(mods)) if mods else ""
+        if len(mods) > 1 or (mode and mode not in self._PRMT):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        a, hi, c = (self.read(x, "b32") for x in ins.args[1:4])
+        x = b.or_(b.zext(a, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
+
+        def byte(idx):  # byte idx (i64) of x, as i32
+            return b.trunc(b.and_(b.lshr(x, b.shl(idx, ir.Constant(I64, 3))), ir.Constant(I64, 0xFF)), I32)
+
+        out = ir.Constant(I32, 0)
+        c64 = b.zext(c, I64)
+        for i in range(4):
+            if not mode:
+                sel = b.and_(b.lshr(c64, ir.Constant(I64, 4 * i)), ir.Constant(I64, 0xF))
+                v = byte(b.and_(sel, ir.Constant(I64, 7)))
+                neg = b.icmp_unsigned("!=", b.and_(v, ir.Constant(I32, 0x80)), ir.Constant(I32, 0))
+                sign = b.icmp_unsigned("!=", b.and_(sel, ir.Constant(I64, 8)), ir.Constant(I64, 0))
+                v = b.select(sign, b.select(neg, ir.Constant(I32, 0xFF), ir.Constant(I32, 0)), v)
+            else:
+                row = b.and_(c64, ir.Constant(I64, 3))
+                idx = ir.Constant(I64, self._PRMT[mode][3][i])
+                for r in (2, 1, 0):
+                    hit = b.icmp_unsigned("==", row, ir.Constant(I64, r))
+                    idx = b.select(hit, ir.Constant(I64, self._PRMT[mode][r][i]), idx)
+                v = byte(idx)
+            out = b.or_(out, b.shl(v, ir.Constant(I32, 8 * i)))
+        self.write(ins.args[0], out, "b32")
+
     def _intrinsic(self, name: str, ret, args):
         """An LLVM intrinsic, declared once per module."""
         f = self.m.globals.get(name)

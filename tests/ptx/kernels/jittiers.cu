@@ -122,3 +122,26 @@ extern "C" __global__ void constShifts(const int *x, unsigned *out, int n) {
     asm("shr.u32 %0, %1, 0;" : "=r"(r) : "r"(a));
     out[6 * i + 5] = r;
 }
+
+// prmt with random selectors, and in each mode.
+extern "C" __global__ void prmtOps(const unsigned *x, unsigned *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned a = x[i], b = x[(i + 1) % n], c = x[(i + 2) % n], r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[8 * i] = r;
+    asm("prmt.b32 %0, %1, %2, 0x3210;" : "=r"(r) : "r"(a), "r"(b));
+    out[8 * i + 1] = r;
+    asm("prmt.b32.f4e %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[8 * i + 2] = r;
+    asm("prmt.b32.b4e %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[8 * i + 3] = r;
+    asm("prmt.b32.rc8 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[8 * i + 4] = r;
+    asm("prmt.b32.ecl %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[8 * i + 5] = r;
+    asm("prmt.b32.ecr %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[8 * i + 6] = r;
+    asm("prmt.b32.rc16 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    out[8 * i + 7] = r;
+}
