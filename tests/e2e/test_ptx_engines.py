@@ -16,9 +16,13 @@ pytestmark = pytest.mark.skipif(BACKEND != "emulator", reason="compares the emul
 SRC = ROOT / "tests" / "programs" / "kernels"
 
 
-@pytest.fixture
-def diff_server(tmp_path, built, monkeypatch):
+@pytest.fixture(params=["hot", "now"])
+def diff_server(request, tmp_path, built, monkeypatch):
     monkeypatch.setenv("GPUSHIM_PTX_ENGINE", "diff")  # the server process inherits it
+    # the JIT's tier 1 (short programs never get hot) or, from each kernel's first launch, tier 2 (check pass,
+    # unchecked vectorised code); a fresh disk cache, else tier 2 code stored by an earlier run would be used
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", request.param)
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_CACHE", str(tmp_path / "ptx-jit"))
     s = Server(tmp_path)
     yield s
     s.stop()

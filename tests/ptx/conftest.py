@@ -17,6 +17,9 @@ from harness import Dev, compile_ptx  # noqa: E402
 # (gpushim/ptx/jit/diff.py); kernels the JIT does not support fall back to the interpreter (the summary lists
 # them). PTX_TEST_ENGINES=interp,jit,diff adds a pass on the JIT alone (its own memory checked by the tests).
 os.environ.setdefault("GPUSHIM_PTX_JIT_CACHE", "off")  # test_jit.py tests the disk cache in a temporary folder
+# the JIT's tier 2 (check pass and unchecked, vectorised code) at each kernel's first launch, so that "diff"
+# compares it with the interpreter; test_jit_tiers.py also runs tier 1 alone
+os.environ.setdefault("GPUSHIM_PTX_JIT_TIER2", "now")
 ENGINES = [e for e in os.environ.get("PTX_TEST_ENGINES", "interp,diff").split(",") if e]
 
 

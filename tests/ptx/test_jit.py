@@ -81,6 +81,7 @@ def test_disk_cache(engine, tmp_path, monkeypatch):
     from gpushim.ptx.jit import kernel
 
     monkeypatch.setenv("GPUSHIM_PTX_JIT_CACHE", str(tmp_path))
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", "now")  # both tiers on disk
     dev = Dev(compile_ptx("basic"))
     n = 300
     x = np.arange(n, dtype=np.float32)
@@ -92,10 +93,11 @@ def test_disk_cache(engine, tmp_path, monkeypatch):
                 f.write_bytes(b"junk")
         jk = dev.mod.jit_kernel("vectorAdd")
         assert jk is not None and jk.from_disk == (round_ == "from disk"), round_
+        assert jk.t2 is not None and jk.t2.from_disk == (round_ == "from disk"), round_
         dev.mem.fill(po, 0, 4 * n)
         dev.launch("vectorAdd", 2, 256, px, px, po, n)
         assert np.array_equal(dev.get(po, np.float32, n), 2 * x), round_
-    assert len(list(tmp_path.glob("*.o"))) == 1 and len(list(tmp_path.glob("*.json"))) == 1
+    assert len(list(tmp_path.glob("*.o"))) == 2 and len(list(tmp_path.glob("*.json"))) == 2  # tiers 1 and 2
 
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)

@@ -30,16 +30,19 @@ from gpushim.ptx.jit.irtypes import (
     JitUnsupported,
     _ltype,
 )
-from gpushim.ptx.jit.liveness import live_after
+from gpushim.ptx.jit.launchgen import LaunchOps
+from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_mem import MemOps
+from gpushim.ptx.jit.remat import Remat
+from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, MemOps):
+class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -53,12 +56,6 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.ncache = 0  # global access sites
 
     # -- module ---------------------------------------------------------------------------------------------
-    def build(self) -> str:
-        self._declare_intrinsics()
-        self._thread_fn()
-        self._run_fn()
-        return str(self.m)
-
     def _declare_intrinsics(self) -> None:
         m = self.m
 
@@ -70,6 +67,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.i_sqrt32 = fn("llvm.sqrt.f32", F32, [F32])
         self.i_sqrt64 = fn("llvm.sqrt.f64", F64, [F64])
         self.i_memset = fn("llvm.memset.p0i8.i64", ir.VoidType(), [P8, I8, I64, I1])
+        self.i_memcpy = fn("llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(), [P8, P8, I64, I1])
         self.i_ctpop = {b: fn(f"llvm.ctpop.i{b}", ir.IntType(b), [ir.IntType(b)]) for b in (32, 64)}
         self.i_ctlz = {b: fn(f"llvm.ctlz.i{b}", ir.IntType(b), [ir.IntType(b), I1]) for b in (32, 64)}
         self.i_brev = {b: fn(f"llvm.bitreverse.i{b}", ir.IntType(b), [ir.IntType(b)]) for b in (32, 64)}
@@ -84,7 +82,9 @@ class Codegen(AluOps, FloatOps, MemOps):
                     self.i_fptosat[s, b, fb] = fn(f"llvm.fpto{s}i.sat.i{b}.f{fb}", ir.IntType(b), [ft])
 
     def _ctx(self, slot: int):
-        return self._invariant(self.b.load(self.b.gep(self.ctx, [ir.Constant(I32, slot)])))
+        """A launch constant, from the launch function's private copy of the context (loads from memory no
+        kernel store can reach: LLVM hoists them out of the thread loops)."""
+        return self._invariant(self.b.load(self.b.gep(self.kc, [ir.Constant(I32, slot)])))
 
     def _invariant(self, ld):
         """Mark a load of what does not change during a launch (context slots, parameters, symbol addresses):
@@ -92,15 +92,51 @@ class Codegen(AluOps, FloatOps, MemOps):
         ld.set_metadata("invariant.load", self.m.add_metadata([]))
         return ld
 
+    _SCOPES = ("global", "shared", "local", "kparam", "spill", "state")
+
+    def _tag(self, instr, space: str | None):
+        """Alias scopes: the device arena, one block's shared memory, the local frames, the parameters, the
+        spill area and the thread states are distinct buffers, which LLVM cannot know (their addresses come
+        from the context); told so, it may keep values in registers across stores and vectorise thread loops.
+        Generic accesses (space None) stay untagged: they may alias anything."""
+        if space is None or space not in self._SCOPES:
+            return instr
+        if not hasattr(self, "_scope_md"):
+            m = self.m
+            dom = m.add_metadata([ir.MetaDataString(m, "gpushim.ptx.jit")])
+            scopes = {s: m.add_metadata([ir.MetaDataString(m, "gpushim." + s), dom]) for s in self._SCOPES}
+            self._scope_md = {
+                s: (m.add_metadata([scopes[s]]), m.add_metadata([scopes[o] for o in self._SCOPES if o != s]))
+                for s in self._SCOPES
+            }
+        own, others = self._scope_md[space]
+        instr.set_metadata("alias.scope", own)
+        instr.set_metadata("noalias", others)
+        return instr
+
     def _ctx_ptr(self, slot: int, ty=P8):
         return self.b.inttoptr(self._ctx(slot), ty)
 
     # -- thread function ------------------------------------------------------------------------------------
-    def _thread_fn(self) -> None:
-        fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64])
-        f = ir.Function(self.m, fty, name="thread")
+    def _thread_fn(self, mode: str = "exact") -> ir.Function:
+        """One thread from a resume point. mode "exact": every access checked, a fault ends the launch;
+        "check": no memory touched, every check ORed into a flag or, for global accesses, the range of
+        addresses per instruction gathered (acache: [flag, (min, max, or) per global access]); barriers are
+        no-ops; returns 0, or ERR_RET when the watchdog stopped it; "fast": no memory checks (the check pass
+        found none failing)."""
+        self.mode = mode
+        self.barriers = []
+        self.ncache = 0
+        self.check_sites: list[int] = []  # check mode: bytes of each global access
+        self._abort = None
+        self._fault = None
+        fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64, P64, P8])
+        f = ir.Function(self.m, fty, name={"exact": "thread", "check": "thread_check", "fast": "thread_fast"}[mode])
         f.linkage = "internal"
-        self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz = f.args
+        # inlined into @run's thread loop, where the allocation cache and the count become registers
+        f.attributes.add("alwaysinline")
+        (self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt, self.kc,
+         self.kparam) = f.args
         self.ctaid = (cx, cy, cz)
         self.f = f
         entry = f.append_basic_block("entry")
@@ -116,23 +152,35 @@ class Codegen(AluOps, FloatOps, MemOps):
             a = b.alloca(lt, name=name.replace("%", "r_"))
             b.store(ir.Constant(lt, 0), a)
             self.regs[name] = (a, lt)
-        self.count = b.alloca(I64, name="count")
-        b.store(ir.Constant(I64, 0), self.count)
-        # per global access site, the allocation [lo, hi) it hit last (kept from thread to thread)
-        self.acache = self._ctx_ptr(L.CACHE, P64)
+        self.pending = 0  # instructions counted since the count was last updated (updated per straight run)
         # constants of the launch
         self.arena = self._ctx_ptr(L.ARENA)
         self.base = self._ctx(L.BASE)
-        self.param = self._ctx_ptr(L.PARAM)
+        self.param = self._ctx_ptr(L.PARAM)  # the parameter buffer (self.kparam: a private copy of its named part)
         self.psize = self._ctx(L.PSIZE)
         self.shsize = self._ctx(L.SHSIZE)
         self.losize = self._ctx(L.LOSIZE)
         self.shbuf = self._ctx_ptr(L.SHBUF)
         self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
-        self.spill = b.gep(self._ctx_ptr(L.SPILL, P64), [b.mul(self.t, ir.Constant(I64, max(len(self.regs), 1)))])
+        # registers live after some barrier get a slot each in the thread's spill area (the others none)
+        code = self.prog.code
+        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
+        self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
+        if not hasattr(self, "remat"):
+            self.remat = Remat(self.prog)
+        # per barrier: the definitions that recompute some live registers at its resume point, the others
+        self.bar_plan = {}
+        for i, live in self.live.items():
+            defs = self.remat.at(i, live)
+            self.bar_plan[i] = (defs, live - self.remat.regs_of(defs))
+        across = set().union(*(sp for _, sp in self.bar_plan.values())) if self.bar_plan else set()
+        self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
+        self.nspill = max(len(self.slot_of), 1)
+        self.spill = self._ctx_ptr(L.SPILL, P64)  # slot j of thread t at [j * threads per block + t]
         self.syms = self._ctx_ptr(L.SYMS, P64)
         bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
         self.ntid = (bx, by, bz)
+        self.tpb = b.mul(b.mul(bx, by), bz)
         self.nctaid = tuple(self._ctx(L.GRID + i) for i in range(3))
         self.tid = (tx, ty, tz)
         # the error exit
@@ -144,30 +192,37 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.b = ir.IRBuilder(body)
         self._emit_code()
         b = self.b = ir.IRBuilder(self.exit_blk)
-        self._flush_count()
         b.ret(ir.Constant(I32, 0))
-        b = self.b = ir.IRBuilder(self.fail_blk)
-        self._flush_count()
+        b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
+        return f
 
     def _flush_count(self) -> None:
-        b = self.b
-        p = b.gep(self.ctx, [ir.Constant(I32, L.COUNT)])
-        b.store(b.add(b.load(p), b.load(self.count)), p)
+        """Add the instructions of the straight run behind us to the thread-instruction count (before every
+        branch, label and barrier: one add per run instead of one per instruction)."""
+        if self.pending:
+            b = self.b
+            b.store(b.add(b.load(self.cnt), ir.Constant(I64, self.pending)), self.cnt)
+            self.pending = 0
 
     def _emit_code(self) -> None:
         code = self.prog.code
-        bars = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
-        self.live = live_after(self.prog, bars) if bars else {}
         starts: dict[int, ir.Block] = {}
         for _, idx in self.prog.labels.items():
             if idx not in starts:
                 starts[idx] = self.f.append_basic_block(f"L{idx}")
         self.label_blk = {name: starts[idx] for name, idx in self.prog.labels.items()}
         self.label_idx = dict(self.prog.labels)
+        # backward branches poll the watchdog, unless each cycle through them passes a barrier (then the
+        # launch function polls between rounds; check mode, where barriers are no-ops, polls them all)
+        back = [(i, self.label_idx[ins.args[0].name]) for i, ins in enumerate(code)
+                if ins.parts[0] == "bra" and ins.args and isinstance(ins.args[0], Sym)
+                and self.label_idx.get(ins.args[0].name, len(code)) <= i]  # fmt: skip
+        self.poll_at = cycles_without_barrier(self.prog, back)
         for i, ins in enumerate(code):
             if i in starts:
                 if not self.b.block.is_terminated:
+                    self._flush_count()
                     self.b.branch(starts[i])
                 self.b.position_at_end(starts[i])
             if self.b.block.is_terminated:  # unreachable code after a branch
@@ -177,9 +232,11 @@ class Codegen(AluOps, FloatOps, MemOps):
             self._instr(ins)
         if len(code) in starts:
             if not self.b.block.is_terminated:
+                self._flush_count()
                 self.b.branch(starts[len(code)])
             self.b.position_at_end(starts[len(code)])
         if not self.b.block.is_terminated:
+            self._flush_count()
             self.b.branch(self.exit_blk)
 
     # -- operands -------------------------------------------------------------------------------------------
@@ -322,7 +379,9 @@ class Codegen(AluOps, FloatOps, MemOps):
         a, rt = self.regs[base.name]
         if rt.width not in (32, 64):
             raise JitUnsupported("narrow address register")
-        v = self.b.add(self.b.load(a), ir.Constant(rt, op.offset & ((1 << rt.width) - 1)))
+        v = self.b.load(a)
+        if op.offset & ((1 << rt.width) - 1):  # (no add of 0: less IR to compile)
+            v = self.b.add(v, ir.Constant(rt, op.offset & ((1 << rt.width) - 1)))
         return None, self.b.zext(v, I64) if rt.width == 32 else v
 
     # -- faults ---------------------------------------------------------------------------------------------
@@ -330,10 +389,17 @@ class Codegen(AluOps, FloatOps, MemOps):
         self.sites.append((code, msg))
         return len(self.sites) - 1
 
-    def _check(self, bad, code: int, msg: str, addr, bad2=None, code2: int = 0, msg2: str = "") -> None:
+    def _check(self, bad, code: int, msg: str, addr, bad2=None, code2: int = 0, msg2: str = "", mem=True) -> None:
         """Branch to a fault exit when bad (i1) holds, or bad2 (a second fault, reported when bad does not hold):
-        one branch on the hot path for both."""
+        one branch on the hot path for both. Check mode ORs the condition into a flag instead; fast mode
+        leaves memory checks out."""
         b = self.b
+        if self.mode == "check":
+            cond = bad if bad2 is None else b.or_(bad, bad2)
+            b.store(b.or_(b.load(self.acache), b.zext(cond, I64)), self.acache)
+            return
+        if self.mode == "fast" and mem:
+            return
         site = self._site(code, msg)
         okb = self.f.append_basic_block()
         failb = self.f.append_basic_block()
@@ -344,21 +410,28 @@ class Codegen(AluOps, FloatOps, MemOps):
         if bad2 is not None:
             code_v = b.select(bad, code_v, ir.Constant(I64, code2))
             site_v = b.select(bad, site_v, ir.Constant(I64, self._site(code2, msg2)))
-        for slot, v in (
-            (L.ERR, code_v),
-            (L.ERR_THREAD, self.t),
-            (L.ERR_BLOCK, self.blk),
-            (L.ERR_ADDR, addr),
-            (L.ERR_SITE, site_v),
-        ):
-            b.store(v, b.gep(self.ctx, [ir.Constant(I32, slot)]))
-        b.branch(self.fail_blk)
+        # one block of the function records every fault (fewer instructions to compile than a copy per check)
+        if self._fault is None:
+            cur = b.block
+            blk = self.f.append_basic_block("fault")
+            b.position_at_end(blk)
+            phis = b.phi(I64), b.phi(I64), b.phi(I64)
+            for slot, v in ((L.ERR, phis[0]), (L.ERR_SITE, phis[1]), (L.ERR_ADDR, phis[2]), (L.ERR_THREAD, self.t),
+                            (L.ERR_BLOCK, self.blk)):  # fmt: skip
+                b.store(v, b.gep(self.ctx, [ir.Constant(I32, slot)]))
+            b.branch(self.fail_blk)
+            self._fault = blk, phis
+            b.position_at_end(cur)
+        blk, phis = self._fault
+        for phi, v in zip(phis, (code_v, site_v, addr), strict=True):
+            phi.add_incoming(v, b.block)
+        b.branch(blk)
         b.position_at_end(okb)
 
     # -- instructions ---------------------------------------------------------------------------------------
     def _instr(self, ins: Instr) -> None:
         b = self.b
-        b.store(b.add(b.load(self.count), ir.Constant(I64, 1)), self.count)
+        self.pending += 1
         op = ins.parts[0]
         if op in ("bra", "ret", "exit"):
             self._control(ins)
@@ -389,10 +462,11 @@ class Codegen(AluOps, FloatOps, MemOps):
             if len(ins.args) != 1 or not isinstance(ins.args[0], Sym) or ins.args[0].name not in self.label_blk:
                 raise JitUnsupported(f"{ins.op} target")
             target = self.label_blk[ins.args[0].name]
-            if self.label_idx[ins.args[0].name] <= self.i:
+            if self.label_idx[ins.args[0].name] <= self.i and (self.mode == "check" or self.i in self.poll_at):
                 target = self._poll(target)
         else:
             target = self.exit_blk
+        self._flush_count()
         if ins.guard is None:
             b.branch(target)
             return
@@ -415,7 +489,7 @@ class Codegen(AluOps, FloatOps, MemOps):
         return blk
 
     def abort_blk(self) -> ir.Block:
-        if not hasattr(self, "_abort"):
+        if self._abort is None:
             cur = self.b.block
             self._abort = blk = self.f.append_basic_block("abort")
             b = self.b
@@ -436,22 +510,34 @@ class Codegen(AluOps, FloatOps, MemOps):
         if len(ins.args) != 1 or not isinstance(ins.args[0], Imm) or int(ins.args[0].value) != 0:
             raise JitUnsupported(f"{ins.op} with a barrier id or thread count")
         b = self.b
+        if self.mode == "check":  # no memory: nothing to wait for
+            return
         k = len(self.barriers) + 1
         # save the registers live after the barrier, return the resume point; resuming restores them and
         # continues after the barrier
-        live = [(j, self.regs[r]) for j, r in enumerate(self.regs) if r in self.live[self.i]]
+        defs, spilled = self.bar_plan[self.i]
+        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
         for j, (a, _) in live:
-            b.store(self._conv_bits(b.load(a), I64, False), b.gep(self.spill, [ir.Constant(I64, j)]))
+            self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
         self._flush_count()
-        b.store(ir.Constant(I64, 0), self.count)
         b.ret(ir.Constant(I32, k))
         blk = self.f.append_basic_block(f"resume{k}")
         self.barriers.append(blk)
         self.dispatch.add_case(ir.Constant(I32, k), blk)
         b.position_at_end(blk)
         for j, (a, rt) in live:
-            v = b.load(b.gep(self.spill, [ir.Constant(I64, j)]))
+            v = self._tag(b.load(self._spill_slot(j)), "spill")
             b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
+        here = self.i
+        for i in defs:  # recomputed (remat.py); not counted: they ran before the barrier
+            self.i, self.ins = i, self.prog.code[i]
+            self._body(self.ins, self.ins.parts[0])
+        self.i, self.ins = here, self.prog.code[here]
+
+    def _spill_slot(self, j: int):
+        """Thread t's slot j (slots of consecutive threads are adjacent: the region loops vectorise)."""
+        b = self.b
+        return b.gep(self.spill, [b.add(b.mul(ir.Constant(I64, j), self.tpb), self.t)])
 
     def _body(self, ins: Instr, op: str) -> None:
         h = getattr(self, "op_" + op.replace("@", "at_"), None)
@@ -461,118 +547,21 @@ class Codegen(AluOps, FloatOps, MemOps):
             raise JitUnsupported(ins.op)
         h(ins)
 
-    # -- the block driver -----------------------------------------------------------------------------------
-    def _run_fn(self) -> None:
-        f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name="run")
-        (ctx,) = f.args
-        b = ir.IRBuilder(f.append_basic_block("e"))
 
-        def slot(k):
-            return self._invariant(b.load(b.gep(ctx, [ir.Constant(I32, k)])))
-
-        gx, gy = slot(L.GRID), slot(L.GRID + 1)
-        bx, by, bz = slot(L.BLOCK), slot(L.BLOCK + 1), slot(L.BLOCK + 2)
-        tpb = b.mul(b.mul(bx, by), bz)
-        shbuf = b.inttoptr(slot(L.SHBUF), P8)
-        lobuf = b.inttoptr(slot(L.LOBUF), P8)
-        state = b.inttoptr(slot(L.STATE), I32.as_pointer())
-        shsize = slot(L.SHSIZE)
-        lobytes = b.mul(tpb, slot(L.LOSTRIDE))
-        begin, end = slot(L.BEGIN), slot(L.END)
-        entry = b.block
-        blk_loop = f.append_basic_block("blocks")
-        blk_body = f.append_basic_block("block")
-        done = f.append_basic_block("done")
-        failed = f.append_basic_block("failed")
-        b.branch(blk_loop)
-        b.position_at_end(blk_loop)
-        bi = b.phi(I64)
-        bi.add_incoming(begin, entry)
-        b.cbranch(b.icmp_unsigned("<", bi, end), blk_body, done)
-        b.position_at_end(blk_body)
-        cx = b.urem(bi, gx)
-        cy = b.urem(b.udiv(bi, gx), gy)
-        cz = b.udiv(bi, b.mul(gx, gy))
-        false = ir.Constant(I1, 0)
-        b.call(self.i_memset, [shbuf, ir.Constant(I8, 0), shsize, false])
-        b.call(self.i_memset, [lobuf, ir.Constant(I8, 0), lobytes, false])
-        b.call(self.i_memset, [b.bitcast(state, P8), ir.Constant(I8, 0), b.mul(tpb, ir.Constant(I64, 4)), false])
-        rnd = f.append_basic_block("round")
-        thr = f.append_basic_block("thr")
-        run_t = f.append_basic_block("run_t")
-        nxt_t = f.append_basic_block("next_t")
-        rnd_end = f.append_basic_block("round_end")
-        blk_next = f.append_basic_block("block_next")
-        pre = b.block
-        b.branch(rnd)
-        b.position_at_end(rnd)
-        b.branch(thr)
-        b.position_at_end(thr)
-        t = b.phi(I64)
-        live = b.phi(I1)
-        tx, ty, tz = b.phi(I64), b.phi(I64), b.phi(I64)
-        for v in (t, tx, ty, tz):
-            v.add_incoming(ir.Constant(I64, 0), rnd)
-        live.add_incoming(false, rnd)
-        sp = b.gep(state, [t])
-        s = b.load(sp)
-        b.cbranch(b.icmp_signed("<", s, ir.Constant(I32, 0)), nxt_t, run_t)
-        b.position_at_end(run_t)
-        r = b.call(self.f, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz])
-        ok_t = f.append_basic_block("ok_t")
-        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok_t)
-        b.position_at_end(ok_t)
-        exited = b.icmp_signed("==", r, ir.Constant(I32, 0))
-        b.store(b.select(exited, ir.Constant(I32, -1), r), sp)
-        live2 = b.or_(live, b.not_(exited))
-        b.branch(nxt_t)
-        b.position_at_end(nxt_t)
-        lv = b.phi(I1)
-        lv.add_incoming(live, thr)
-        lv.add_incoming(live2, ok_t)
-        t2 = b.add(t, ir.Constant(I64, 1))
-        t.add_incoming(t2, nxt_t)
-        one = ir.Constant(I64, 1)
-        zero = ir.Constant(I64, 0)
-        tx1 = b.add(tx, one)
-        wx = b.icmp_unsigned("==", tx1, bx)
-        ty1 = b.select(wx, b.add(ty, one), ty)
-        wy = b.icmp_unsigned("==", ty1, by)
-        tx.add_incoming(b.select(wx, zero, tx1), nxt_t)
-        ty.add_incoming(b.select(wy, zero, ty1), nxt_t)
-        tz.add_incoming(b.select(wy, b.add(tz, one), tz), nxt_t)
-        live.add_incoming(lv, nxt_t)
-        b.cbranch(b.icmp_unsigned("<", t2, tpb), thr, rnd_end)
-        b.position_at_end(rnd_end)
-        b.cbranch(lv, rnd, blk_next)
-        b.position_at_end(blk_next)
-        # the watchdog, once per block
-        flag = b.load_atomic(b.gep(ctx, [ir.Constant(I32, L.ABORT)]), "monotonic", 8)
-        stop = f.append_basic_block("stop")
-        bi2 = b.add(bi, ir.Constant(I64, 1))
-        cont = f.append_basic_block("cont")
-        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I64, 0)), stop, cont)
-        b.position_at_end(cont)
-        bi.add_incoming(bi2, cont)
-        b.branch(blk_loop)
-        b.position_at_end(stop)
-        b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
-        b.store(
-            ir.Constant(I64, self._site(Err.LAUNCH_TIMEOUT, "watchdog")), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)])
-        )
-        b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
-        b.ret(ir.Constant(I32, 1))
-        b.position_at_end(done)
-        b.ret(ir.Constant(I32, 0))
-        b.position_at_end(failed)
-        b.ret(ir.Constant(I32, 1))
-        del pre
-
-
-def generate(mod: Module, prog: Program, name: str) -> Codegen:
+def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
+    """Tier 1: the exact code (every access checked). Tier 2, for kernels that qualify (taint.py): the check
+    pass and the fast code (no memory checks, barrier regions as thread loops); for the others the exact code
+    again (kernel.py optimises tier 2 further)."""
     g = Codegen(mod, prog, name)
     g._declare_intrinsics()
     g._declare_find_alloc()
-    g._thread_fn()
-    g._run_fn()
+    g.unchecked = why_unchecked(prog)
+    if tier == 1 or g.unchecked is not None:
+        exact = g._thread_fn("exact")
+        g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers)))
+        return g
+    check = g._check_fn(g._thread_fn("check"), g.check_sites)
+    fast = g._thread_fn("fast")
+    barriers = bool(g.barriers)
+    g._run_fn(g._launch_fn("run_fast", fast, 0, barriers, len(g.barriers) + 1 if barriers else 0), check)
     return g

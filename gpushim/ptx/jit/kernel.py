@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
+import os
+import queue
 import threading
 import time
+import weakref
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -21,6 +25,7 @@ _lock = threading.Lock()
 _initialised = False
 _cache: dict[tuple[str, str], JitKernel | str] = {}  # (PTX hash, kernel) -> compiled kernel or why not
 _CACHE_MAX = 512
+_dead = weakref.ref(np.zeros(0))  # a weak reference to nothing
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 
 
@@ -28,8 +33,9 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
 
 
-def _tm():
-    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own."""
+def _tm(tier: int = 2):
+    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own.
+    (LLVM's -O0 instruction selection would save a third of tier 1's compile time but runs 3-5x slower.)"""
     global _initialised
     if not _initialised:
         llvm.initialize_native_target()
@@ -37,156 +43,320 @@ def _tm():
         _initialised = True
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2
     )
+
+
+def _optimise(ref, tm, tier: int) -> None:
+    """Tier 1: a short pipeline (inlining, SROA, instcombine, CFG simplification: a few ms per kernel); tier 2:
+    LLVM's O2 (loop invariants, vectorisation, unrolling: 10x the compile time)."""
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+    if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "light") == "light":
+        mpm = llvm.create_new_module_pass_manager()
+        mpm.add_always_inliner_pass()
+        mpm.add_sroa_pass()
+        mpm.add_instruction_combine_pass()
+        mpm.add_simplify_cfg_pass()
+        mpm.add_dead_code_elimination_pass()
+        mpm.run(ref, pb)
+    else:
+        pb.getModulePassManager().run(ref, pb)
 
 
 class _Watchdog:
     """One thread for all launches: sets the abort flag of launches past their deadline (the compiled code
-    polls it on backward branches and between blocks). Idle while no launch runs."""
+    polls it on backward branches and between blocks). Registering a launch is a dict insertion (atomic under
+    the GIL, no lock: this is on every launch's path)."""
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
         self._active: dict[int, tuple[float, np.ndarray]] = {}
-        self._next = 0
+        self._tokens = itertools.count(1)
         self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
 
     def watch(self, ctx: np.ndarray, deadline: float) -> int:
-        with self._cv:
-            self._next += 1
-            self._active[self._next] = (deadline, ctx)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
-                self._thread.start()
-            return self._next  # no notify: waking the thread at every launch would cost more than the launch
+        token = next(self._tokens)
+        self._active[token] = (deadline, ctx)
+        if self._thread is None:
+            with self._start:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
+                    self._thread.start()
+        return token
 
     def done(self, token: int) -> None:
-        with self._cv:
-            self._active.pop(token, None)
+        self._active.pop(token, None)
 
     def _loop(self) -> None:
-        with self._cv:
-            while True:  # checks four times a second: deadlines are met within 0.25 s
-                now = time.monotonic()
-                for deadline, ctx in self._active.values():
-                    if now >= deadline:
-                        ctx[L.ABORT] = 1
-                self._cv.wait(0.25)
+        while True:  # checks four times a second: deadlines are met within 0.25 s
+            now = time.monotonic()
+            for deadline, ctx in list(self._active.values()):
+                if now >= deadline:
+                    ctx[L.ABORT] = 1
+            time.sleep(0.25)
 
 
 _watchdog = _Watchdog()
 
 
-class JitKernel:
-    def __init__(self, mod: Module, prog: Program, name: str, key: str = "") -> None:
+class _Code:
+    """One compiled module: its entry point and the fault sites its context refers to. Each module lives in
+    its own LLVM context, so a second tier can compile in another thread."""
+
+    def __init__(self, mod: Module, prog: Program, name: str, tier: int, key: str) -> None:
         t0 = time.perf_counter()
-        self.kernel = prog.kernel
-        self._pools: dict[tuple, list[dict]] = {}
-        tm = _tm()
+        tm = _tm(tier)
+        self.context = llvm.create_context()
         cached = diskcache.load(key) if key else None
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
             meta, obj = cached
-            self.sites = [tuple(x) for x in meta["sites"]]
-            self.globals = meta["globals"]
-            self.nregs, self.ncache = meta["nregs"], meta["ncache"]
-            ref = llvm.parse_assembly("")
+            ref = llvm.parse_assembly("", context=self.context)
             self.engine = llvm.create_mcjit_compiler(ref, tm)
             self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
             self.from_disk = True
         else:
-            g = generate(mod, prog, name)
-            self.sites = g.sites
-            self.globals = g.globals_used
-            self.nregs = max(len(g.regs), 1)
-            self.ncache = g.ncache
-            ref = llvm.parse_assembly(str(g.m))
+            g = generate(mod, prog, name, tier)
+            meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked}
+            ref = llvm.parse_assembly(str(g.m), context=self.context)
             ref.verify()
-            pto = llvm.create_pipeline_tuning_options(speed_level=2)
-            pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(ref, pb)
+            _optimise(ref, tm, tier)
             self.engine = llvm.create_mcjit_compiler(ref, tm)
-            meta = {"sites": self.sites, "globals": self.globals, "nregs": self.nregs, "ncache": self.ncache}
             if key:
                 self.engine.set_object_cache(notify_func=lambda _m, buf: diskcache.store(key, meta, bytes(buf)))
             self.from_disk = False
+        self.meta = meta
+        self.sites = [tuple(x) for x in meta["sites"]]
         self.engine.finalize_object()
         addr = self.engine.get_function_address("run")
         if not addr:
             raise RuntimeError("compiled kernel has no entry point")
-        self._run = _RUN(addr)
+        self.run = _RUN(addr)
         self.compile_s = time.perf_counter() - t0
+        self._built = True
 
-    def _workspace(self, plan, tpb: int, lo_stride: int) -> dict:
-        """Buffers of a launch, reused by later launches of the same shape (a pool: concurrent launches of one
-        kernel each take their own)."""
-        key = (tpb, lo_stride, plan.shared_total)
-        pool = self._pools.setdefault(key, [])
-        try:
-            return pool.pop()
-        except IndexError:
-            pass
+    def __del__(self) -> None:
+        # the engine owns a module of the context: it must go first (the other order crashes LLVM); a compile
+        # that failed half-way may have left a module of the context elsewhere: its context is not freed
+        if getattr(self, "_built", False):
+            try:
+                self.engine.close()
+                self.context.close()
+            except Exception:  # at interpreter shutdown llvmlite may be half torn down
+                pass
+
+
+class _Tier2Queue:
+    """Tier-2 compiles, one at a time, in a background thread (LLVM releases the GIL while it works)."""
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, jk: JitKernel) -> None:
+        self._q.put(jk)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ptx-jit-tier2", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self._q.get().tier2()
+
+
+_tier2_queue = _Tier2Queue()
+HOT_S = 0.02  # seconds of tier-1 execution after which a kernel gets its tier-2 code ($GPUSHIM_PTX_JIT_TIER2=hot)
+
+
+def _tier2_policy() -> str:
+    p = os.environ.get("GPUSHIM_PTX_JIT_TIER2", "hot").strip().lower()
+    return p if p in ("hot", "now", "off") else "hot"
+
+
+class JitKernel:
+    """A kernel's native code. Tier 1 (compiled at the first launch, a short LLVM pipeline): every access
+    checked. Tier 2 (LLVM's O2): for kernels taint.py admits, a check pass, then code without memory checks
+    whose thread loops vectorise; for the others, tier 1's code better optimised;
+    compiled in the background once the kernel has run HOT_S seconds on tier 1 ($GPUSHIM_PTX_JIT_TIER2=hot,
+    the default), at the first launch (`now`) or never (`off`). Launches use tier 2 once it is there; when
+    its check pass finds an access that may fail, tier 1 runs the launch and reports the fault."""
+
+    def __init__(self, mod: Module, prog: Program, name: str, key: str = "") -> None:
+        self.kernel = prog.kernel
+        self._pools: dict[tuple, list[dict]] = {}
+        self._src = (mod, prog, name, key)
+        self.t1 = _Code(mod, prog, name, 1, key)
+        self.compile_s = self.t1.compile_s
+        self.from_disk = self.t1.from_disk
+        meta = self.t1.meta
+        self.globals = meta["globals"]
+        self.nregs = meta["nregs"]  # spill slots per thread
+        self.unchecked = meta["unchecked"]  # why tier 2 has no check pass and fast code (None: it has)
+        self.t2: _Code | None = None
+        self.t2_state = "none"
+        self.tier2_runs = self.tier2_declined = 0  # launches on tier 2; of those, run by tier 1 after the check
+        self.reuse_checks = True  # False: every launch runs the check pass (bench/ptx_bench.py measures it)
+        self._hot = 0.0
+        self._t2_lock = threading.Lock()
+        policy = _tier2_policy()
+        if policy == "now" or (key and diskcache.load(self._key2()) is not None):
+            self.tier2()
+        elif policy == "off":
+            self.t2_state = "off"
+
+    def _key2(self) -> str:
+        key = self._src[3]
+        return key and hashlib.sha256(f"{key}:tier2".encode()).hexdigest()[:32]
+
+    def tier2(self) -> _Code | None:
+        """Compile tier 2 now (idempotent; also what the background queue calls)."""
+        with self._t2_lock:
+            if self.t2 is not None or self.t2_state.startswith("failed"):
+                return self.t2
+            mod, prog, name, _ = self._src
+            try:
+                code = _Code(mod, prog, name, 2, self._key2())
+            except Exception as e:  # a JIT bug: tier 1 keeps running the kernel
+                self.t2_state = f"failed: {type(e).__name__}: {e}"
+                log.warning("PTX kernel %s: no tier-2 code: %s", self.kernel, self.t2_state)
+                return None
+            if code.meta["nregs"] != self.nregs:
+                self.t2_state = "failed: spill layouts differ"
+                return None
+            log.debug("PTX kernel %s: tier 2 compiled in %.1f ms", self.kernel, code.compile_s * 1e3)
+            self.t2 = code
+            self.t2_state = "ready"
+            return code
+
+    def _ran(self, seconds: float) -> None:
+        self._hot += seconds
+        if self._hot >= HOT_S and self.t2_state == "none":
+            self.t2_state = "queued"
+            _tier2_queue.put(self)
+
+    def _workspace(self, plan, shared_bytes: int) -> dict:
+        """Buffers and the context of a launch, reused by later launches of the same configuration (a pool:
+        concurrent launches of one kernel each take their own). What depends only on the configuration is set
+        here once; launch() sets what changes from launch to launch."""
+        geo = plan.geo
+        key = (geo.grid, geo.block, plan.shared_total, shared_bytes)
+        pool = self._pools.get(key)
+        if pool:
+            try:
+                return pool.pop()
+            except IndexError:  # another thread took it
+                pass
+        if len(self._pools) > 64:  # many configurations: forget the idle workspaces of the others
+            self._pools.clear()
+        tpb = geo.tpb
+        prog = plan.kern.prog
+        lo_stride = align_up(max(prog.frame_bytes, 1), 16)
         ws = {
             "key": key,
             "ctx": np.zeros(L.SLOTS, np.int64),
             "shbuf": np.zeros(max(plan.shared_total, 1) + 16, np.uint8),
-            "lobuf": np.zeros(tpb * lo_stride, np.uint8),
+            "lobuf": np.zeros(tpb * lo_stride if prog.frame_bytes else 16, np.uint8),
             "spill": np.zeros(tpb * self.nregs, np.int64),
             "state": np.zeros(tpb, np.int32),
-            "cache": np.zeros(2 * max(self.ncache, 1), np.int64),
+            "arena": _dead,  # the arena, allocations and symbols the context holds now
+            "allocs": None,
+            "syms": None,
+            "checked": None,  # the parameters of the last launch the check pass found safe
         }
         ctx = ws["ctx"]
-        for slot, name in ((L.SHBUF, "shbuf"), (L.LOBUF, "lobuf"), (L.SPILL, "spill"), (L.STATE, "state"),
-                           (L.CACHE, "cache")):  # fmt: skip
+        for slot, name in ((L.SHBUF, "shbuf"), (L.LOBUF, "lobuf"), (L.SPILL, "spill"), (L.STATE, "state")):
             ctx[slot] = _addr(ws[name])
         ctx[L.LOSTRIDE] = lo_stride
         ctx[L.SHSIZE] = plan.shared_total
+        ctx[L.GRID : L.GRID + 3] = geo.grid
+        ctx[L.BLOCK : L.BLOCK + 3] = geo.block
+        ctx[L.DYNSH] = shared_bytes
+        ctx[L.LOSIZE] = prog.frame_bytes
+        ctx[L.BEGIN] = 0
+        ctx[L.END] = plan.nblocks
         ws["ctx_addr"] = _addr(ctx)
+        ws["mv"] = memoryview(ctx).cast("B").cast("q")
+        ws["pb"] = np.zeros(64, np.uint8)  # the parameter buffer of the launch (launch() copies it in)
+        ws["pmv"] = memoryview(ws["pb"])
+        ctx[L.PARAM] = _addr(ws["pb"])
         return ws
 
     def launch(self, plan, shared_bytes: int, memory, symbols, pbuf: np.ndarray, psize: int, watchdog_s: float) -> int:
         """Run every block of a launch; the thread-instructions executed. Raises CudaError as the interpreter."""
-        geo = plan.geo
-        grid, block = geo.grid, geo.block
-        tpb = geo.tpb
-        prog = plan.kern.prog
-        ws = self._workspace(plan, tpb, align_up(max(prog.frame_bytes, 1), 16))
+        ws = self._workspace(plan, shared_bytes)
         try:
             ctx = ws["ctx"]
+            arena = memory.arena
+            if ws["arena"]() is not arena:  # a weak reference: the workspace must not keep the arena mapped
+                ctx[L.ARENA] = _addr(arena)
+                ctx[L.BASE] = memory.base
+                ws["arena"] = weakref.ref(arena)
+                ws["checked"] = None
             allocs = memory.allocations()
-            tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
-            syms = np.array([symbols[g] for g in self.globals] or [0], np.int64)
-            ctx[L.ARENA] = _addr(memory.arena)
-            ctx[L.BASE] = memory.base
-            ctx[L.ALLOCS] = _addr(tab)
-            ctx[L.NALLOCS] = len(allocs)
-            ctx[L.PARAM] = _addr(pbuf)
-            ctx[L.PSIZE] = psize
-            ctx[L.SYMS] = _addr(syms)
-            ctx[L.GRID : L.GRID + 3] = grid
-            ctx[L.BLOCK : L.BLOCK + 3] = block
-            ctx[L.DYNSH] = shared_bytes
-            ctx[L.LOSIZE] = prog.frame_bytes
-            ctx[L.BEGIN] = 0
-            ctx[L.END] = plan.nblocks
-            ctx[L.ERR] = ctx[L.COUNT] = ctx[L.ABORT] = 0
-            cache = ws["cache"]
-            cache[0::2] = 1  # empty ranges: the first access of each site searches (allocations may have changed)
-            cache[1::2] = 0
+            if allocs != ws["allocs"]:  # identical Allocation objects compare by identity: cheap when unchanged
+                tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
+                ws["tab"] = tab
+                ws["allocs"] = allocs
+                ctx[L.ALLOCS] = _addr(tab)
+                ctx[L.NALLOCS] = len(allocs)
+                ws["checked"] = None
+            if self.globals:
+                syms = [symbols[g] for g in self.globals]
+                if syms != ws["syms"]:
+                    ws["symtab"] = tab = np.array(syms, np.int64)
+                    ws["syms"] = syms
+                    ctx[L.SYMS] = _addr(tab)
+                    ws["checked"] = None
+            mv = ws["mv"]  # item assignment through a memoryview: a third of numpy's cost
+            n = len(pbuf)
+            if n > len(ws["pb"]):
+                ws["pb"] = np.zeros(n, np.uint8)
+                ws["pmv"] = memoryview(ws["pb"])
+                mv[L.PARAM] = _addr(ws["pb"])
+            ws["pmv"][:n] = pbuf  # a copy in the workspace's own buffer: cheaper than asking pbuf its address
+            mv[L.PSIZE] = psize
+            code = self.t2
+            params = None
+            if code is not None and self.unchecked is None:
+                # tier 2's check pass reads no memory (taint.py): its verdict holds for every launch with the
+                # same parameters, configuration (the workspace's), allocations and symbols
+                params = pbuf[:psize].tobytes()
+                mv[L.SKIPCHECK] = self.reuse_checks and ws["checked"] == params
+            mv[L.ERR] = 0
+            mv[L.ABORT] = 0
             token = _watchdog.watch(ctx, time.monotonic() + watchdog_s)
             try:
-                rc = self._run(ws["ctx_addr"])
+                if code is not None:
+                    self.tier2_runs += 1
+                    rc = code.run(ws["ctx_addr"])
+                    if rc == 2:  # an access may fail: the exact code runs the launch (nothing ran yet)
+                        self.tier2_declined += 1
+                        code = self.t1
+                        rc = code.run(ws["ctx_addr"])
+                    elif rc == 0 and params is not None:
+                        ws["checked"] = params
+                else:
+                    code = self.t1
+                    if self.t2_state == "none":
+                        t0 = time.perf_counter()
+                        rc = code.run(ws["ctx_addr"])
+                        self._ran(time.perf_counter() - t0)
+                    else:
+                        rc = code.run(ws["ctx_addr"])
             finally:
                 _watchdog.done(token)
             if rc:
-                raise self._error(ctx, grid, block, watchdog_s)
-            return int(ctx[L.COUNT])
+                geo = plan.geo
+                raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
+            return mv[L.COUNT]
         finally:
-            self._pools[ws["key"]].append(ws)
+            self._pools.setdefault(ws["key"], []).append(ws)
 
-    def _error(self, ctx, grid, block, watchdog_s: float) -> CudaError:
+    def _error(self, ctx, sites, grid, block, watchdog_s: float) -> CudaError:
         code = int(ctx[L.ERR])
         site = int(ctx[L.ERR_SITE])
-        _, msg = self.sites[site]
+        _, msg = sites[site]
         b, t = int(ctx[L.ERR_BLOCK]), int(ctx[L.ERR_THREAD])
         bc = (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1]))
         tc = (t % block[0], t // block[0] % block[1], t // (block[0] * block[1]))
@@ -202,6 +372,9 @@ class JitKernel:
 def get_kernel(mod: Module, prog: Program, source_hash: str, name: str) -> JitKernel | None:
     """The compiled kernel, or None when the JIT does not support it (logged once per PTX and kernel)."""
     key = (source_hash, prog.kernel)
+    hit = _cache.get(key)  # the common case, without the lock
+    if hit is not None:
+        return hit if isinstance(hit, JitKernel) else None
     with _lock:
         hit = _cache.get(key)
         if hit is None:

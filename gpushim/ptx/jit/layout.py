@@ -28,5 +28,6 @@ BEGIN = 26  # first block
 END = 27  # one past the last block
 ABORT = 28  # set by the watchdog
 LOSTRIDE = 29  # bytes between two threads' local frames
-CACHE = 30  # host pointer of (lo, hi) pairs: per global access site, the allocation it hit last
+SKIPCHECK = 30  # 1: an identical launch (parameters, configuration, allocations) passed the check pass
+
 SLOTS = 32

@@ -45,12 +45,11 @@ def _use_def(ins: Instr) -> tuple[set[str], set[str]]:
     return uses, defs
 
 
-def live_after(prog: Program, points: list[int]) -> dict[int, set[str]]:
-    """For instruction indices `points`, the registers live on entry to the next instruction."""
+def successors(prog: Program) -> list[list[int]]:
+    """The instructions that may run after each instruction."""
     code = prog.code
     n = len(code)
     succ: list[list[int]] = []
-    ud = []
     for i, ins in enumerate(code):
         op = ins.parts[0]
         s = []
@@ -66,7 +65,38 @@ def live_after(prog: Program, points: list[int]) -> dict[int, set[str]]:
         else:
             s.append(i + 1)
         succ.append([j for j in s if j < n])
-        ud.append(_use_def(ins))
+    return succ
+
+
+def cycles_without_barrier(prog: Program, branches: list[tuple[int, int]]) -> set[int]:
+    """Of the backward branches (index, target index), those on a cycle that passes no barrier (the others
+    need no watchdog poll of their own: the barrier rounds poll)."""
+    succ = successors(prog)
+    code = prog.code
+    out = set()
+    for i, j in branches:
+        seen = {j}
+        todo = [j]
+        while todo:
+            k = todo.pop()
+            if k == i:
+                out.add(i)
+                break
+            if code[k].parts[0] in ("bar", "barrier"):
+                continue
+            for m in succ[k]:
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+    return out
+
+
+def live_after(prog: Program, points: list[int]) -> dict[int, set[str]]:
+    """For instruction indices `points`, the registers live on entry to the next instruction."""
+    code = prog.code
+    n = len(code)
+    succ = successors(prog)
+    ud = [_use_def(ins) for ins in code]
     live_in: list[frozenset] = [frozenset()] * n
     changed = True
     while changed:

@@ -24,7 +24,8 @@ from gpushim.ptx.types import TYPES, type_size
 
 class AluOps:
     def op_trap(self, ins: Instr) -> None:
-        self._check(ir.Constant(I1, 1), Err.LAUNCH_FAILURE, f"trap executed by {{who}} (line {ins.line})", self.t)
+        self._check(ir.Constant(I1, 1), Err.LAUNCH_FAILURE, f"trap executed by {{who}} (line {ins.line})", self.t,
+                    mem=False)
 
     def op_bfe(self, ins: Instr) -> None:
         typ = _itype(ins)
@@ -225,10 +226,105 @@ class AluOps:
         typ = _itype(ins)
         if typ in ("f32", "f64"):
             return self._farith(ins, "sub" if sub else "add")
-        if set(ins.parts[1:]) - {typ}:
+        mods = set(ins.parts[1:]) - {typ}
+        if mods == {"sat"} and typ == "s32":  # clamped to the s32 range (PTX ISA, add/sub: .sat only for .s32)
+            typ, (a, c) = self._ints(ins, 2)
+            f = self._intrinsic("llvm.ssub.sat.i32" if sub else "llvm.sadd.sat.i32", I32, [I32, I32])
+            self.write(ins.args[0], self.b.call(f, [a, c]), typ)
+            return
+        if mods:
             raise JitUnsupported(ins.op)
         typ, (a, c) = self._ints(ins, 2)
         self.write(ins.args[0], self.b.sub(a, c) if sub else self.b.add(a, c), typ)
+
+    def op_mul24(self, ins: Instr, mad: bool = False) -> None:
+        """The low 24 bits of each operand (sign-extended for .s32) multiplied into 48 bits; .lo its low 32
+        bits, .hi bits 16..47; mad24 adds c modulo 2^32 (ops_int.py's compile_mul24)."""
+        typ = _itype(ins)
+        mods = set(ins.parts[1:]) - {typ}
+        if typ not in ("u32", "s32") or mods - {"lo", "hi"} or len(mods) > 1:
+            raise JitUnsupported(ins.op)
+        b = self.b
+        typ, vals = self._ints(ins, 3 if mad else 2)
+        i24 = ir.IntType(24)
+        ext = b.sext if typ == "s32" else b.zext
+        x, y = (ext(b.trunc(v, i24), I64) for v in vals[:2])
+        p = b.mul(x, y)
+        r = b.trunc(b.ashr(p, ir.Constant(I64, 16)) if "hi" in mods else p, I32)
+        if mad:
+            r = b.add(r, vals[2])
+        self.write(ins.args[0], r, typ)
+
+    def op_mad24(self, ins: Instr) -> None:
+        self.op_mul24(ins, mad=True)
+
+    _PRMT = {
+        "f4e": [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]],
+        "b4e": [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]],
+        "rc8": [[0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]],
+        "ecl": [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]],
+        "ecr": [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]],
+        "rc16": [[0, 1, 0, 1], [2, 3, 2, 3], [0, 1, 0, 1], [2, 3, 2, 3]],
+    }
+
+    def op_prmt(self, ins: Instr) -> None:
+        """Byte permute of {b, a} (ops_bits.py's compile_prmt): by the selector nibbles of c (bit 3: replicate
+        the byte's sign), or in a mode by the table row c & 3."""
+        mods = set(ins.parts[1:]) - {"b32"}
+        mode = next(iter(mods)) if mods else ""
+        if len(mods) > 1 or (mode and mode not in self._PRMT):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        a, hi, c = (self.read(x, "b32") for x in ins.args[1:4])
+        x = b.or_(b.zext(a, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
+
+        def byte(idx):  # byte idx (i64) of x, as i32
+            return b.trunc(b.and_(b.lshr(x, b.shl(idx, ir.Constant(I64, 3))), ir.Constant(I64, 0xFF)), I32)
+
+        out = ir.Constant(I32, 0)
+        c64 = b.zext(c, I64)
+        for i in range(4):
+            if not mode:
+                sel = b.and_(b.lshr(c64, ir.Constant(I64, 4 * i)), ir.Constant(I64, 0xF))
+                v = byte(b.and_(sel, ir.Constant(I64, 7)))
+                neg = b.icmp_unsigned("!=", b.and_(v, ir.Constant(I32, 0x80)), ir.Constant(I32, 0))
+                sign = b.icmp_unsigned("!=", b.and_(sel, ir.Constant(I64, 8)), ir.Constant(I64, 0))
+                v = b.select(sign, b.select(neg, ir.Constant(I32, 0xFF), ir.Constant(I32, 0)), v)
+            else:
+                row = b.and_(c64, ir.Constant(I64, 3))
+                idx = ir.Constant(I64, self._PRMT[mode][3][i])
+                for r in (2, 1, 0):
+                    hit = b.icmp_unsigned("==", row, ir.Constant(I64, r))
+                    idx = b.select(hit, ir.Constant(I64, self._PRMT[mode][r][i]), idx)
+                v = byte(idx)
+            out = b.or_(out, b.shl(v, ir.Constant(I32, 8 * i)))
+        self.write(ins.args[0], out, "b32")
+
+    def _intrinsic(self, name: str, ret, args):
+        """An LLVM intrinsic, declared once per module."""
+        f = self.m.globals.get(name)
+        if f is None:
+            f = ir.Function(self.m, ir.FunctionType(ret, args), name=name)
+        return f
+
+    def op_bfind(self, ins: Instr) -> None:
+        """Position of the most significant non-sign bit (0xffffffff when none), or with .shiftamt the left
+        shift that brings it to the top (ops_bits.py)."""
+        typ = _itype(ins)
+        mods = set(ins.parts[1:]) - {typ}
+        if mods - {"shiftamt"} or typ not in ("u32", "s32", "u64", "s64"):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        a = self.read(ins.args[1], typ)
+        w = a.type.width
+        x = a
+        if typ[0] == "s":
+            x = b.select(b.icmp_signed("<", a, ir.Constant(a.type, 0)), b.not_(a), a)
+        lz = b.call(self.i_ctlz[w], [x, ir.Constant(I1, 0)])
+        r = lz if "shiftamt" in mods else b.sub(ir.Constant(a.type, w - 1), lz)
+        r = b.trunc(r, I32) if w == 64 else r
+        none = b.icmp_unsigned("==", x, ir.Constant(a.type, 0))
+        self.write(ins.args[0], b.select(none, ir.Constant(I32, 0xFFFFFFFF), r), "u32")
 
     def op_sub(self, ins: Instr) -> None:
         self.op_add(ins, sub=True)
@@ -364,6 +460,15 @@ class AluOps:
         n = self.read(ins.args[2], "u32")
         b = self.b
         w = a.type.width
+        if isinstance(n, ir.Constant) and isinstance(n.constant, int):  # the usual case: fold the clamp here
+            k = n.constant & 0xFFFFFFFF
+            if k >= w:
+                r = b.ashr(a, ir.Constant(a.type, w - 1)) if typ[0] == "s" and not left else ir.Constant(a.type, 0)
+            else:
+                kk = ir.Constant(a.type, k)
+                r = b.shl(a, kk) if left else b.ashr(a, kk) if typ[0] == "s" else b.lshr(a, kk)
+            self.write(ins.args[0], r, typ)
+            return
         big = b.icmp_unsigned(">=", n, ir.Constant(I32, w))
         nn = self._conv_bits(b.select(big, ir.Constant(I32, w - 1), n), a.type, False)
         if left:

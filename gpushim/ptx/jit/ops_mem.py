@@ -17,7 +17,6 @@ from gpushim.ptx.jit.irtypes import (
     P8,
     P64,
     JitUnsupported,
-    _ftype,
     _itype,
     _ltype,
 )
@@ -82,7 +81,7 @@ class MemOps:
                 raise JitUnsupported("store to kernel parameter space")
             if isinstance(a, ir.Constant) and a.constant % size == 0 and a.constant + align <= self.prog.param_bytes:
                 # a named parameter: within the buffer, which the launch checks holds param_bytes at least
-                return b.gep(self.param, [a])
+                return b.gep(self.kparam, [a])
             end = b.add(a, ir.Constant(I64, size))
             bad = b.or_(b.icmp_unsigned(">", end, self.psize), b.icmp_unsigned("<", end, a))
             bad = b.or_(bad, b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, size - 1)), ir.Constant(I64, 0)))
@@ -92,6 +91,17 @@ class MemOps:
 
     def _global_ptr(self, a, align: int, what: str):
         b = self.b
+        if self.mode == "fast":
+            return b.gep(self.arena, [b.sub(a, self.base)])
+        if self.mode == "check":  # the range and the alignment of this instruction's addresses, over all threads
+            k = len(self.check_sites)
+            self.check_sites.append(align)
+            pmin, pmax, por = (b.gep(self.acache, [ir.Constant(I64, 1 + 3 * k + j)]) for j in range(3))
+            lo, hi = b.load(pmin), b.load(pmax)
+            b.store(b.select(b.icmp_unsigned("<", a, lo), a, lo), pmin)
+            b.store(b.select(b.icmp_unsigned(">", a, hi), a, hi), pmax)
+            b.store(b.or_(b.load(por), a), por)
+            return ir.Constant(P8, None)
         end = b.add(a, ir.Constant(I64, align))
         k = self.ncache
         self.ncache += 1
@@ -105,7 +115,10 @@ class MemOps:
         # hot path: the allocation this instruction hit last, aligned; anything else takes the checked path
         b.cbranch(hit if mis is None else b.and_(hit, b.not_(mis)), fast, slow).set_weights([1 << 10, 1])
         b.position_at_end(slow)
-        ok = b.call(self.find_alloc, [self.ctx, a, end, plo, phi_])
+        found = b.call(self.find_alloc, [self.ctx, a, end])
+        ok = b.extract_value(found, 0)
+        b.store(b.extract_value(found, 1), plo)
+        b.store(b.extract_value(found, 2), phi_)
         msg = f"{what}: {align} bytes out of bounds"
         if mis is None:
             self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, msg, a)
@@ -146,11 +159,14 @@ class MemOps:
         return phi
 
     def _declare_find_alloc(self) -> None:
-        """i1 @find_alloc(ctx, a, end, lo*, hi*): binary search of the allocation holding [a, end)."""
-        fty = ir.FunctionType(I1, [P64, I64, I64, P64, P64])
+        """{i1 ok, i64 lo, i64 hi} @find_alloc(ctx, a, end): binary search of the allocation [lo, hi) holding
+        [a, end) (values, not pointers: the callers' caches of [lo, hi) then stay in registers)."""
+        rt = ir.LiteralStructType([I1, I64, I64])
+        fty = ir.FunctionType(rt, [P64, I64, I64])
         f = ir.Function(self.m, fty, name="find_alloc")
         f.linkage = "internal"
-        ctx, a, end, plo, phi_ = f.args
+        f.attributes.add("noinline")
+        ctx, a, end = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
         tab = b.inttoptr(b.load(b.gep(ctx, [ir.Constant(I32, L.ALLOCS)])), P64)
         n = b.load(b.gep(ctx, [ir.Constant(I32, L.NALLOCS)]))
@@ -180,15 +196,15 @@ class MemOps:
         none = f.append_basic_block("none")
         b.cbranch(b.icmp_unsigned("==", lo, ir.Constant(I64, 0)), none, found)
         b.position_at_end(none)
-        b.ret(ir.Constant(I1, 0))
+        b.ret(ir.Constant(rt, [ir.Constant(I1, 0), ir.Constant(I64, 1), ir.Constant(I64, 0)]))
         b.position_at_end(found)
         k = b.sub(lo, ir.Constant(I64, 1))
         s = b.load(b.gep(tab, [b.shl(k, ir.Constant(I64, 1))]))
         e = b.load(b.gep(tab, [b.add(b.shl(k, ir.Constant(I64, 1)), ir.Constant(I64, 1))]))
         ok = b.and_(b.icmp_unsigned("<=", end, e), b.icmp_unsigned(">=", end, a))
-        b.store(s, plo)
-        b.store(e, phi_)
-        b.ret(ok)
+        r = b.insert_value(ir.Constant(rt, ir.Undefined), ok, 0)
+        r = b.insert_value(r, s, 1)
+        b.ret(b.insert_value(r, e, 2))
         self.find_alloc = f
 
     # memory
@@ -205,16 +221,18 @@ class MemOps:
         items = dst.items if isinstance(dst, Vec) else (dst,)
         if len(items) != vec:
             raise JitUnsupported(ins.op)
+        named = space == "kparam" and isinstance(a, ir.Constant) and a.constant + size * vec <= self.prog.param_bytes
+        if self.mode == "check" and not named:
+            return  # no memory read: the value feeds no address or branch (taint.py); named parameters do
         b = self.b
         it = ir.IntType(8 * size)
         for j, d in enumerate(items):
-            q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]), it.as_pointer())
-            v = b.load(q, align=size)
+            q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]) if j else p, it.as_pointer())
+            v = self._tag(b.load(q, align=size), space)
             if space == "kparam":
                 self._invariant(v)
-            if typ in ("f32", "f64"):
-                v = b.bitcast(v, _ftype(typ))
-            self.write(d, v, typ if typ not in ("f16", "bf16") else "b16")
+            # the bits as loaded (a float register holds its bits: no bitcast there and back)
+            self.write(d, v, f"b{8 * size}" if typ in ("f16", "bf16", "f32", "f64") else typ)
 
     op_ldu = op_ld
 
@@ -235,11 +253,13 @@ class MemOps:
         rtyp = typ if typ not in ("f16", "bf16", "f32", "f64") else f"b{8 * size}"
         vals = [self.read(s, rtyp) for s in items]
         p = self._ptr(space, a, size, size * vec, what, True)
+        if self.mode == "check":
+            return
         b = self.b
         it = ir.IntType(8 * size)
         for j, v in enumerate(vals):
-            q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]), it.as_pointer())
-            b.store(v, q, align=size)
+            q = b.bitcast(b.gep(p, [ir.Constant(I64, j * size)]) if j else p, it.as_pointer())
+            self._tag(b.store(v, q, align=size), space)
 
     def op_atom(self, ins: Instr) -> None:
         self._atomic(ins, ret=True)
@@ -270,11 +290,13 @@ class MemOps:
         if space is None and typ == "f32" and aop == "add":
             raise JitUnsupported(f"{ins.op} (generic f32 add: its flush-to-zero depends on the space)")
         p = self._ptr(space, a, size, size, what, True)
+        if self.mode == "check":
+            return
         b = self.b
         lt = _ltype(typ)
         it = ir.IntType(8 * size)
         q = b.bitcast(p, it.as_pointer())
-        old_bits = b.load(q, align=size)
+        old_bits = self._tag(b.load(q, align=size), space)
         old = b.bitcast(old_bits, lt) if lt in (F32, F64) else old_bits
         v = self.read(args[1], typ)
         signed = typ[0] == "s"
@@ -310,6 +332,6 @@ class MemOps:
             wrap = b.or_(b.icmp_unsigned("==", old, ir.Constant(I32, 0)), b.icmp_unsigned(">", old, v))
             new = b.select(wrap, v, b.sub(old, ir.Constant(I32, 1)))
         nb = b.bitcast(new, it) if lt in (F32, F64) else new
-        b.store(nb, q, align=size)
+        self._tag(b.store(nb, q, align=size), space)
         if ret:
             self.write(ins.args[0], old, typ)
