@@ -59,10 +59,11 @@ static int valid_ctx(gs_ctx *c) {
 }
 
 /* The thread's current context: its stack's top, else the primary context of a device the runtime face
- * selected on this thread. */
+ * selected or used on this thread. */
 static gs_ctx *current(void) {
     if (depth) return stack[depth - 1];
-    if (!explicit_none && gs_thread()->device_set) return gs_drv_primary(gs_thread()->device);
+    if (!explicit_none && (gs_thread()->device_set || gs_thread()->runtime_ctx))
+        return gs_drv_primary(gs_thread()->device);
     return NULL;
 }
 
@@ -126,10 +127,26 @@ GS_DRV CUresult gs_cuDeviceGet(CUdevice *dev, int ordinal) {
     return r;
 }
 
+/* Attributes only the driver API has (cudaDeviceAttr lacks these values): virtual memory management is
+ * supported (drv_vmm.c); exporting it as shareable handles, compression and GPUDirect RDMA with it are not. */
+static int driver_only_attribute(int attr, int *value) {
+    switch (attr) {
+    case 102: *value = 1; return 1; /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    case 103: case 104: case 105:   /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR / WIN32 / WIN32_KMT_SUPPORTED */
+    case 107:                       /* GENERIC_COMPRESSION_SUPPORTED */
+    case 110:                       /* GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
+        *value = 0;
+        return 1;
+    default: return 0;
+    }
+}
+
 GS_DRV CUresult gs_cuDeviceGetAttribute(int *value, int attr, CUdevice dev) {
     if (!value) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = check_device(dev);
-    return r ? r : GS_DRV_CALL(gs_cudaDeviceGetAttribute(value, attr, dev)); /* same enum values */
+    if (r) return r;
+    if (driver_only_attribute(attr, value)) return CUDA_SUCCESS;
+    return GS_DRV_CALL(gs_cudaDeviceGetAttribute(value, attr, dev)); /* same enum values */
 }
 
 /* One field of the device's cudaDeviceProp (CUDA 13 layout), copied raw. */

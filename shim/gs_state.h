@@ -14,6 +14,8 @@
 typedef struct {
     int device;
     int device_set; /* cudaSetDevice called on this thread */
+    int runtime_ctx; /* a runtime face call ran on this thread: as CUDA's runtime initialises the device's primary
+                        context and makes it current there, the driver face sees it as current */
     cudaError_t last_error;
     uint64_t per_thread_stream[GS_MAX_DEVICES]; /* server handle of this thread's default stream */
 } gs_thread_state;
@@ -33,6 +35,7 @@ void gs_clear_sticky(void);
 #define GS_ENTER()                                          \
     do {                                                    \
         cudaError_t gs_e_ = gs_sticky();                    \
+        gs_thread()->runtime_ctx = 1;                       \
         if (!gs_e_) gs_e_ = gs_ensure_connected();          \
         if (gs_e_) return gs_ret(gs_e_);                    \
     } while (0)

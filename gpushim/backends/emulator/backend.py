@@ -16,6 +16,7 @@ from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, St
 from gpushim.backends.emulator import textures
 from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
+from gpushim.backends.emulator.vmm import EmuVmm
 from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, find_model, make_device
 from gpushim.backends.emulator.peers import PeerSpace, PeerView
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
@@ -119,6 +120,7 @@ class EmulatorSession(BackendSession):
         self.sched = Scheduler()
         self.peers: dict[int, set[int]] = {}  # device -> the devices its kernels may access (peer access)
         self.peer_space: PeerSpace | None = None
+        self.vmm = EmuVmm(self.memories)  # cuMemAddressReserve / cuMemCreate / cuMemMap (vmm.py)
         self.pid = os.getpid()
         self.modules: dict[bytes, EmuModule] = {}
         self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
@@ -174,7 +176,7 @@ class EmulatorSession(BackendSession):
         mem = self.memory_of(ptr)
         a = mem.find(ptr)
         # symbols belong to their module, IPC memory is closed with cudaIpcCloseMemHandle, arrays with cudaFreeArray
-        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", textures.KIND):
+        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", "vmm", textures.KIND):
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
         # cudaFree waits for the device: work queued behind a host function still uses the memory.
         mem.free(ptr)
@@ -182,7 +184,7 @@ class EmulatorSession(BackendSession):
     def free_async(self, stream: Stream | None, ptr: int) -> None:
         mem = self.memory_of(ptr)
         a = mem.find(ptr)
-        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc"):
+        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", "vmm"):
             raise CudaError(Err.INVALID_VALUE, f"cudaFreeAsync({ptr:#x}): not the start of a live allocation")
         self.sched.work(self._stream(stream, self.memories.index(mem)), lambda: mem.free(ptr))
 
@@ -543,12 +545,14 @@ class EmulatorSession(BackendSession):
     # -- lifetime ----------------------------------------------------------------------------------------
     def reset_device(self, dev: int) -> None:
         mem = self._mem(dev)
+        self.vmm.reset(dev)
         for a in list(mem.allocations()):
             mem.free(a.addr)
 
     def close(self) -> None:
         if self.peer_space is not None:
             self.peer_space.close()
+        self.vmm.reset()
         for m in self.memories:
             for a in list(m.allocations()):
                 m.free(a.addr)

@@ -68,13 +68,15 @@ class PeerView:
         return getattr(self.own, name)
 
     def allocations(self) -> list[Allocation]:
-        # live, not a snapshot: the device heap may allocate while the kernel runs
-        return sorted((a for m in self.mems for a in m.allocations()), key=lambda a: a.addr)
+        # live, not a snapshot: the device heap may allocate while the kernel runs. Ranges mapped by cuMemMap
+        # (vmm.py) are not in this span: a kernel's access to them is an illegal address, never a host fault.
+        return sorted((a for m in self.mems for a in m.allocations() if a.kind != "vmm"), key=lambda a: a.addr)
 
     def find(self, addr: int) -> Allocation | None:
         for m in self.mems:
             if m.owns(addr):
-                return m.find(addr)
+                a = m.find(addr)
+                return a if a is None or a.kind != "vmm" else None
         return None
 
     def read(self, addr: int, nbytes: int) -> memoryview:
