@@ -34,6 +34,7 @@ from gpushim.backends.cuda.hostfn import TRAMPOLINE_ADDRESS, HostCall, Signals, 
 from gpushim.backends.cuda.modules import CudaModule
 from gpushim.backends.cuda.params import PackedParams
 from gpushim.backends.cuda.staging import CHUNK, StagingPool
+from gpushim.backends.cuda.vmm import CudaVmm
 from gpushim.cuda_errors import CudaError, Err
 
 NON_BLOCKING = 0x1
@@ -163,7 +164,7 @@ class _Alloc:
     addr: int
     size: int
     device: int
-    kind: str = "device"  # device | pitched | symbol
+    kind: str = "device"  # device | pitched | symbol | vmm (an accessible range mapped by cuMemMap: vmm.py)
 
 
 _FUNC_ATTRS = {
@@ -245,6 +246,7 @@ class CudaSession(BackendSession):
         self.wait_since: float | None = None
         self.printf: _PrintfCapture | None = None
         self.gate: Any = None  # the server scheduler's InflightGate (attach_scheduler), or None
+        self.vmm = CudaVmm(self)  # cuMemAddressReserve / cuMemCreate / cuMemMap (vmm.py)
         if capture_printf:
             try:
                 self.printf = _PrintfCapture()
@@ -341,7 +343,7 @@ class CudaSession(BackendSession):
         a = self.allocs.pop(addr, None)
         if a is not None:
             del self.starts[bisect.bisect_left(self.starts, addr)]
-            if a.kind != "symbol":
+            if a.kind not in ("symbol", "vmm"):  # physical memory of cuMemCreate is released by vmm.py
                 self.account.release(a.size)
 
     def _check(self, ptr: int, n: int, what: str) -> _Alloc:
@@ -386,7 +388,7 @@ class CudaSession(BackendSession):
 
     def free(self, ptr: int) -> None:
         a = self.allocs.get(ptr)
-        if a is None or a.kind == "symbol":
+        if a is None or a.kind in ("symbol", "vmm"):
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
         self._use(a.device)
         check(self.cu.cuMemFree(self.cu.CUdeviceptr(ptr)), "cuMemFree")
@@ -396,7 +398,7 @@ class CudaSession(BackendSession):
         # cuMemFreeAsync frees cuMemAlloc'd memory in stream order too (driver >= 11.2, as the policy requires
         # for stream-ordered allocation).
         a = self.allocs.get(ptr)
-        if a is None or a.kind == "symbol":
+        if a is None or a.kind in ("symbol", "vmm"):
             raise CudaError(Err.INVALID_VALUE, f"cudaFreeAsync({ptr:#x}): not the start of a live allocation")
         s = self._stream(stream, a.device)
         check(self.cu.cuMemFreeAsync(self.cu.CUdeviceptr(ptr), s.handle), "cuMemFreeAsync")
@@ -871,6 +873,7 @@ class CudaSession(BackendSession):
     def reset_device(self, dev: int) -> None:
         dev = self._dev(dev)
         self.hub.release(dev)
+        self.vmm.reset(dev)
         for a in [a for a in self.allocs.values() if a.device == dev]:
             self._remove(a.addr)
         for mod in self.modules.values():

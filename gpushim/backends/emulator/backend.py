@@ -16,10 +16,10 @@ from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, St
 from gpushim.backends.emulator import textures
 from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
-from gpushim.backends.emulator.vmm import EmuVmm
 from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, find_model, make_device
 from gpushim.backends.emulator.peers import PeerSpace, PeerView
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
+from gpushim.backends.emulator.vmm import EmuVmm
 from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.heap import heap_used, set_heap_limit
