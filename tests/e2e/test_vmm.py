@@ -146,3 +146,13 @@ def test_peer_kernels_do_not_see_mapped_ranges(backend: EmulatorBackend, tmp_pat
     finally:
         space.close()
     c.s.close()
+
+
+def test_driver_log_callbacks(tmp_path: Path, built: Path) -> None:
+    """cuLogsRegisterCallback / cuLogsUnregisterCallback (PyTorch registers one at start-up)."""
+    s = Server(tmp_path)
+    try:
+        p = s.run("drv_logs", timeout=60)
+    finally:
+        s.stop()
+    assert p.returncode == 0 and "logs ok" in p.stdout, f"{p.stdout}\n{p.stderr}"
