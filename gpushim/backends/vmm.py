@@ -33,7 +33,8 @@ class Physical:
 class Mapping:
     size: int
     handle: int
-    access: bool = False
+    offset: int = 0  # into the physical allocation
+    access: set[int] = field(default_factory=set)  # devices with access (cuMemSetAccess)
 
 
 @dataclass
@@ -139,7 +140,7 @@ class VmmTable:
             if a < ptr + size and ptr < a + m.size:
                 raise CudaError(Err.INVALID_VALUE, f"cuMemMap: {ptr:#x}+{size:#x} overlaps the mapping at {a:#x}")
         self._do_map(r, ptr, size, p, offset)
-        r.maps[ptr] = Mapping(size, handle)
+        r.maps[ptr] = Mapping(size, handle, offset)
         p.mappings += 1
 
     def unmap(self, ptr: int, size: int) -> None:
@@ -159,7 +160,10 @@ class VmmTable:
             raise CudaError(Err.INVALID_VALUE, f"cuMemSetAccess: unknown access flags {flags}")
         self._do_access(r, ptr, size, dev, flags)
         for a in starts:
-            r.maps[a].access = flags != ACCESS_NONE
+            if flags == ACCESS_NONE:
+                r.maps[a].access.discard(dev)
+            else:
+                r.maps[a].access.add(dev)
         self._retrack(r)
 
     def _retrack(self, r: Reservation) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from gpushim.backends.emulator.backend import EmulatorBackend
 from gpushim.backends.vmm import GRANULARITY as G
-from gpushim.cuda_errors import Err
+from gpushim.cuda_errors import CudaError, Err
 from gpushim.protocol import CALL, OPS_BY_NAME, REPLY
 from gpushim.server.modules import ModuleStore
 from gpushim.server.session import ProtocolError, Session, SessionInfo
@@ -98,7 +98,7 @@ def test_bad_arguments_are_refused_and_the_session_goes_on(backend: EmulatorBack
     assert c.call("VMM_MAP", va + G, G, 0, h)[0] == Err.INVALID_VALUE  # overlaps
     assert c.call("VMM_UNMAP", va, G)[0] == Err.INVALID_VALUE  # a sub-range of a mapping
     assert c.call("VMM_SET_ACCESS", va, 2 * G, 0, 1)[0] == Err.NOT_SUPPORTED  # read-only: said, not ignored
-    assert c.call("VMM_SET_ACCESS", va, 2 * G, 1, 3)[0] == Err.NOT_SUPPORTED  # from another device
+    assert c.call("VMM_SET_ACCESS", va, 2 * G, 2, 3)[0] == Err.INVALID_DEVICE  # no such device
     [h1] = c.ok("VMM_CREATE", 1, G)
     err, _, note = c.call("VMM_MAP", va + 2 * G, G, 0, h1)  # device 1's memory in device 0's range
     assert err == Err.NOT_SUPPORTED and "device 1" in note
@@ -125,26 +125,31 @@ def test_physical_memory_is_device_memory_and_reset_frees_it(backend: EmulatorBa
     c.s.close()
 
 
-def test_peer_kernels_do_not_see_mapped_ranges(backend: EmulatorBackend, tmp_path: Path) -> None:
-    """Kernels of a device with peer access run over a span that maps only the allocators' part of each
-    window (peers.py): a mapped range must be an illegal address there, never a fault of the server."""
-    from gpushim.backends.emulator.peers import PeerSpace, PeerView
-
+def test_peer_kernels_see_mapped_ranges(backend: EmulatorBackend, tmp_path: Path) -> None:
+    """Kernels of a device with peer access run over the session's peer span (peers.py): ranges mapped before
+    and after peer access was enabled are there, with the same bytes, and an unmapped one is an illegal
+    address there too (never a fault of the server)."""
     c = Client(backend, tmp_path, 1, [0, 1])
     bs = c.s.bs
-    [va] = c.ok("VMM_RESERVE", 0, G, 0, 0)
-    [h] = c.ok("VMM_CREATE", 0, G)
+    [va] = c.ok("VMM_RESERVE", 0, 2 * G, 0, 0)
+    [h] = c.ok("VMM_CREATE", 0, 2 * G)
     c.ok("VMM_MAP", va, G, 0, h)
     c.ok("VMM_SET_ACCESS", va, G, 0, 3)
-    space = PeerSpace(bs.memories)
-    try:
-        view = PeerView(space, bs.memories[0], [bs.memories[1]])
-        assert view.find(va) is None
-        with pytest.raises(Exception) as ei:
-            view.check_addresses([va], 4)
-        assert getattr(ei.value, "code", None) == Err.ILLEGAL_ADDRESS
-    finally:
-        space.close()
+    c.ok("VMM_SET_ACCESS", va, G, 1, 3)  # PyTorch grants the peers access too
+    c.ok("MEMCPY_H2D", va, 0, b"before")
+    c.ok("PEER_ACCESS", 1, 0, 1)  # kernels on device 1 may access device 0's memory
+    c.ok("VMM_MAP", va + G, G, G, h)
+    c.ok("VMM_SET_ACCESS", va + G, G, 0, 3)
+    c.ok("MEMCPY_H2D", va + G, 0, b"after")
+    view = bs._kernel_memory(1, bs.memories[1])
+    offs = view.check_addresses([va, va + G], 1)
+    assert bytes(view.arena[offs[0]:offs[0] + 6]) == b"before" and bytes(view.arena[offs[1]:offs[1] + 5]) == b"after"
+    view.arena[offs[1]] = ord("A")  # a kernel's store through the peer span lands in the physical memory
+    assert bytes(c.ok("MEMCPY_D2H", va + G, 5, 0)[0]) == b"After"
+    c.ok("VMM_UNMAP", va + G, G)
+    with pytest.raises(CudaError) as ei:
+        view.check_addresses([va + G], 4)
+    assert ei.value.code == Err.ILLEGAL_ADDRESS
     c.s.close()
 
 

@@ -120,7 +120,7 @@ class EmulatorSession(BackendSession):
         self.sched = Scheduler()
         self.peers: dict[int, set[int]] = {}  # device -> the devices its kernels may access (peer access)
         self.peer_space: PeerSpace | None = None
-        self.vmm = EmuVmm(self.memories)  # cuMemAddressReserve / cuMemCreate / cuMemMap (vmm.py)
+        self.vmm = EmuVmm(self.memories, lambda: self.peer_space)  # cuMemCreate / cuMemMap ... (vmm.py)
         self.pid = os.getpid()
         self.modules: dict[bytes, EmuModule] = {}
         self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
@@ -497,6 +497,7 @@ class EmulatorSession(BackendSession):
         self._mem(dev), self._mem(peer)  # both exist
         if enable and self.peer_space is None:
             self.peer_space = PeerSpace(self.memories)
+            self.vmm.replay(self.peer_space)
         s = self.peers.setdefault(dev, set())
         if enable:
             s.add(peer)

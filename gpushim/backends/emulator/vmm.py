@@ -8,9 +8,12 @@ memory in use). cuMemMap maps the pool's pages over the reserved addresses of th
 in place, and one physical allocation mapped at two addresses is one set of bytes. A mapped range becomes
 addressable (memory.track) only once cuMemSetAccess gives read-write access, as CUDA requires.
 
-Limits: read-only access, access from another device, and mapping one device's physical memory into a
-range reserved on another device are refused with NOT_SUPPORTED; kernels of a device with peer access
-enabled do not see mapped ranges (peers.py maps only the allocator's part of each window).
+Kernels of a device with peer access enabled run over the session's peer span (peers.py); every mapping is
+made there too. Access is per range, not per device: a mapped range with access for any device is
+addressable from its own device, and from another one whose kernels have peer access to it
+(cudaDeviceEnablePeerAccess), which is how CUDA programs that grant peers access (PyTorch does) use it.
+Refused with NOT_SUPPORTED: read-only access, and mapping one device's physical memory into a range
+reserved on another device.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+from collections.abc import Callable
 
 from gpushim.backends.emulator.memory import DeviceMemory
+from gpushim.backends.emulator.peers import PeerSpace
 from gpushim.backends.vmm import ACCESS_READ, GRANULARITY, Physical, Reservation, VmmTable
 from gpushim.cuda_errors import CudaError, Err
 
@@ -32,9 +37,10 @@ MAP_FIXED = 0x10
 class EmuVmm(VmmTable):
     """One session's reservations and physical allocations, over its devices' memories."""
 
-    def __init__(self, memories: list[DeviceMemory]) -> None:
+    def __init__(self, memories: list[DeviceMemory], peer_space: Callable[[], PeerSpace | None]) -> None:
         super().__init__()
         self.memories = memories
+        self.peer_space = peer_space  # the session's, once a peer access was enabled
         self.pools: dict[int, DeviceMemory] = {}
         # free virtual address space per device: sorted (address, size) holes above the allocator's range
         self._holes: dict[int, list[tuple[int, int]]] = {}
@@ -108,16 +114,30 @@ class EmuVmm(VmmTable):
         pool = self.pools[p.dev]
         assert pool.fd is not None
         self._mmap(self.memories[r.dev], ptr, size, pool.fd, p.obj + offset)
+        space = self.peer_space()
+        if space is not None:
+            space.overlay(ptr, size, pool.fd, p.obj + offset)
 
     def _do_unmap(self, r: Reservation, ptr: int, size: int) -> None:
         mem = self.memories[r.dev]
         assert mem.fd is not None
         self._mmap(mem, ptr, size, mem.fd, ptr - mem.base)  # the window's own (never used) pages back in place
+        space = self.peer_space()
+        if space is not None:
+            space.overlay(ptr, size, mem.fd, ptr - mem.base)
+
+    def replay(self, space: PeerSpace) -> None:
+        """A peer span made now gets the mappings made before it."""
+        for r in self.reservations.values():
+            for a, m in r.maps.items():
+                p = self.handles[m.handle]
+                pool = self.pools[p.dev]
+                assert pool.fd is not None
+                space.overlay(a, m.size, pool.fd, p.obj + m.offset)
 
     def _do_access(self, r: Reservation, ptr: int, size: int, dev: int, flags: int) -> None:
-        if dev != r.dev:
-            raise CudaError(Err.NOT_SUPPORTED, f"cuMemSetAccess: access from device {dev} to memory of device "
-                            f"{r.dev} is not emulated")
+        if not 0 <= dev < len(self.memories):
+            raise CudaError(Err.INVALID_DEVICE, f"cuMemSetAccess: device {dev} does not exist")
         if flags == ACCESS_READ:
             raise CudaError(Err.NOT_SUPPORTED, "cuMemSetAccess: read-only access (CU_MEM_ACCESS_FLAGS_PROT_READ) "
                             "is not emulated; use PROT_READWRITE")
