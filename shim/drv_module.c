@@ -45,6 +45,8 @@ typedef struct drv_module {
     uint8_t *image; /* our copy of the image */
     drv_function *functions;
     int unloaded;
+    int of_library; /* cuLibraryGetModule's: only cuLibraryUnload unloads it */
+    struct drv_module *next; /* every module loaded (never freed, so a stale handle is recognised) */
 } drv_module;
 
 typedef struct drv_library {
@@ -55,6 +57,7 @@ typedef struct drv_library {
 } drv_library;
 
 static drv_library *libraries;
+static drv_module *all_modules;
 
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -137,8 +140,34 @@ static CUresult load_image(drv_module **out, const void *image) {
         free(m);
         return gs_drv_err(e);
     }
+    pthread_mutex_lock(&drv_lock);
+    m->next = all_modules;
+    all_modules = m;
+    pthread_mutex_unlock(&drv_lock);
     *out = m;
     return CUDA_SUCCESS;
+}
+
+/* The handle m dies. When no other live handle and no module of the runtime face has its image, the server
+ * releases the image and its variables (MODULE_UNLOAD waits for the devices: queued kernels may use it). */
+static CUresult release_image(drv_module *m) {
+    pthread_mutex_lock(&drv_lock);
+    int was = m->unloaded, others = 0;
+    m->unloaded = 1;
+    for (drv_module *o = all_modules; o && !others; o = o->next)
+        others = o != m && !o->unloaded && !memcmp(o->mod.hash, m->mod.hash, 32);
+    pthread_mutex_unlock(&drv_lock);
+    if (was) return CUDA_ERROR_INVALID_HANDLE;
+    if (others || gs_registry_uses_hash(m->mod.hash)) return CUDA_SUCCESS;
+    CUresult r = gs_drv_enter(NULL);
+    if (r == CUDA_ERROR_INVALID_CONTEXT) r = CUDA_SUCCESS; /* no context here: the image stays for the session */
+    if (r) return r;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MODULE_UNLOAD, 1);
+    gs_w_bin(c.w, m->mod.hash, 32);
+    cudaError_t e = gs_call_run(&c);
+    gs_call_end(&c);
+    return gs_drv_err(e);
 }
 
 /* JIT option arrays: gpushim compiles nothing here, so log buffers get an empty log. */
@@ -200,10 +229,9 @@ GS_DRV CUresult gs_cuModuleLoad(drv_module **m, const char *path) {
 GS_DRV CUresult gs_cuModuleUnload(drv_module *h) {
     drv_module *m = as_module(h);
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
-    /* The handle dies; the server keeps the image (by hash) for the session, and function handles
-     * stay allocated so a stale one is recognised rather than read after free. */
-    m->unloaded = 1;
-    return CUDA_SUCCESS;
+    if (m->of_library) return 800; /* CUDA_ERROR_NOT_PERMITTED, as cuModuleUnload documents */
+    /* function handles stay allocated so a stale one is recognised rather than read after free */
+    return release_image(m);
 }
 
 GS_DRV CUresult gs_cuModuleGetLoadingMode(int *mode) {
@@ -282,6 +310,7 @@ static CUresult library_load(drv_library **out, const void *code) {
     if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = load_image(&l->module, code);
     if (r) { free(l); return r; }
+    l->module->of_library = 1;
     l->magic = LIB_MAGIC;
     pthread_mutex_lock(&drv_lock);
     l->next = libraries;
@@ -327,8 +356,7 @@ GS_DRV CUresult gs_cuLibraryUnload(drv_library *h) {
     drv_library *l = as_library(h);
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
     l->unloaded = 1;
-    l->module->unloaded = 1;
-    return CUDA_SUCCESS;
+    return release_image(l->module);
 }
 
 GS_DRV CUresult gs_cuLibraryGetKernel(drv_function **k, drv_library *h, const char *name) {

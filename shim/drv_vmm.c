@@ -121,7 +121,8 @@ GS_DRV CUresult gs_cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     CUresult r = gs_drv_enter(NULL);
     if (r) return r;
     gs_call c;
-    gs_call_begin(&c, GS_OP_VMM_ADDRESS_FREE, 2);
+    gs_call_begin(&c, GS_OP_VMM_FREE, 3);
+    gs_w_uint(c.w, 0);
     gs_w_uint(c.w, ptr);
     gs_w_uint(c.w, size);
     r = vmm_run(&c);
@@ -151,8 +152,10 @@ GS_DRV CUresult gs_cuMemRelease(uint64_t handle) {
     CUresult r = gs_drv_enter(NULL);
     if (r) return r;
     gs_call c;
-    gs_call_begin(&c, GS_OP_VMM_RELEASE, 1);
+    gs_call_begin(&c, GS_OP_VMM_FREE, 3);
+    gs_w_uint(c.w, 1);
     gs_w_uint(c.w, handle);
+    gs_w_uint(c.w, 0);
     r = vmm_run(&c);
     if (!r) vmm_handle_find(handle, NULL, 1);
     return r;

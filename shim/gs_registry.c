@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gs_client.h"
 
@@ -18,6 +19,14 @@ void gs_registry_add_module(gs_module *m) {
     m->next = modules;
     modules = m;
     pthread_rwlock_unlock(&lock);
+}
+
+int gs_registry_uses_hash(const uint8_t hash[32]) {
+    int found = 0;
+    pthread_rwlock_rdlock(&lock);
+    for (gs_module *m = modules; m && !found; m = m->next) found = m->uploaded && !memcmp(m->hash, hash, 32);
+    pthread_rwlock_unlock(&lock);
+    return found;
 }
 
 static size_t slot_of(const void *host, size_t n) {

@@ -20,16 +20,15 @@ class VmmOps:
     def op_vmm_reserve(self, dev: int, size: int, alignment: int, addr: int) -> list[Any]:
         return [self._vmm().reserve(self._dev(dev), size, alignment, addr)]
 
-    def op_vmm_address_free(self, ptr: int, size: int) -> list[Any]:
-        self._vmm().address_free(ptr, size)
+    def op_vmm_free(self, what: int, obj: int, size: int) -> list[Any]:
+        if what == 0:
+            self._vmm().address_free(obj, size)
+        else:
+            self._vmm().release(obj)
         return []
 
     def op_vmm_create(self, dev: int, size: int) -> list[Any]:
         return [self._vmm().create(self._dev(dev), size)]
-
-    def op_vmm_release(self, handle: int) -> list[Any]:
-        self._vmm().release(handle)
-        return []
 
     def op_vmm_map(self, ptr: int, size: int, offset: int, handle: int) -> list[Any]:
         self._vmm().map(ptr, size, offset, handle)

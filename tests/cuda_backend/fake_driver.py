@@ -40,6 +40,7 @@ class FakeDriver:
         self.symbols = {"counter": 4}
         self.threads: list[threading.Thread] = []
         self.current_ctx = 0
+        self.unloaded: list[int] = []  # modules given to cuModuleUnload
         self.physical: dict[int, bytearray] = {}  # cuMemCreate handle -> its bytes
         self.created: list[tuple[int, int]] = []  # (device, size) of each cuMemCreate
         self.access: list[tuple[int, int, int, int]] = []  # (ptr, size, device, flags) of each access descriptor
@@ -280,6 +281,10 @@ class FakeDriver:
     # -- modules and kernels -------------------------------------------------------------------------------
     def _cuModuleLoadData(self, image: Any) -> tuple:
         return real.CUresult(SUCCESS), real.CUmodule(self._handle())
+
+    def _cuModuleUnload(self, mod: Any) -> tuple:
+        self.unloaded.append(int(mod))
+        return (real.CUresult(SUCCESS),)
 
     def _cuModuleGetFunction(self, mod: Any, name: bytes) -> tuple:
         if name.decode() not in self.layouts:

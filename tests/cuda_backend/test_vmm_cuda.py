@@ -61,3 +61,22 @@ def test_quota_and_bad_input() -> None:
     s.vmm.map(va, G, 0, h)
     s.reset_device(0)  # cudaDeviceReset: unmapped, released, unreserved
     assert s.vmm.reservations == {} and s.vmm.handles == {} and drv.physical == {}
+
+
+def test_module_unload(fatbin: bytes) -> None:
+    """cuModuleUnload (MODULE_UNLOAD): the driver's module on each device it was loaded on, and the session's
+    record of its variables, so a copy to one is refused; a later use loads the image again."""
+    import hashlib
+
+    s, drv, _ = make_session(layouts={"nothing": []})
+    key = hashlib.sha256(fatbin).digest()
+    s.load_module(key, fatbin)
+    s.function_info(1, key, "nothing")  # loaded on device 1 too
+    ptr, _ = s.symbol_info(0, key, "counter")
+    s.write(None, ptr, b"\1\0\0\0")
+    s.unload_module(key)
+    assert len(drv.unloaded) == 2 and not s.has_module(key)
+    with pytest.raises(CudaError):
+        s.write(None, ptr, b"\1\0\0\0")
+    s.unload_module(key)  # nothing left: nothing to do
+    assert len(drv.unloaded) == 2

@@ -72,7 +72,7 @@ def test_sessions_cannot_reach_each_others_mappings(backend: EmulatorBackend, tm
     assert b.call("VMM_MAP", va, G, 0, h)[0] == Err.INVALID_VALUE
     assert b.call("VMM_SET_ACCESS", va, G, 0, 3)[0] == Err.INVALID_VALUE
     assert b.call("MEMCPY_D2H", va, 6, 0)[0] != 0
-    assert b.call("VMM_RELEASE", h)[0] == Err.INVALID_VALUE
+    assert b.call("VMM_FREE", 1, h, 0)[0] == Err.INVALID_VALUE
     assert bytes(a.ok("MEMCPY_D2H", va, 6, 0)[0]) == b"secret"
     a.s.close()
     b.s.close()
@@ -85,13 +85,14 @@ def test_bad_arguments_are_refused_and_the_session_goes_on(backend: EmulatorBack
     bad = [("VMM_RESERVE", 0, G + 1, 0, 0), ("VMM_RESERVE", 0, G, 3, 0), ("VMM_CREATE", 0, 0),
            ("VMM_CREATE", 0, 1 << 40), ("VMM_MAP", va, G, 0, h + 1), ("VMM_MAP", va + 1, G, 0, h),
            ("VMM_MAP", va, 4 * G, 0, h), ("VMM_MAP", va + 8 * G, G, 0, h), ("VMM_UNMAP", va, G),
-           ("VMM_SET_ACCESS", va, G, 0, 3), ("VMM_ADDRESS_FREE", va, G), ("VMM_RELEASE", 12345),
+           ("VMM_SET_ACCESS", va, G, 0, 3), ("VMM_FREE", 0, va, G), ("VMM_FREE", 1, 12345, 0),
            ("VMM_RESERVE", 7, G, 0, 0), ("VMM_CREATE", -1, G)]
     for args in bad:
         err, _, _ = c.call(*args)  # type: ignore[arg-type]
         assert err in (Err.INVALID_VALUE, Err.MEMORY_ALLOCATION, Err.INVALID_DEVICE), (args, err)
     # malformed frames are rejected before any operation runs (the worker then answers FATAL and ends the session)
-    for args in [("VMM_SET_ACCESS", va, G, 0, "rw"), ("VMM_MAP", va, G, 0), ("VMM_CREATE", 0, -G)]:
+    for args in [("VMM_SET_ACCESS", va, G, 0, "rw"), ("VMM_MAP", va, G, 0), ("VMM_CREATE", 0, -G),
+                 ("VMM_FREE", 2, va, G)]:
         with pytest.raises(ProtocolError):
             c.call(*args)  # type: ignore[arg-type]
     c.ok("VMM_MAP", va, 2 * G, 0, h)

@@ -236,6 +236,7 @@ class CudaSession(BackendSession):
         self.legacy: dict[int, CudaStream] = {}
         self.draining: list[tuple[int, Any]] = []  # (device, event) recorded on destroyed busy streams
         self.modules: dict[bytes, CudaModule] = {}
+        self.module_symbols: dict[bytes, set[int]] = {}  # module -> addresses of its variables in self.allocs
         self.errors: list[tuple[int, str]] = []
         self.hub = install_hub()
         self.wakeup_fd = self.hub.wake_r  # the worker's select loop watches it (host functions reached)
@@ -777,6 +778,18 @@ class CudaSession(BackendSession):
     def has_module(self, key: bytes) -> bool:
         return key in self.modules
 
+    def unload_module(self, key: bytes) -> None:
+        """cuModuleUnload: the driver's module on each device, and the variables the session knew of it."""
+        mod = self.modules.pop(key, None)
+        if mod is None:
+            return
+        for dev, h in list(mod.handles.items()):
+            self._use(dev)
+            check(self.cu.cuModuleUnload(h), "cuModuleUnload")
+            mod.forget(dev)
+        for ptr in self.module_symbols.pop(key, set()):
+            self._remove(ptr)
+
     def _module(self, dev: int, key: bytes) -> CudaModule:
         mod = self.modules.get(key)
         if mod is None:
@@ -857,6 +870,7 @@ class CudaSession(BackendSession):
         ptr, size = mod.symbol(dev, name)
         if self._find(ptr) is None:
             self._add(_Alloc(ptr, size, dev, "symbol"))
+            self.module_symbols.setdefault(key, set()).add(ptr)
         return ptr, size
 
     # -- faults in asynchronous work ---------------------------------------------------------------------

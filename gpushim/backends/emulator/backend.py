@@ -455,6 +455,13 @@ class EmulatorSession(BackendSession):
     def has_module(self, key: bytes) -> bool:
         return key in self.modules
 
+    def unload_module(self, key: bytes) -> None:
+        """cuModuleUnload: the module and its variables are gone (a later use loads the image afresh)."""
+        mod = self.modules.pop(key, None)
+        for dev, syms in (mod.symbols if mod else {}).items():
+            for addr in syms.values():
+                self.memories[dev].free(addr)
+
     def _module(self, key: bytes) -> EmuModule:
         mod = self.modules.get(key)
         if mod is None:
