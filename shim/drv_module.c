@@ -642,6 +642,48 @@ GS_DRV CUresult gs_cuLaunchKernelEx_ptsz(const drv_launch_config *c, drv_functio
     return drv_launch_ex(c, f, params, extra, 1);
 }
 
+/* cuOccupancyMaxActiveClusters (cuBLAS asks it in cublasCreate): the cluster size comes from the launch's
+ * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION or the kernel's required cluster dimensions ("the cluster size from
+ * config must either be unspecified or match the required size. Without required sizes, the cluster size must
+ * be specified in config, else the function will return an error"). The answer is the blocks that fit on the
+ * device at once (the occupancy per multiprocessor, computed as cuOccupancyMaxActiveBlocksPerMultiprocessor does,
+ * times the multiprocessors) in whole clusters: a real GPU also keeps each cluster within one GPC, so its
+ * count can be lower. */
+enum { LAUNCH_ATTR_CLUSTER_DIMENSION = 4, LAUNCH_ATTR_SIZE = 72, INVALID_CLUSTER_SIZE = 912 };
+GS_DRV CUresult gs_cuOccupancyMaxActiveClusters(int *n, drv_function *f, const drv_launch_config *c) {
+    if (!n || !c || (c->nattrs && !c->attrs) || !c->bx || !c->by || !c->bz) return CUDA_ERROR_INVALID_VALUE;
+    if (!as_function(f)) return CUDA_ERROR_INVALID_HANDLE;
+    int dev;
+    CUresult r = gs_drv_enter(&dev);
+    if (!r) r = GS_DRV_CALL(gs_entry_layout(&f->entry));
+    if (r) return r;
+    unsigned dims[3] = {0, 0, 0};
+    for (unsigned i = 0; i < c->nattrs; i++) {
+        const unsigned char *a = (const unsigned char *)c->attrs + (size_t)i * LAUNCH_ATTR_SIZE;
+        int id;
+        memcpy(&id, a, sizeof id);
+        if (id == LAUNCH_ATTR_CLUSTER_DIMENSION) memcpy(dims, a + 8, sizeof dims);
+    }
+    int req[3] = {gs_entry_attr(&f->entry, "requiredClusterWidth"), gs_entry_attr(&f->entry, "requiredClusterHeight"),
+                  gs_entry_attr(&f->entry, "requiredClusterDepth")};
+    if (req[0] > 0) {
+        if (dims[0] && (dims[0] != (unsigned)req[0] || dims[1] != (unsigned)req[1] || dims[2] != (unsigned)req[2]))
+            return INVALID_CLUSTER_SIZE;
+        for (int i = 0; i < 3; i++) dims[i] = (unsigned)req[i];
+    }
+    unsigned long size = (unsigned long)dims[0] * dims[1] * dims[2];
+    int clusters_ok = 0, sms = 0, blocks = 0;
+    r = GS_DRV_CALL(gs_cudaDeviceGetAttribute(&clusters_ok, 120, dev)); /* cudaDevAttrClusterLaunch */
+    if (!r) r = GS_DRV_CALL(gs_cudaDeviceGetAttribute(&sms, 16, dev));
+    if (r) return r;
+    unsigned long limit = gs_entry_attr(&f->entry, "nonPortableClusterSizeAllowed") > 0 ? 16 : 8;
+    if (!size || size > limit || !clusters_ok) return INVALID_CLUSTER_SIZE;
+    r = GS_DRV_CALL(gs_entry_occupancy(&f->entry, &blocks, (int)(c->bx * c->by * c->bz), c->smem));
+    if (r) return r;
+    *n = (int)((unsigned long)blocks * (unsigned long)sms / size);
+    return CUDA_SUCCESS;
+}
+
 /* ---- JIT linking: PTX inputs, linked by the server ---- */
 
 enum { JIT_INPUT_CUBIN = 0, JIT_INPUT_PTX = 1, JIT_INPUT_FATBINARY = 2, JIT_INPUT_OBJECT = 3, JIT_INPUT_LIBRARY = 4 };

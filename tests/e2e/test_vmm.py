@@ -19,7 +19,7 @@ from gpushim.cuda_errors import CudaError, Err
 from gpushim.protocol import CALL, OPS_BY_NAME, REPLY
 from gpushim.server.modules import ModuleStore
 from gpushim.server.session import ProtocolError, Session, SessionInfo
-from tests.e2e.conftest import BIN, Server
+from tests.e2e.conftest import BACKEND, BIN, Server
 
 KERNELS = str(BIN / "drv_kernels")
 
@@ -154,11 +154,14 @@ def test_peer_kernels_see_mapped_ranges(backend: EmulatorBackend, tmp_path: Path
     c.s.close()
 
 
-def test_driver_log_callbacks(tmp_path: Path, built: Path) -> None:
-    """cuLogsRegisterCallback / cuLogsUnregisterCallback (PyTorch registers one at start-up)."""
+def test_driver_calls_frameworks_make_at_start_up(tmp_path: Path, built: Path) -> None:
+    """cuLogsRegisterCallback / cuLogsUnregisterCallback (PyTorch registers one), cuOccupancyMaxActiveClusters
+    (cuBLAS asks it in cublasCreate): tests/programs/drv_startup.c."""
     s = Server(tmp_path)
     try:
-        p = s.run("drv_logs", timeout=60)
+        p = s.run("drv_startup", KERNELS, timeout=60)
     finally:
         s.stop()
-    assert p.returncode == 0 and "logs ok" in p.stdout, f"{p.stdout}\n{p.stderr}"
+    assert p.returncode == 0 and "logs ok" in p.stdout and "startup ok" in p.stdout, f"{p.stdout}\n{p.stderr}"
+    if BACKEND == "emulator":  # an H100: clusters; no GPCs, so every block slot counts
+        assert "clusters 1056 528 264 of 1056 blocks" in p.stdout
