@@ -54,7 +54,7 @@ def run_torch(server: Server, *args: str, **env: str) -> subprocess.CompletedPro
 
 def test_torch_devices_copies_and_kernels(server: Server) -> None:
     p = run_torch(server)
-    assert "copies ok" in p.stdout
+    assert "copies ok" in p.stdout and "cublas handle ok" in p.stdout
     if BACKEND == "emulator":
         # the emulated GPU's model, as gpushim serve presents it (--emulate-gpu h100 by default)
         assert "device NVIDIA H100 80GB HBM3 cc 9.0" in p.stdout and "132 SMs" in p.stdout

@@ -126,6 +126,16 @@ def test_physical_memory_is_device_memory_and_reset_frees_it(backend: EmulatorBa
     c.s.close()
 
 
+def test_cig_limit_is_query_only(backend: EmulatorBackend, tmp_path: Path) -> None:
+    """CU_LIMIT_CIG_ENABLED (cuBLAS asks it): "A non-zero value indicates this CUDA context is a CIG-enabled
+    context. Can only be queried, cannot be set" (cuda.h, CUlimit)."""
+    c = Client(backend, tmp_path, 1, [0])
+    assert c.ok("DEVICE_LIMIT", 0, 8, 0, 0) == [0]
+    assert c.call("DEVICE_LIMIT", 0, 8, 1, 1)[0] == 215  # cudaErrorUnsupportedLimit
+    assert c.ok("DEVICE_LIMIT", 0, 8, 0, 0) == [0]
+    c.s.close()
+
+
 def test_peer_kernels_see_mapped_ranges(backend: EmulatorBackend, tmp_path: Path) -> None:
     """Kernels of a device with peer access run over the session's peer span (peers.py): ranges mapped before
     and after peer access was enabled are there, with the same bytes, and an unmapped one is an illegal

@@ -42,6 +42,8 @@ out.copy_(dp, non_blocking=True)
 torch.cuda.synchronize()
 assert torch.equal(out, pinned)
 print("copies ok")
+assert torch.cuda.current_blas_handle() != 0  # cublasCreate: cuOccupancyMaxActiveClusters, CU_LIMIT_CIG_ENABLED
+print("cublas handle ok")
 
 if expandable:
     assert "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
