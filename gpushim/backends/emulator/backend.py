@@ -115,8 +115,8 @@ class EmulatorSession(BackendSession):
         self.backend = backend
         self.output = output
         self.account = MemoryAccount(quota, backend.ledger)  # shared by this session's devices
-        self.memories = [DeviceMemory(backend.capacity, backend.arena_base + i * DEVICE_WINDOW, self.account)
-                         for i in range(backend.count)]
+        self.memories = [DeviceMemory(backend.capacity, backend.arena_base + i * DEVICE_WINDOW, self.account,
+                                      span=DEVICE_WINDOW) for i in range(backend.count)]
         self.sched = Scheduler()
         self.peers: dict[int, set[int]] = {}  # device -> the devices its kernels may access (peer access)
         self.peer_space: PeerSpace | None = None

@@ -60,9 +60,10 @@ class DeviceMemory:
                  span: int | None = None) -> None:
         self.base = base
         self.capacity = capacity
-        # The mapping covers the whole device window: allocations use [0, capacity), virtual address ranges of
-        # cuMemAddressReserve the rest (vmm.py maps physical memory over them). Untouched pages cost nothing.
-        self.span = max(capacity, DEVICE_WINDOW if span is None else span)
+        # The mapping may cover more than the capacity (a session's devices: their whole window): allocations use
+        # [0, capacity), virtual address ranges of cuMemAddressReserve the rest (vmm.py maps physical memory over
+        # them). Untouched pages cost nothing.
+        self.span = max(capacity, span or 0)
         # every allocation of every kind is charged here (the session's quota and the host's RAM cap)
         self.account = account or MemoryAccount()
         # A memfd, so that managed allocations can be mapped into the client at the same address (one host);
