@@ -175,3 +175,15 @@ def test_driver_calls_frameworks_make_at_start_up(tmp_path: Path, built: Path) -
     assert p.returncode == 0 and "logs ok" in p.stdout and "startup ok" in p.stdout, f"{p.stdout}\n{p.stderr}"
     if BACKEND == "emulator":  # an H100: clusters; no GPCs, so every block slot counts
         assert "clusters 1056 528 264 of 1056 blocks" in p.stdout
+
+
+def test_vmm_through_the_multiplexer(make_server) -> None:  # noqa: ANN001
+    """GPUSHIM_SERVER=a,b with device 0 on the second server: reservations, allocation handles and mappings
+    are routed to the server that holds them (gpushim/server/multiplex.py), and module unloads reach both."""
+    a = make_server("--emulate-gpu", "h100")
+    b = make_server("--emulate-gpu", "h100", "--arena-base", "0x400000000000")
+    env = {"GPUSHIM_SERVER": f"{a.url},{b.url}", "GPUSHIM_DEVICES": "1:0,0:0"}
+    p = a.run("drv_vmm", KERNELS, **env)
+    assert p.returncode == 0 and "vmm ok" in p.stdout, f"{p.stdout}\n{p.stderr}"
+    u = a.run("drv_unload", KERNELS, **env)
+    assert u.returncode == 0 and "unload ok" in u.stdout, f"{u.stdout}\n{u.stderr}"
