@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import BACKEND, ROOT, SHIM, Server
+from tests.e2e.conftest import BACKEND, ROOT, SHIM, Server, emulator_only
 
 SCRIPT = ROOT / "tests" / "programs" / "python" / "drv_torch.py"
 DRIVER_DIR = SHIM.parent / "driver"
@@ -76,3 +76,17 @@ def test_torch_expandable_segments_on_virtual_memory(server: Server) -> None:
     p = run_torch(server, "expandable", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
                   TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC="0")
     assert "copies ok" in p.stdout and "expandable segments ok" in p.stdout
+
+
+@emulator_only
+def test_torch_two_devices_expandable(tmp_path: Path, built: Path) -> None:
+    """Two emulated GPUs with expandable segments: each device's allocator reserves and maps its own memory,
+    torch grants the other device access to it (cuMemSetAccess, with peer access enabled), and tensors
+    copied within and across devices arrive intact."""
+    s = Server(tmp_path, "--emulate-devices", "2")
+    try:
+        p = run_torch(s, "expandable", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
+                      TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC="0")
+    finally:
+        s.stop()
+    assert "second device ok" in p.stdout and "expandable segments ok" in p.stdout

@@ -41,6 +41,17 @@ out = torch.empty_like(pinned).pin_memory()
 out.copy_(dp, non_blocking=True)
 torch.cuda.synchronize()
 assert torch.equal(out, pinned)
+if torch.cuda.device_count() > 1:  # another device: its own memory, and copies between the two
+    on1 = big.to("cuda:1")
+    assert on1.device.index == 1 and torch.equal(on1.cpu(), big)
+    across = dbig.to("cuda:1")  # device to device across devices (peer copy)
+    assert torch.equal(across.cpu(), big)
+    with torch.cuda.device(1):
+        e1 = torch.empty(1000, dtype=torch.float64, device="cuda")
+        e1.copy_(src)
+        assert e1.device.index == 1 and torch.equal(e1.cpu(), src)
+    del on1, across, e1
+    print("second device ok")
 print("copies ok")
 assert torch.cuda.current_blas_handle() != 0  # cublasCreate: cuOccupancyMaxActiveClusters, CU_LIMIT_CIG_ENABLED
 print("cublas handle ok")
