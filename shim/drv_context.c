@@ -326,9 +326,68 @@ GS_DRV CUresult gs_cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned flags,
     return ctx_create(pctx, flags, dev);
 }
 
+/* What contexts made with cuCtxCreate allocated: device, managed and pinned host memory made, and host
+ * memory registered, while one was current on the allocating thread. */
+typedef struct owned_range {
+    uintptr_t base;
+    int kind, owned;
+    gs_ctx *ctx;
+    struct owned_range *next;
+} owned_range;
+static owned_range *owned_ranges;
+static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gs_drv_range_added(const gs_range *r) {
+    gs_ctx *c = depth ? stack[depth - 1] : NULL;
+    if (!c || c->primary) return;
+    owned_range *o = malloc(sizeof *o);
+    if (!o) return;
+    pthread_mutex_lock(&owned_lock);
+    *o = (owned_range){r->base, r->kind, r->owned, c, owned_ranges};
+    owned_ranges = o;
+    pthread_mutex_unlock(&owned_lock);
+}
+
+void gs_drv_range_removed(uintptr_t base) {
+    pthread_mutex_lock(&owned_lock);
+    for (owned_range **p = &owned_ranges; *p; p = &(*p)->next) {
+        if ((*p)->base != base) continue;
+        owned_range *o = *p;
+        *p = o->next;
+        free(o);
+        break;
+    }
+    pthread_mutex_unlock(&owned_lock);
+}
+
+/* cuCtxDestroy: "all resources allocated in the context are freed". Memory is; streams, events and modules
+ * made in it are not yet tracked per context and stay until the session ends. */
+static void free_context_memory(gs_ctx *ctx) {
+    for (;;) {
+        owned_range o = {0};
+        pthread_mutex_lock(&owned_lock);
+        owned_range **p = &owned_ranges;
+        while (*p && (*p)->ctx != ctx) p = &(*p)->next;
+        if (*p) {
+            owned_range *found = *p;
+            o = *found;
+            *p = found->next; /* taken off first: a free that fails (not an allocation) is not retried */
+            free(found);
+        }
+        pthread_mutex_unlock(&owned_lock);
+        if (!o.ctx) break;
+        void *ptr = (void *)o.base;
+        if (o.kind == cudaMemoryTypeHost)
+            (void)GS_DRV_CALL(o.owned ? gs_cudaFreeHost(ptr) : gs_cudaHostUnregister(ptr));
+        else
+            (void)GS_DRV_CALL(gs_cudaFree(ptr)); /* a cuMemAddressReserve range is refused: not the context's */
+    }
+}
+
 GS_DRV CUresult gs_cuCtxDestroy_v2(CUcontext ctx) {
     if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_VALUE;
     if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    free_context_memory(ctx);
     for (int i = 0; i < depth; i++) {
         if (stack[i] == ctx) {
             memmove(&stack[i], &stack[i + 1], (size_t)(depth - i - 1) * sizeof *stack);

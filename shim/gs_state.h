@@ -74,6 +74,10 @@ typedef struct {
 } gs_range;
 
 void gs_ranges_add(gs_range r);
+/* Told of every range added and removed: a context made with cuCtxCreate owns what is made while it is
+ * current, and frees it when destroyed (drv_context.c). */
+void gs_drv_range_added(const gs_range *r);
+void gs_drv_range_removed(uintptr_t base);
 int gs_ranges_remove(uintptr_t base, int kind, gs_range *removed);
 /* Finds the range containing p; returns 1 and fills *out. */
 int gs_ranges_find(uintptr_t p, gs_range *out);
