@@ -37,9 +37,10 @@ def test_vmm_driver_program(tmp_path: Path, built: Path) -> None:
 class Client:
     """One session of an emulator backend, driven by CALL frames as the worker does."""
 
-    def __init__(self, backend: EmulatorBackend, tmp: Path, sid: int, devices: list[int]) -> None:
+    def __init__(self, backend: EmulatorBackend, tmp: Path, sid: int, devices: list[int],
+                 quota: int | None = None) -> None:
         self.sent: list = []
-        self.s = Session(backend, SessionInfo(sid, sid, "vmm", 13000, 0, devices), self.sent.append,
+        self.s = Session(backend, SessionInfo(sid, sid, "vmm", 13000, 0, devices, quota), self.sent.append,
                          logging.getLogger("vmm"), ModuleStore(tmp / f"modules{sid}"))
         self.seq = 0
 
@@ -123,6 +124,16 @@ def test_physical_memory_is_device_memory_and_reset_frees_it(backend: EmulatorBa
     assert c.ok("MEM_INFO", 0)[0] == free0
     assert c.s.bs.vmm.reservations == {} and c.s.bs.vmm.handles == {}
     assert c.call("MEMCPY_D2H", va, 4, 0)[0] != 0
+    c.s.close()
+
+
+def test_physical_memory_counts_against_the_session_quota(backend: EmulatorBackend, tmp_path: Path) -> None:
+    c = Client(backend, tmp_path, 1, [0], quota=5 * G)
+    [h] = c.ok("VMM_CREATE", 0, 4 * G)
+    assert c.call("VMM_CREATE", 0, 2 * G)[0] == Err.MEMORY_ALLOCATION
+    assert c.call("MALLOC", 0, 2 * G)[0] == Err.MEMORY_ALLOCATION  # cudaMalloc sees the same account
+    c.ok("VMM_FREE", 1, h, 0)
+    c.ok("VMM_CREATE", 0, 4 * G)
     c.s.close()
 
 
