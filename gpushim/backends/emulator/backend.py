@@ -558,9 +558,10 @@ class EmulatorSession(BackendSession):
             mem.free(a.addr)
 
     def close(self) -> None:
+        self.vmm.reset()  # before the peer span goes: unmapping restores pages there too
         if self.peer_space is not None:
             self.peer_space.close()
-        self.vmm.reset()
+            self.peer_space = None
         for m in self.memories:
             for a in list(m.allocations()):
                 m.free(a.addr)

@@ -50,6 +50,8 @@ class PeerSpace:
 
     def overlay(self, addr: int, size: int, fd: int, offset: int) -> None:
         """Maps fd's pages from offset at device address addr (vmm.py keeps this span like the devices')."""
+        if not self.addr or not 0 <= addr - self.base <= self.size - size:
+            raise CudaError(Err.INVALID_VALUE, f"peer access: {size:#x} bytes at {addr:#x} are outside the span")
         at = self.addr + (addr - self.base)
         if _libc.mmap(at, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | MAP_FIXED, fd, offset) != at:
             raise CudaError(Err.MEMORY_ALLOCATION, "peer access: cannot map a device's memory")

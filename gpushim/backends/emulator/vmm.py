@@ -102,6 +102,9 @@ class EmuVmm(VmmTable):
             mem.on_change(mem.used)
 
     def _mmap(self, mem: DeviceMemory, addr: int, size: int, fd: int, offset: int) -> None:
+        # MAP_FIXED replaces whatever is there: only ever inside the device's own, still open, mapping
+        if mem.arena.size < mem.span or not 0 <= addr - mem.base <= mem.span - size:
+            raise CudaError(Err.INVALID_VALUE, f"{size:#x} bytes at {addr:#x} are outside device memory")
         at = int(mem.arena.ctypes.data) + (addr - mem.base)
         got = _libc.mmap(at, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | MAP_FIXED, fd, offset)
         if got != at:
