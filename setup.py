@@ -63,6 +63,8 @@ setup(
                  "numba-cuda==0.30.4", "cuda-core==1.2.2", "nvidia-cuda-nvrtc>=13.0,<14",
                  # CuPy, static runtime inside (tests/e2e/test_cupy.py; ~20 s to install)
                  "cupy-cuda13x==14.2.0"],
+        # not torch: its CUDA 13 wheel and nvidia-* packages are ~5.2 GB and take ~3 min to install, so
+        # tests/e2e/test_torch.py skips without it (GPUSHIM_TORCH_PYTHON names a Python that has it)
     },
     entry_points={"console_scripts": ["gpushim = gpushim.cli:main"]},
     cmdclass={"build_py": BuildPyWithShim},

@@ -136,6 +136,19 @@ OPS: tuple[Op, ...] = (
         "elements of elem (2 or 4) bytes per row, height rows pitch bytes apart"),
     _op(82, "STREAM_WAIT_VALUE", "stream addr value cmp width", "", "cuStreamWaitValue32/64: the stream waits "
         "until the width-byte value at addr compares (0 GEQ, 1 EQ, 2 AND, 3 NOR) with value"),
+    # virtual memory management of the driver face (gpushim/server/ops_vmm.py); sizes, addresses and offsets are
+    # multiples of the allocation granularity (2 MiB)
+    _op(83, "VMM_RESERVE", "dev size alignment addr", "ptr", "cuMemAddressReserve in dev's address space (addr: "
+        "the requested start, 0 for any)"),
+    _op(84, "VMM_FREE", "what obj size", "", "what 0: cuMemAddressFree of the whole reservation at obj (size: "
+        "its size); what 1: cuMemRelease of the handle obj (size 0; the memory lives on while mapped)"),
+    _op(85, "VMM_CREATE", "dev size", "handle", "cuMemCreate: size bytes of dev's physical memory"),
+    _op(87, "VMM_MAP", "ptr size offset handle", "", "cuMemMap: the handle's bytes from offset at ptr"),
+    _op(88, "VMM_UNMAP", "ptr size", "", "cuMemUnmap of whole mappings"),
+    _op(89, "VMM_SET_ACCESS", "ptr size dev flags", "", "cuMemSetAccess of whole mappings for dev (flags: "
+        "CUmemAccess_flags)"),
+    _op(86, "MODULE_UNLOAD", "hash", "", "cuModuleUnload of the client's last handle to a module: the session "
+        "releases it (its variables too) once its devices are idle; a later use loads it again"),
     # textures and surfaces (descriptors in device memory: gpushim/ptx/texdesc.py)
     _op(100, "TEX_CREATE", "dev surface fields", "handle", "cudaCreateTextureObject / cudaCreateSurfaceObject: "
         "fields are texdesc.Desc's from restype on (border colours as f32 bits); the handle is the descriptor's "
@@ -208,6 +221,7 @@ ARG_SPECS: dict[str, Field] = {
     "kind": _int(U32), "bodies": Field(bytes, 1, MAX_FRAME),
     # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
     "fields": Field(list, 21, 21, item_range=U64),
+    "what": Field(int, 0, 1),  # VMM_FREE: 0 an address range, 1 an allocation handle
 }
 # Where one name means different things in different operations:
 OP_ARG_SPECS: dict[tuple[str, str], Field] = {

@@ -68,12 +68,14 @@ void gs_drv_cls_destroy(gs_ctx *ctx);
 CUresult gs_drv_err(cudaError_t e);
 
 /* Runs a runtime face implementation for the driver face: its error as a CUresult, and the runtime's
- * per-thread last error (cudaGetLastError) left as it was. */
+ * per-thread last error (cudaGetLastError) and whether the runtime made a context current left as they were. */
 #define GS_DRV_CALL(expr)                                         \
     ({                                                            \
         cudaError_t gs_saved_ = gs_thread()->last_error;          \
+        int gs_rctx_ = gs_thread()->runtime_ctx;                  \
         cudaError_t gs_r_ = (expr);                               \
         gs_thread()->last_error = gs_saved_;                      \
+        gs_thread()->runtime_ctx = gs_rctx_;                      \
         gs_drv_err(gs_r_);                                        \
     })
 

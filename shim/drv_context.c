@@ -59,10 +59,11 @@ static int valid_ctx(gs_ctx *c) {
 }
 
 /* The thread's current context: its stack's top, else the primary context of a device the runtime face
- * selected on this thread. */
+ * selected or used on this thread. */
 static gs_ctx *current(void) {
     if (depth) return stack[depth - 1];
-    if (!explicit_none && gs_thread()->device_set) return gs_drv_primary(gs_thread()->device);
+    if (!explicit_none && (gs_thread()->device_set || gs_thread()->runtime_ctx))
+        return gs_drv_primary(gs_thread()->device);
     return NULL;
 }
 
@@ -126,10 +127,26 @@ GS_DRV CUresult gs_cuDeviceGet(CUdevice *dev, int ordinal) {
     return r;
 }
 
+/* Attributes only the driver API has (cudaDeviceAttr lacks these values): virtual memory management is
+ * supported (drv_vmm.c); exporting it as shareable handles, compression and GPUDirect RDMA with it are not. */
+static int driver_only_attribute(int attr, int *value) {
+    switch (attr) {
+    case 102: *value = 1; return 1; /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    case 103: case 104: case 105:   /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR / WIN32 / WIN32_KMT_SUPPORTED */
+    case 107:                       /* GENERIC_COMPRESSION_SUPPORTED */
+    case 110:                       /* GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
+        *value = 0;
+        return 1;
+    default: return 0;
+    }
+}
+
 GS_DRV CUresult gs_cuDeviceGetAttribute(int *value, int attr, CUdevice dev) {
     if (!value) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = check_device(dev);
-    return r ? r : GS_DRV_CALL(gs_cudaDeviceGetAttribute(value, attr, dev)); /* same enum values */
+    if (r) return r;
+    if (driver_only_attribute(attr, value)) return CUDA_SUCCESS;
+    return GS_DRV_CALL(gs_cudaDeviceGetAttribute(value, attr, dev)); /* same enum values */
 }
 
 /* One field of the device's cudaDeviceProp (CUDA 13 layout), copied raw. */
@@ -309,9 +326,68 @@ GS_DRV CUresult gs_cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned flags,
     return ctx_create(pctx, flags, dev);
 }
 
+/* What contexts made with cuCtxCreate allocated: device, managed and pinned host memory made, and host
+ * memory registered, while one was current on the allocating thread. */
+typedef struct owned_range {
+    uintptr_t base;
+    int kind, owned;
+    gs_ctx *ctx;
+    struct owned_range *next;
+} owned_range;
+static owned_range *owned_ranges;
+static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gs_drv_range_added(const gs_range *r) {
+    gs_ctx *c = depth ? stack[depth - 1] : NULL;
+    if (!c || c->primary) return;
+    owned_range *o = malloc(sizeof *o);
+    if (!o) return;
+    pthread_mutex_lock(&owned_lock);
+    *o = (owned_range){r->base, r->kind, r->owned, c, owned_ranges};
+    owned_ranges = o;
+    pthread_mutex_unlock(&owned_lock);
+}
+
+void gs_drv_range_removed(uintptr_t base) {
+    pthread_mutex_lock(&owned_lock);
+    for (owned_range **p = &owned_ranges; *p; p = &(*p)->next) {
+        if ((*p)->base != base) continue;
+        owned_range *o = *p;
+        *p = o->next;
+        free(o);
+        break;
+    }
+    pthread_mutex_unlock(&owned_lock);
+}
+
+/* cuCtxDestroy: "all resources allocated in the context are freed". Memory is; streams, events and modules
+ * made in it are not yet tracked per context and stay until the session ends. */
+static void free_context_memory(gs_ctx *ctx) {
+    for (;;) {
+        owned_range o = {0};
+        pthread_mutex_lock(&owned_lock);
+        owned_range **p = &owned_ranges;
+        while (*p && (*p)->ctx != ctx) p = &(*p)->next;
+        if (*p) {
+            owned_range *found = *p;
+            o = *found;
+            *p = found->next; /* taken off first: a free that fails (not an allocation) is not retried */
+            free(found);
+        }
+        pthread_mutex_unlock(&owned_lock);
+        if (!o.ctx) break;
+        void *ptr = (void *)o.base;
+        if (o.kind == cudaMemoryTypeHost)
+            (void)GS_DRV_CALL(o.owned ? gs_cudaFreeHost(ptr) : gs_cudaHostUnregister(ptr));
+        else
+            (void)GS_DRV_CALL(gs_cudaFree(ptr)); /* a cuMemAddressReserve range is refused: not the context's */
+    }
+}
+
 GS_DRV CUresult gs_cuCtxDestroy_v2(CUcontext ctx) {
     if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_VALUE;
     if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    free_context_memory(ctx);
     for (int i = 0; i < depth; i++) {
         if (stack[i] == ctx) {
             memmove(&stack[i], &stack[i + 1], (size_t)(depth - i - 1) * sizeof *stack);

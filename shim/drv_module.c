@@ -45,6 +45,8 @@ typedef struct drv_module {
     uint8_t *image; /* our copy of the image */
     drv_function *functions;
     int unloaded;
+    int of_library; /* cuLibraryGetModule's: only cuLibraryUnload unloads it */
+    struct drv_module *next; /* every module loaded (never freed, so a stale handle is recognised) */
 } drv_module;
 
 typedef struct drv_library {
@@ -55,6 +57,7 @@ typedef struct drv_library {
 } drv_library;
 
 static drv_library *libraries;
+static drv_module *all_modules;
 
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -139,8 +142,34 @@ static CUresult load_image(drv_module **out, const void *image) {
         free(m);
         return gs_drv_err(e);
     }
+    pthread_mutex_lock(&drv_lock);
+    m->next = all_modules;
+    all_modules = m;
+    pthread_mutex_unlock(&drv_lock);
     *out = m;
     return CUDA_SUCCESS;
+}
+
+/* The handle m dies. When no other live handle and no module of the runtime face has its image, the server
+ * releases the image and its variables (MODULE_UNLOAD waits for the devices: queued kernels may use it). */
+static CUresult release_image(drv_module *m) {
+    pthread_mutex_lock(&drv_lock);
+    int was = m->unloaded, others = 0;
+    m->unloaded = 1;
+    for (drv_module *o = all_modules; o && !others; o = o->next)
+        others = o != m && !o->unloaded && !memcmp(o->mod.hash, m->mod.hash, 32);
+    pthread_mutex_unlock(&drv_lock);
+    if (was) return CUDA_ERROR_INVALID_HANDLE;
+    if (others || gs_registry_uses_hash(m->mod.hash)) return CUDA_SUCCESS;
+    CUresult r = gs_drv_enter(NULL);
+    if (r == CUDA_ERROR_INVALID_CONTEXT) r = CUDA_SUCCESS; /* no context here: the image stays for the session */
+    if (r) return r;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_MODULE_UNLOAD, 1);
+    gs_w_bin(c.w, m->mod.hash, 32);
+    cudaError_t e = gs_call_run(&c);
+    gs_call_end(&c);
+    return gs_drv_err(e);
 }
 
 /* JIT option arrays: gpushim compiles nothing here, so log buffers get an empty log. */
@@ -202,10 +231,9 @@ GS_DRV CUresult gs_cuModuleLoad(drv_module **m, const char *path) {
 GS_DRV CUresult gs_cuModuleUnload(drv_module *h) {
     drv_module *m = as_module(h);
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
-    /* The handle dies; the server keeps the image (by hash) for the session, and function handles
-     * stay allocated so a stale one is recognised rather than read after free. */
-    m->unloaded = 1;
-    return CUDA_SUCCESS;
+    if (m->of_library) return 800; /* CUDA_ERROR_NOT_PERMITTED, as cuModuleUnload documents */
+    /* function handles stay allocated so a stale one is recognised rather than read after free */
+    return release_image(m);
 }
 
 GS_DRV CUresult gs_cuModuleGetLoadingMode(int *mode) {
@@ -284,6 +312,7 @@ static CUresult library_load(drv_library **out, const void *code) {
     if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = load_image(&l->module, code);
     if (r) { free(l); return r; }
+    l->module->of_library = 1;
     l->magic = LIB_MAGIC;
     pthread_mutex_lock(&drv_lock);
     l->next = libraries;
@@ -329,8 +358,7 @@ GS_DRV CUresult gs_cuLibraryUnload(drv_library *h) {
     drv_library *l = as_library(h);
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
     l->unloaded = 1;
-    l->module->unloaded = 1;
-    return CUDA_SUCCESS;
+    return release_image(l->module);
 }
 
 GS_DRV CUresult gs_cuLibraryGetKernel(drv_function **k, drv_library *h, const char *name) {
@@ -614,6 +642,48 @@ GS_DRV CUresult gs_cuLaunchKernelEx(const drv_launch_config *c, drv_function *f,
 }
 GS_DRV CUresult gs_cuLaunchKernelEx_ptsz(const drv_launch_config *c, drv_function *f, void **params, void **extra) {
     return drv_launch_ex(c, f, params, extra, 1);
+}
+
+/* cuOccupancyMaxActiveClusters (cuBLAS asks it in cublasCreate): the cluster size comes from the launch's
+ * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION or the kernel's required cluster dimensions ("the cluster size from
+ * config must either be unspecified or match the required size. Without required sizes, the cluster size must
+ * be specified in config, else the function will return an error"). The answer is the blocks that fit on the
+ * device at once (the occupancy per multiprocessor, computed as cuOccupancyMaxActiveBlocksPerMultiprocessor does,
+ * times the multiprocessors) in whole clusters: a real GPU also keeps each cluster within one GPC, so its
+ * count can be lower. */
+enum { LAUNCH_ATTR_CLUSTER_DIMENSION = 4, LAUNCH_ATTR_SIZE = 72, INVALID_CLUSTER_SIZE = 912 };
+GS_DRV CUresult gs_cuOccupancyMaxActiveClusters(int *n, drv_function *f, const drv_launch_config *c) {
+    if (!n || !c || (c->nattrs && !c->attrs) || !c->bx || !c->by || !c->bz) return CUDA_ERROR_INVALID_VALUE;
+    if (!as_function(f)) return CUDA_ERROR_INVALID_HANDLE;
+    int dev;
+    CUresult r = gs_drv_enter(&dev);
+    if (!r) r = GS_DRV_CALL(gs_entry_layout(&f->entry));
+    if (r) return r;
+    unsigned dims[3] = {0, 0, 0};
+    for (unsigned i = 0; i < c->nattrs; i++) {
+        const unsigned char *a = (const unsigned char *)c->attrs + (size_t)i * LAUNCH_ATTR_SIZE;
+        int id;
+        memcpy(&id, a, sizeof id);
+        if (id == LAUNCH_ATTR_CLUSTER_DIMENSION) memcpy(dims, a + 8, sizeof dims);
+    }
+    int req[3] = {gs_entry_attr(&f->entry, "requiredClusterWidth"), gs_entry_attr(&f->entry, "requiredClusterHeight"),
+                  gs_entry_attr(&f->entry, "requiredClusterDepth")};
+    if (req[0] > 0) {
+        if (dims[0] && (dims[0] != (unsigned)req[0] || dims[1] != (unsigned)req[1] || dims[2] != (unsigned)req[2]))
+            return INVALID_CLUSTER_SIZE;
+        for (int i = 0; i < 3; i++) dims[i] = (unsigned)req[i];
+    }
+    unsigned long size = (unsigned long)dims[0] * dims[1] * dims[2];
+    int clusters_ok = 0, sms = 0, blocks = 0;
+    r = GS_DRV_CALL(gs_cudaDeviceGetAttribute(&clusters_ok, 120, dev)); /* cudaDevAttrClusterLaunch */
+    if (!r) r = GS_DRV_CALL(gs_cudaDeviceGetAttribute(&sms, 16, dev));
+    if (r) return r;
+    unsigned long limit = gs_entry_attr(&f->entry, "nonPortableClusterSizeAllowed") > 0 ? 16 : 8;
+    if (!size || size > limit || !clusters_ok) return INVALID_CLUSTER_SIZE;
+    r = GS_DRV_CALL(gs_entry_occupancy(&f->entry, &blocks, (int)(c->bx * c->by * c->bz), c->smem));
+    if (r) return r;
+    *n = (int)((unsigned long)blocks * (unsigned long)sms / size);
+    return CUDA_SUCCESS;
 }
 
 /* ---- JIT linking: PTX inputs, linked by the server ---- */

@@ -21,6 +21,14 @@ void gs_registry_add_module(gs_module *m) {
     pthread_rwlock_unlock(&lock);
 }
 
+int gs_registry_uses_hash(const uint8_t hash[32]) {
+    int found = 0;
+    pthread_rwlock_rdlock(&lock);
+    for (gs_module *m = modules; m && !found; m = m->next) found = m->uploaded && !memcmp(m->hash, hash, 32);
+    pthread_rwlock_unlock(&lock);
+    return found;
+}
+
 static size_t slot_of(const void *host, size_t n) {
     uintptr_t h = (uintptr_t)host;
     h ^= h >> 17;

@@ -37,6 +37,8 @@ typedef struct {
 
 gs_module *gs_module_of(void **handle);
 void gs_registry_add_module(gs_module *m);
+/* Whether a module the application registered was uploaded with this content hash. */
+int gs_registry_uses_hash(const uint8_t hash[32]);
 void gs_registry_add_function(gs_module *m, const void *host_fun, const char *name);
 void gs_registry_add_var(gs_module *m, const void *host_var, const char *name, size_t size, int constant);
 /* Finds a kernel or variable by its host address; NULL if the application never registered it. */

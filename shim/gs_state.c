@@ -245,6 +245,7 @@ void gs_ranges_add(gs_range r) {
     nranges++;
     reserve_locked(i);
     pthread_rwlock_unlock(&ranges_lock);
+    gs_drv_range_added(&r);
 }
 
 int gs_ranges_remove(uintptr_t base, int kind, gs_range *removed) {
@@ -258,6 +259,7 @@ int gs_ranges_remove(uintptr_t base, int kind, gs_range *removed) {
         nranges--;
     }
     pthread_rwlock_unlock(&ranges_lock);
+    if (found) gs_drv_range_removed(base);
     return found;
 }
 

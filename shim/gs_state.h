@@ -14,6 +14,8 @@
 typedef struct {
     int device;
     int device_set; /* cudaSetDevice called on this thread */
+    int runtime_ctx; /* a runtime face call ran on this thread: as CUDA's runtime initialises the device's primary
+                        context and makes it current there, the driver face sees it as current */
     cudaError_t last_error;
     uint64_t per_thread_stream[GS_MAX_DEVICES]; /* server handle of this thread's default stream */
 } gs_thread_state;
@@ -33,6 +35,7 @@ void gs_clear_sticky(void);
 #define GS_ENTER()                                          \
     do {                                                    \
         cudaError_t gs_e_ = gs_sticky();                    \
+        gs_thread()->runtime_ctx = 1;                       \
         if (!gs_e_) gs_e_ = gs_ensure_connected();          \
         if (gs_e_) return gs_ret(gs_e_);                    \
     } while (0)
@@ -71,6 +74,10 @@ typedef struct {
 } gs_range;
 
 void gs_ranges_add(gs_range r);
+/* Told of every range added and removed: a context made with cuCtxCreate owns what is made while it is
+ * current, and frees it when destroyed (drv_context.c). */
+void gs_drv_range_added(const gs_range *r);
+void gs_drv_range_removed(uintptr_t base);
 int gs_ranges_remove(uintptr_t base, int kind, gs_range *removed);
 /* Finds the range containing p; returns 1 and fills *out. */
 int gs_ranges_find(uintptr_t p, gs_range *out);

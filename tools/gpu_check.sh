@@ -49,7 +49,8 @@ if ! have_packages; then
     have_packages || die "cuda-bindings$PIN is still not importable after pip install"
 fi
 
-# PyTorch for tests/e2e/test_driver.py::test_torch (add, sum, matmul through gpushim): several GB, so opt-in
+# PyTorch for tests/e2e/test_torch.py (add, sum, matmul and VMM-backed expandable segments through gpushim):
+# about 5 GB, so opt-in
 if [ "${GPU_CHECK_TORCH:-0}" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null; then
     say "installing torch (GPU_CHECK_TORCH=1)"
     pip_install torch || say "torch did not install: test_torch will skip"

@@ -95,6 +95,8 @@ class Multiplexer:
         self.handles: dict[int, tuple[int, int]] = {}  # our stream/event handle -> (upstream, its handle)
         self.back: dict[tuple[int, int], int] = {}
         self.next_handle = HANDLE_BASE
+        self.vmm_handles: dict[int, tuple[int, int]] = {}  # our cuMemCreate handle -> (upstream, its handle)
+        self.next_vmm_handle = 0
         self.callbacks: dict[int, int] = {}  # callback id -> upstream that will want CALLBACK_DONE
         self.next_private = PRIVATE_SEQ
         self.busy = 0  # staged copies in progress: the client's later frames wait
@@ -712,6 +714,56 @@ class Multiplexer:
 
     def _op_device_sync(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
         self._route(kind, seq, op, OPS_BY_ID[op].args, a)
+
+    # -- the driver face's module unload and virtual memory management (ops_driver.py, ops_vmm.py) ----------
+    def _op_module_unload(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        self._fan_out(kind, seq, "MODULE_UNLOAD", [a["hash"]], lambda rs: [])
+
+    def _vmm_handle(self, h: Any) -> tuple[int, int]:
+        got = self.vmm_handles.get(h) if isinstance(h, int) else None
+        if got is None:
+            raise _Refuse(Err.INVALID_VALUE, f"{h} is not a live allocation handle of this session")
+        return got
+
+    def _op_vmm_reserve(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        k, a["dev"] = self._dev(a["dev"])
+        size = a["size"]
+        self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args],
+                      lambda r: (self._remember(k, r[0], size), r)[1])
+
+    def _op_vmm_create(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        k, a["dev"] = self._dev(a["dev"])
+
+        def ours(r: list[Any]) -> list[Any]:
+            self.next_vmm_handle += 1
+            self.vmm_handles[self.next_vmm_handle] = (k, r[0])
+            return [self.next_vmm_handle]
+
+        self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args], ours)
+
+    def _op_vmm_map(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        k, h = self._vmm_handle(a["handle"])
+        if self._owner(a["ptr"]) != k:
+            raise _Refuse(Err.NOT_SUPPORTED, "cuMemMap: the memory and the address range are on different servers")
+        a["handle"] = h
+        self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args])
+
+    def _op_vmm_free(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        if a["what"] == 1:
+            key = a["obj"]
+            k, a["obj"] = self._vmm_handle(key)
+            self.vmm_handles.pop(key)  # a failed release names no handle the client may use again either
+        else:
+            k = self._owner(a["obj"])
+            self._forget(a["obj"])
+        self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args])
+
+    def _op_vmm_set_access(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        k = self._owner(a["ptr"])
+        kd, a["dev"] = self._dev(a["dev"])
+        if kd != k:
+            raise _Refuse(Err.NOT_SUPPORTED, "cuMemSetAccess: access from a device of another server")
+        self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args])
 
     def _refuse_shm(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
         raise _Refuse(Err.NOT_SUPPORTED, "shared host memory is not used with several servers")

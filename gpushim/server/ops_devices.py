@@ -11,8 +11,10 @@ from gpushim.server.wait import Wait
 
 UNSUPPORTED_LIMIT = 215
 # cudaLimit defaults of current GPUs: stack, printf FIFO, malloc heap, runtime sync depth, pending launches,
-# L2 fetch granularity, persisting L2 cache size
-LIMIT_DEFAULTS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
+# L2 fetch granularity, persisting L2 cache size; CU_LIMIT_CIG_ENABLED (query only: no context is a CIG one;
+# cuBLAS asks it)
+LIMIT_DEFAULTS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0, 8: 0}
+QUERY_ONLY_LIMITS = {8}
 
 
 class DeviceOps:
@@ -54,6 +56,8 @@ class DeviceOps:
         if limit not in limits:
             raise CudaError(UNSUPPORTED_LIMIT, f"cudaLimit {limit} is not supported")
         if set:
+            if limit in QUERY_ONLY_LIMITS:
+                raise CudaError(UNSUPPORTED_LIMIT, f"cudaLimit {limit} can only be queried")
             if limit == 6 and value > self.backend.devices()[d].props.get("persistingL2CacheMaxSize", 0):
                 raise CudaError(Err.INVALID_VALUE, "persisting L2 cache size above the device's maximum")
             self.bs.set_limit(d, limit, value)

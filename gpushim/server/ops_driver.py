@@ -19,6 +19,7 @@ from gpushim.fatbin.container import (
     KIND_CUBIN,
     KIND_PTX,
 )
+from gpushim.server.wait import Wait
 
 INVALID_PTX = 218
 MAX_LINK_INPUTS = 256
@@ -139,3 +140,19 @@ class DriverOps:
         linked = link_ptx(texts)
         self.log.info("linked %d PTX inputs into %d bytes", count, len(linked))
         return [linked.encode()]
+
+    def op_module_unload(self, hash: bytes) -> Wait:
+        """cuModuleUnload of the client's last handle to this image: its kernels may still be queued, so the
+        session's devices drain first (the driver may not unload code a queued launch uses)."""
+        unload = getattr(self.bs, "unload_module", None)
+        if unload is None:
+            raise CudaError(Err.NOT_SUPPORTED, "cuModuleUnload: this server's backend keeps modules until the "
+                            "session ends")
+        devices = list(self.info.devices)
+
+        def finish() -> list[Any]:
+            unload(hash)
+            self.log.info("module %s unloaded", hash.hex()[:12])
+            return []
+
+        return Wait(lambda: all(self.bs.device_idle(d) for d in devices), finish)

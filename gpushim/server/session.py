@@ -29,6 +29,7 @@ from gpushim.server.ops_memory import MemoryOps
 from gpushim.server.ops_modules import ModuleOps
 from gpushim.server.ops_streams import StreamOps
 from gpushim.server.ops_texture import TextureOps
+from gpushim.server.ops_vmm import VmmOps
 from gpushim.server.validate import check_call
 from gpushim.server.wait import Wait
 
@@ -76,7 +77,7 @@ class SessionInfo:
     sched_slot: int = -1  # the session's row in the server's scheduler table (gpushim/server/scheduler.py)
 
 
-class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, IpcOps, TextureOps):
+class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, IpcOps, TextureOps, VmmOps):
     """The operations themselves are in the ops_* mixins, one area each."""
 
     def __init__(self, backend: Backend, info: SessionInfo, send: Callable[[list[Any]], None],

@@ -40,6 +40,10 @@ class FakeDriver:
         self.symbols = {"counter": 4}
         self.threads: list[threading.Thread] = []
         self.current_ctx = 0
+        self.unloaded: list[int] = []  # modules given to cuModuleUnload
+        self.physical: dict[int, bytearray] = {}  # cuMemCreate handle -> its bytes
+        self.created: list[tuple[int, int]] = []  # (device, size) of each cuMemCreate
+        self.access: list[tuple[int, int, int, int]] = []  # (ptr, size, device, flags) of each access descriptor
 
     # -- plumbing ----------------------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -121,6 +125,36 @@ class FakeDriver:
 
     def _cuMemFree(self, ptr: Any) -> tuple:
         return (real.CUresult(SUCCESS if self.mem.pop(int(ptr), None) is not None else INVALID_VALUE),)
+
+    # virtual memory management: a mapping is a view of the physical allocation's bytes (so two mappings of
+    # one allocation alias); the access descriptors are recorded
+    def _cuMemAddressReserve(self, size: int, align: int, addr: Any, flags: int) -> tuple:
+        start = -(-self.next_addr // align) * align
+        self.next_addr = start + size
+        return real.CUresult(SUCCESS), real.CUdeviceptr(start)
+
+    def _cuMemAddressFree(self, ptr: Any, size: int) -> tuple:
+        return (real.CUresult(SUCCESS),)
+
+    def _cuMemCreate(self, size: int, prop: Any, flags: int) -> tuple:
+        h = self._handle()
+        self.physical[h] = bytearray(size)
+        self.created.append((int(prop.location.id), size))
+        return real.CUresult(SUCCESS), real.CUmemGenericAllocationHandle(h)
+
+    def _cuMemRelease(self, h: Any) -> tuple:
+        return (real.CUresult(SUCCESS if self.physical.pop(int(h), None) is not None else INVALID_VALUE),)
+
+    def _cuMemMap(self, ptr: Any, size: int, offset: int, h: Any, flags: int) -> tuple:
+        self.mem[int(ptr)] = memoryview(self.physical[int(h)])[offset:offset + size]  # type: ignore[assignment]
+        return (real.CUresult(SUCCESS),)
+
+    def _cuMemUnmap(self, ptr: Any, size: int) -> tuple:
+        return (real.CUresult(SUCCESS if self.mem.pop(int(ptr), None) is not None else INVALID_VALUE),)
+
+    def _cuMemSetAccess(self, ptr: Any, size: int, desc: list, count: int) -> tuple:
+        self.access += [(int(ptr), size, int(d.location.id), int(d.flags)) for d in desc]
+        return (real.CUresult(SUCCESS),)
 
     def _cuMemGetInfo(self) -> tuple:
         return real.CUresult(SUCCESS), 1 << 30, 2 << 30
@@ -315,6 +349,10 @@ class FakeDriver:
     # -- modules and kernels -------------------------------------------------------------------------------
     def _cuModuleLoadData(self, image: Any) -> tuple:
         return real.CUresult(SUCCESS), real.CUmodule(self._handle())
+
+    def _cuModuleUnload(self, mod: Any) -> tuple:
+        self.unloaded.append(int(mod))
+        return (real.CUresult(SUCCESS),)
 
     def _cuModuleGetFunction(self, mod: Any, name: bytes) -> tuple:
         if name.decode() not in self.layouts:

@@ -35,6 +35,7 @@ from gpushim.backends.cuda.modules import CudaModule
 from gpushim.backends.cuda.params import PackedParams
 from gpushim.backends.cuda.staging import CHUNK, StagingPool
 from gpushim.backends.cuda.textures import CudaTextures
+from gpushim.backends.cuda.vmm import CudaVmm
 from gpushim.cuda_errors import CudaError, Err
 
 NON_BLOCKING = 0x1
@@ -164,7 +165,7 @@ class _Alloc:
     addr: int
     size: int
     device: int
-    kind: str = "device"  # device | pitched | symbol
+    kind: str = "device"  # device | pitched | symbol | vmm (an accessible range mapped by cuMemMap: vmm.py)
 
 
 _FUNC_ATTRS = {
@@ -236,6 +237,7 @@ class CudaSession(BackendSession):
         self.legacy: dict[int, CudaStream] = {}
         self.draining: list[tuple[int, Any]] = []  # (device, event) recorded on destroyed busy streams
         self.modules: dict[bytes, CudaModule] = {}
+        self.module_symbols: dict[bytes, set[int]] = {}  # module -> addresses of its variables in self.allocs
         self.errors: list[tuple[int, str]] = []
         self.hub = install_hub()
         self.wakeup_fd = self.hub.wake_r  # the worker's select loop watches it (host functions reached)
@@ -247,6 +249,7 @@ class CudaSession(BackendSession):
         self.printf: _PrintfCapture | None = None
         self.gate: Any = None  # the server scheduler's InflightGate (attach_scheduler), or None
         self.tex = CudaTextures(self)
+        self.vmm = CudaVmm(self)  # cuMemAddressReserve / cuMemCreate / cuMemMap (vmm.py)
         if capture_printf:
             try:
                 self.printf = _PrintfCapture()
@@ -343,7 +346,7 @@ class CudaSession(BackendSession):
         a = self.allocs.pop(addr, None)
         if a is not None:
             del self.starts[bisect.bisect_left(self.starts, addr)]
-            if a.kind != "symbol":
+            if a.kind not in ("symbol", "vmm"):  # physical memory of cuMemCreate is released by vmm.py
                 self.account.release(a.size)
 
     def _check(self, ptr: int, n: int, what: str) -> _Alloc:
@@ -388,7 +391,7 @@ class CudaSession(BackendSession):
 
     def free(self, ptr: int) -> None:
         a = self.allocs.get(ptr)
-        if a is None or a.kind == "symbol":
+        if a is None or a.kind in ("symbol", "vmm"):
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
         self._use(a.device)
         check(self.cu.cuMemFree(self.cu.CUdeviceptr(ptr)), "cuMemFree")
@@ -398,7 +401,7 @@ class CudaSession(BackendSession):
         # cuMemFreeAsync frees cuMemAlloc'd memory in stream order too (driver >= 11.2, as the policy requires
         # for stream-ordered allocation).
         a = self.allocs.get(ptr)
-        if a is None or a.kind == "symbol":
+        if a is None or a.kind in ("symbol", "vmm"):
             raise CudaError(Err.INVALID_VALUE, f"cudaFreeAsync({ptr:#x}): not the start of a live allocation")
         s = self._stream(stream, a.device)
         check(self.cu.cuMemFreeAsync(self.cu.CUdeviceptr(ptr), s.handle), "cuMemFreeAsync")
@@ -777,6 +780,18 @@ class CudaSession(BackendSession):
     def has_module(self, key: bytes) -> bool:
         return key in self.modules
 
+    def unload_module(self, key: bytes) -> None:
+        """cuModuleUnload: the driver's module on each device, and the variables the session knew of it."""
+        mod = self.modules.pop(key, None)
+        if mod is None:
+            return
+        for dev, h in list(mod.handles.items()):
+            self._use(dev)
+            check(self.cu.cuModuleUnload(h), "cuModuleUnload")
+            mod.forget(dev)
+        for ptr in self.module_symbols.pop(key, set()):
+            self._remove(ptr)
+
     def _module(self, dev: int, key: bytes) -> CudaModule:
         mod = self.modules.get(key)
         if mod is None:
@@ -871,6 +886,7 @@ class CudaSession(BackendSession):
         ptr, size = mod.symbol(dev, name)
         if self._find(ptr) is None:
             self._add(_Alloc(ptr, size, dev, "symbol"))
+            self.module_symbols.setdefault(key, set()).add(ptr)
         return ptr, size
 
     # -- faults in asynchronous work ---------------------------------------------------------------------
@@ -887,6 +903,7 @@ class CudaSession(BackendSession):
     def reset_device(self, dev: int) -> None:
         dev = self._dev(dev)
         self.hub.release(dev)
+        self.vmm.reset(dev)
         for a in [a for a in self.allocs.values() if a.device == dev]:
             self._remove(a.addr)
         for mod in self.modules.values():

@@ -20,6 +20,7 @@ from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMe
 from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, find_model, make_device
 from gpushim.backends.emulator.peers import PeerSpace, PeerView
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
+from gpushim.backends.emulator.vmm import EmuVmm
 from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx import devrt
@@ -117,13 +118,14 @@ class EmulatorSession(BackendSession):
         self.backend = backend
         self.output = output
         self.account = MemoryAccount(quota, backend.ledger)  # shared by this session's devices
-        self.memories = [DeviceMemory(backend.capacity, backend.arena_base + i * DEVICE_WINDOW, self.account)
-                         for i in range(backend.count)]
+        self.memories = [DeviceMemory(backend.capacity, backend.arena_base + i * DEVICE_WINDOW, self.account,
+                                      span=DEVICE_WINDOW) for i in range(backend.count)]
         for i, m in enumerate(self.memories):
             devrt.set_device(m, i, len(self.memories))  # cudaGetDevice in device code
         self.sched = Scheduler()
         self.peers: dict[int, set[int]] = {}  # device -> the devices its kernels may access (peer access)
         self.peer_space: PeerSpace | None = None
+        self.vmm = EmuVmm(self.memories, lambda: self.peer_space)  # cuMemCreate / cuMemMap ... (vmm.py)
         self.pid = os.getpid()
         self.modules: dict[bytes, EmuModule] = {}
         self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
@@ -179,7 +181,7 @@ class EmulatorSession(BackendSession):
         mem = self.memory_of(ptr)
         a = mem.find(ptr)
         # symbols belong to their module, IPC memory is closed with cudaIpcCloseMemHandle, arrays with cudaFreeArray
-        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", textures.KIND):
+        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", "vmm", textures.KIND):
             raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not the start of a live allocation (double free?)")
         # cudaFree waits for the device: work queued behind a host function still uses the memory.
         mem.free(ptr)
@@ -187,7 +189,7 @@ class EmulatorSession(BackendSession):
     def free_async(self, stream: Stream | None, ptr: int) -> None:
         mem = self.memory_of(ptr)
         a = mem.find(ptr)
-        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc"):
+        if a is None or a.addr != ptr or a.kind in ("symbol", "ipc", "vmm"):
             raise CudaError(Err.INVALID_VALUE, f"cudaFreeAsync({ptr:#x}): not the start of a live allocation")
         self.sched.work(self._stream(stream, self.memories.index(mem)), lambda: mem.free(ptr))
 
@@ -499,6 +501,13 @@ class EmulatorSession(BackendSession):
     def has_module(self, key: bytes) -> bool:
         return key in self.modules
 
+    def unload_module(self, key: bytes) -> None:
+        """cuModuleUnload: the module and its variables are gone (a later use loads the image afresh)."""
+        mod = self.modules.pop(key, None)
+        for dev, syms in (mod.symbols if mod else {}).items():
+            for addr in syms.values():
+                self.memories[dev].free(addr)
+
     def _module(self, key: bytes) -> EmuModule:
         mod = self.modules.get(key)
         if mod is None:
@@ -541,6 +550,7 @@ class EmulatorSession(BackendSession):
         self._mem(dev), self._mem(peer)  # both exist
         if enable and self.peer_space is None:
             self.peer_space = PeerSpace(self.memories)
+            self.vmm.replay(self.peer_space)
         s = self.peers.setdefault(dev, set())
         if enable:
             s.add(peer)
@@ -591,12 +601,15 @@ class EmulatorSession(BackendSession):
     # -- lifetime ----------------------------------------------------------------------------------------
     def reset_device(self, dev: int) -> None:
         mem = self._mem(dev)
+        self.vmm.reset(dev)
         for a in list(mem.allocations()):
             mem.free(a.addr)
 
     def close(self) -> None:
+        self.vmm.reset()  # before the peer span goes: unmapping restores pages there too
         if self.peer_space is not None:
             self.peer_space.close()
+            self.peer_space = None
         for m in self.memories:
             for a in list(m.allocations()):
                 m.free(a.addr)

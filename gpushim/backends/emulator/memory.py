@@ -50,24 +50,29 @@ class Allocation:
     addr: int
     size: int  # what the client asked for; bounds checks use this, not the rounded size
     reserved: int  # size rounded up to the alignment, what the allocator holds
-    kind: str = "device"  # device | pitched | symbol
+    kind: str = "device"  # device | pitched | symbol | managed | ipc | vmm (vmm.py: mapped, accessible VA)
 
 
 class DeviceMemory:
     """The memory of one emulated device inside one session's worker."""
 
-    def __init__(self, capacity: int, base: int = ARENA_BASE, account: MemoryAccount | None = None) -> None:
+    def __init__(self, capacity: int, base: int = ARENA_BASE, account: MemoryAccount | None = None,
+                 span: int | None = None) -> None:
         self.base = base
         self.capacity = capacity
+        # The mapping may cover more than the capacity (a session's devices: their whole window): allocations use
+        # [0, capacity), virtual address ranges of cuMemAddressReserve the rest (vmm.py maps physical memory over
+        # them). Untouched pages cost nothing.
+        self.span = max(capacity, span or 0)
         # every allocation of every kind is charged here (the session's quota and the host's RAM cap)
         self.account = account or MemoryAccount()
         # A memfd, so that managed allocations can be mapped into the client at the same address (one host);
         # its pages exist only once touched, and freeing punches them out of the file.
-        self.fd = _memfd(capacity)
+        self.fd = _memfd(self.span)
         if self.fd is not None:
-            self._map = mmap.mmap(self.fd, capacity, flags=mmap.MAP_SHARED | MAP_NORESERVE)
+            self._map = mmap.mmap(self.fd, self.span, flags=mmap.MAP_SHARED | MAP_NORESERVE)
         else:
-            self._map = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
+            self._map = mmap.mmap(-1, self.span, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
         self.arena = np.frombuffer(self._map, dtype=np.uint8)
         self._starts: list[int] = []  # sorted allocation addresses
         self._allocs: dict[int, Allocation] = {}
@@ -108,9 +113,10 @@ class DeviceMemory:
         )
 
     def free(self, addr: int) -> Allocation:
-        a = self._allocs.pop(addr, None)
-        if a is None:
+        a = self._allocs.get(addr)
+        if a is None or a.kind == "vmm":
             raise CudaError(Err.INVALID_VALUE, f"{addr:#x} is not the start of a live device allocation")
+        del self._allocs[addr]
         del self._starts[bisect.bisect_left(self._starts, addr)]
         off = addr - self.base
         # Give the pages back to the host; the range reads as zeros if reused, as fresh cudaMalloc may.
@@ -139,6 +145,16 @@ class DeviceMemory:
             self._free[i - 1] = (self._free[i - 1][0], self._free[i - 1][1] + self._free[i][1])
             del self._free[i]
 
+    def track(self, addr: int, size: int, kind: str) -> None:
+        """Makes [addr, addr+size) outside the allocator's range accessible like an allocation (vmm.py's
+        mapped ranges); nothing is charged."""
+        bisect.insort(self._starts, addr)
+        self._allocs[addr] = Allocation(addr, size, size, kind)
+
+    def untrack(self, addr: int) -> None:
+        del self._allocs[addr]
+        del self._starts[bisect.bisect_left(self._starts, addr)]
+
     @property
     def free_bytes(self) -> int:
         return self.capacity - self.used
@@ -149,7 +165,7 @@ class DeviceMemory:
     # -- lookup and checks --------------------------------------------------------------------------------
     def owns(self, addr: int) -> bool:
         """True when addr lies inside this device's window (allocated or not)."""
-        return self.base <= addr < self.base + self.capacity
+        return self.base <= addr < self.base + self.span
 
     def find(self, addr: int) -> Allocation | None:
         """The live allocation containing addr, if any."""

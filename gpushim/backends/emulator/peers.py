@@ -3,10 +3,10 @@ device's memory of the same session.
 
 Kernels address memory as `arena[addr - base]` with one arena. Each device's memory is its own memfd in its
 own window (memory.DEVICE_WINDOW apart), so `PeerSpace` maps every device's memfd into one reserved span at
-the windows' relative offsets: one array covers all devices, the gaps stay PROT_NONE and are never touched
-(every access is checked against live allocations first). `PeerView` is what a launch then sees: the
-launching device's memory plus the allocations of the peers it may access; anything else (the device heap,
-printf's reads) is the launching device's.
+the windows' relative offsets: one array covers all devices (every access is checked against live
+allocations first). Ranges mapped by cuMemMap (vmm.py) are overlaid here as in each device's own mapping.
+`PeerView` is what a launch then sees: the launching device's memory plus the allocations of the peers it
+may access; anything else (the device heap, printf's reads) is the launching device's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class PeerSpace:
 
     def __init__(self, memories: list[DeviceMemory]) -> None:
         self.base = min(m.base for m in memories)
-        self.size = max(m.base + m.capacity for m in memories) - self.base
+        self.size = max(m.base + m.span for m in memories) - self.base
         if any(m.fd is None for m in memories):
             raise CudaError(Err.NOT_SUPPORTED, "peer access needs device memory in memfds (memfd_create failed)")
         p = _libc.mmap(None, self.size, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
@@ -41,12 +41,20 @@ class PeerSpace:
             raise CudaError(Err.MEMORY_ALLOCATION, f"peer access: cannot reserve {self.size} bytes of address space")
         self.addr = p
         for m in memories:
-            q = _libc.mmap(p + (m.base - self.base), m.capacity, mmap.PROT_READ | mmap.PROT_WRITE,
+            q = _libc.mmap(p + (m.base - self.base), m.span, mmap.PROT_READ | mmap.PROT_WRITE,
                            mmap.MAP_SHARED | MAP_FIXED | MAP_NORESERVE, m.fd, 0)
             if q != p + (m.base - self.base):
                 self.close()
                 raise CudaError(Err.MEMORY_ALLOCATION, "peer access: cannot map a device's memory")
         self.arena = np.ctypeslib.as_array((ctypes.c_uint8 * self.size).from_address(p))
+
+    def overlay(self, addr: int, size: int, fd: int, offset: int) -> None:
+        """Maps fd's pages from offset at device address addr (vmm.py keeps this span like the devices')."""
+        if not self.addr or not 0 <= addr - self.base <= self.size - size:
+            raise CudaError(Err.INVALID_VALUE, f"peer access: {size:#x} bytes at {addr:#x} are outside the span")
+        at = self.addr + (addr - self.base)
+        if _libc.mmap(at, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | MAP_FIXED, fd, offset) != at:
+            raise CudaError(Err.MEMORY_ALLOCATION, "peer access: cannot map a device's memory")
 
     def close(self) -> None:
         if self.addr:
