@@ -44,6 +44,8 @@ class EmuModule:
         except FatbinError as e:
             raise CudaError(Err.INVALID_KERNEL_IMAGE, f"the fat binary is malformed: {e}") from None
         ptx = [i for i in images if i.kind == "ptx"]
+        if not ptx:
+            raise CudaError(Err.NO_KERNEL_IMAGE_FOR_DEVICE, _no_ptx_message(images))
         device_arch = cc[0] * 10 + cc[1]
         # The oldest PTX the device could JIT: newer-arch PTX uses instructions the engine may not run.
         fitting = [i for i in ptx if i.arch <= device_arch] or ptx
@@ -167,3 +169,17 @@ class EmuModule:
             "clusterSchedulingPolicyPreference": 0,
             "nonPortableClusterSizeAllowed": 0,
         }
+
+
+def _no_ptx_message(images: list[FatbinImage]) -> str:
+    kernels: set[str] = set()
+    for img in images:
+        if img.kind == "cubin":
+            try:
+                kernels.update(cubin_info(img.payload).kernels)
+            except FatbinError:
+                pass
+    names = ", ".join(sorted(kernels)[:8]) + (", ..." if len(kernels) > 8 else "")
+    what = _arch_list(images, "cubin") + (f"; kernels {names}" if names else "")
+    return (f"the binary carries no PTX (only cubins for {what}), and the emulator runs PTX. Rebuild with PTX "
+            "included, e.g. -gencode arch=compute_75,code=compute_75.")
