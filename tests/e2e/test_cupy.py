@@ -87,6 +87,21 @@ def test_cupy_kernel_the_emulator_cannot_run_raises(server):
 
 
 @emulator_only
+def test_cupy_random_state_says_why_it_cannot_run(server):
+    """cupy.random.RandomState uses cuRAND's host API. cuRAND picks, by the device's compute capability, a fat
+    binary holding one sm_XX cubin (its PTX builds serve only devices newer than all its cubins) and loads it
+    with cudaLibraryLoadData. The emulator runs PTX, so the load fails (CUDA_ERROR_NO_BINARY_FOR_GPU, as
+    cuModuleLoadData documents for an image with no code for the device), stderr names the kernel, and CuPy
+    raises CURANDError rather than returning numbers no kernel made."""
+    r = run_cupy(server, "randomstate")
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = kv(r.stdout)
+    assert v["randomstate_error"] == "CURANDError CURAND_STATUS_INITIALIZATION_FAILED", v
+    assert "the binary carries no PTX (only cubins for sm_90; kernels pseudo_random_sequence_generator)" \
+        in r.stderr
+
+
+@emulator_only
 @pytest.mark.skipif(not os.environ.get("GPUSHIM_SLOW_TESTS"), reason="about 70 s on the emulator (every generator "
                     "state runs curand_init's skip-ahead on the CPU); set GPUSHIM_SLOW_TESTS=1")
 def test_cupy_random_numbers(server):

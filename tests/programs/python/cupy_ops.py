@@ -1,7 +1,7 @@
 """CuPy on gpushim (tests/e2e/test_cupy.py): array work checked against numpy, one key=value line per check.
 With no argument the basic checks run; arguments name parts (`base` for those): `random` (default_rng: slow
 on the emulator, curand_init's skip-ahead), `cub` (CUB's device-wide reductions and scan on several dtypes),
-`unrunnable` (a kernel the emulator cannot run)."""
+`unrunnable` (a kernel the emulator cannot run), `randomstate` (cuRAND's host API)."""
 
 import os
 import sys
@@ -66,6 +66,13 @@ extern "C" __global__ void wait_then_store(float *y) {
     except Exception as e:  # CuPy's CUDARuntimeError / CUDADriverError
         print("unrunnable_error=", type(e).__name__, str(e).replace("\n", " ")[:300])
     print("after_error=", np.allclose(cp.asnumpy(cp.sqrt(a)), np.sqrt(x)))
+if "randomstate" in parts:
+    try:
+        r = cp.asnumpy(cp.random.RandomState(1234).rand(1000))
+        r2 = cp.asnumpy(cp.random.RandomState(1234).rand(1000))
+        print("randomstate=", bool(r.min() >= 0 and r.max() < 1 and 0.4 < r.mean() < 0.6), np.array_equal(r, r2))
+    except Exception as e:  # cupy_backends.cuda.libs.curand.CURANDError
+        print("randomstate_error=", type(e).__name__, e)
 if "random" in parts:
     r = cp.asnumpy(cp.random.default_rng(1).random(1000))
     print("random=", bool(r.min() >= 0 and r.max() < 1 and 0.4 < r.mean() < 0.6))
