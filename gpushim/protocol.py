@@ -136,6 +136,9 @@ OPS: tuple[Op, ...] = (
         "elements of elem (2 or 4) bytes per row, height rows pitch bytes apart"),
     _op(82, "STREAM_WAIT_VALUE", "stream addr value cmp width", "", "cuStreamWaitValue32/64: the stream waits "
         "until the width-byte value at addr compares (0 GEQ, 1 EQ, 2 AND, 3 NOR) with value"),
+    # the client's runtime (issue 13)
+    _op(90, "RUNTIME_VERSION", "runtime", "", "the client's CUDA runtime version learned after the handshake (a "
+        "static runtime's driver look-ups carry it): recorded for status and the log; the policy stays"),
     # textures and surfaces (descriptors in device memory: gpushim/ptx/texdesc.py)
     _op(100, "TEX_CREATE", "dev surface fields", "handle", "cudaCreateTextureObject / cudaCreateSurfaceObject: "
         "fields are texdesc.Desc's from restype on (border colours as f32 bits); the handle is the descriptor's "
@@ -204,6 +207,7 @@ ARG_SPECS: dict[str, Field] = {
     "ipc_handle": Field(bytes, 64, 64),
     # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
     "fields": Field(list, 21, 21, item_range=U64),
+    "runtime": Field(int, 0, 999_999),  # RUNTIME_VERSION: as the HELLO's
 }
 # Where one name means different things in different operations:
 OP_ARG_SPECS: dict[tuple[str, str], Field] = {

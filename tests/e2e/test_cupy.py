@@ -32,10 +32,14 @@ def run_cupy(server, *args: str, timeout: float = 300, path: str = "", **extra: 
 
 @emulator_only
 def test_cupy_array_work_matches_numpy(server):
-    r = run_cupy(server)
+    r = run_cupy(server, "base", "status")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "env 1 None" in r.stdout  # what gpushim run chose for the emulator: PTX, CuPy's own accelerators
     v = kv(r.stdout)
+    # CuPy connects (cuInit, cuDriverGetVersion) before its static runtime starts: the runtime's version,
+    # learned from its driver look-ups afterwards, reaches the server (gpushim status) all the same
+    assert v["status_runtime"] == "13020", v["status_runtime"]  # cupy-cuda13x 14.2 links the 13.2 runtime
+    assert "client runtime: CUDA 13020 (learned after the handshake" in server.log.read_text()
     assert v["asnumpy"] == "True" and v["elementwise"] == "True"
     assert v["sum"] == "499500.0 499500.0"
     assert v["max_mean"] == "999.0 499.5"
@@ -102,7 +106,7 @@ def test_cupy_random_state_says_why_it_cannot_run(server):
 
 
 @emulator_only
-@pytest.mark.skipif(not os.environ.get("GPUSHIM_SLOW_TESTS"), reason="about 70 s on the emulator (every generator "
+@pytest.mark.skipif(not os.environ.get("GPUSHIM_SLOW_TESTS"), reason="about 90 s on the emulator (every generator "
                     "state runs curand_init's skip-ahead on the CPU); set GPUSHIM_SLOW_TESTS=1")
 def test_cupy_random_numbers(server):
     r = run_cupy(server, "base", "random", timeout=600)

@@ -1,7 +1,8 @@
 """CuPy on gpushim (tests/e2e/test_cupy.py): array work checked against numpy, one key=value line per check.
 With no argument the basic checks run; arguments name parts (`base` for those): `random` (default_rng: slow
 on the emulator, curand_init's skip-ahead), `cub` (CUB's device-wide reductions and scan on several dtypes),
-`unrunnable` (a kernel the emulator cannot run), `randomstate` (cuRAND's host API)."""
+`unrunnable` (a kernel the emulator cannot run), `randomstate` (cuRAND's host API), `status` (what
+`gpushim status` says of this process)."""
 
 import os
 import sys
@@ -66,6 +67,15 @@ extern "C" __global__ void wait_then_store(float *y) {
     except Exception as e:  # CuPy's CUDARuntimeError / CUDADriverError
         print("unrunnable_error=", type(e).__name__, str(e).replace("\n", " ")[:300])
     print("after_error=", np.allclose(cp.asnumpy(cp.sqrt(a)), np.sqrt(x)))
+if "status" in parts:
+    import json
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+    st = json.loads(subprocess.run([sys.executable, "-m", "gpushim", "status", "--json"], env=env,
+                                   capture_output=True, text=True, check=True).stdout)
+    mine = [s for s in st["sessions"] if s.get("pid") == os.getpid()]
+    print("status_runtime=", mine[0]["runtime"] if mine else None)
 if "randomstate" in parts:
     try:
         r = cp.asnumpy(cp.random.RandomState(1234).rand(1000))
