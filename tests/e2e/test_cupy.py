@@ -77,7 +77,7 @@ def test_cupy_cub_on_blackwell(make_server):
 
 @emulator_only
 def test_cupy_kernel_the_emulator_cannot_run_raises(server):
-    """A kernel with an instruction the PTX engine lacks (griddepcontrol.wait) is found like any other; its
+    """A kernel with an instruction the PTX engine lacks (multimem.red) is found like any other; its
     launch fails with cudaErrorNotSupported, which the next synchronising call reports (CuPy raises there),
     naming the kernel and the instruction, instead of leaving output that reads as if the kernel had run.
     The error is not sticky: the next kernel runs."""
@@ -86,7 +86,7 @@ def test_cupy_kernel_the_emulator_cannot_run_raises(server):
     v = kv(r.stdout)
     assert "unrunnable_result" not in v
     assert v["unrunnable_error"].startswith("CUDARuntimeError cudaErrorNotSupported"), v["unrunnable_error"]
-    assert "kernel wait_then_store: the emulator cannot run it" in r.stderr and "griddepcontrol" in r.stderr
+    assert "kernel multicast_add: the emulator cannot run it" in r.stderr and "multimem" in r.stderr
     assert v["after_error"] == "True"
 
 

@@ -53,13 +53,13 @@ if "cub" in parts:
     c = cp.cumsum(cp.arange(5000, dtype=cp.int64))
     print("cumsum=", np.array_equal(cp.asnumpy(c), np.cumsum(np.arange(5000, dtype=np.int64))))
 if "unrunnable" in parts:
-    # griddepcontrol (programmatic dependent launch) is an instruction the PTX engine lacks: the launch fails
-    # and the next synchronising call says so, rather than the output reading as if the kernel had run
+    # multimem (NVLink multicast memory) is an instruction the PTX engine lacks: the launch fails and the next
+    # synchronising call says so, rather than the output reading as if the kernel had run
     bad = cp.RawKernel(r'''
-extern "C" __global__ void wait_then_store(float *y) {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+extern "C" __global__ void multicast_add(float *y) {
+    asm volatile("multimem.red.relaxed.sys.global.add.f32 [%0], %1;" :: "l"(y + threadIdx.x), "f"(1.0f) : "memory");
     y[threadIdx.x] = 1.0f;
-}''', "wait_then_store")
+}''', "multicast_add")
     y = cp.zeros(32, cp.float32)
     try:
         bad((1,), (32,), (y,))
