@@ -5,10 +5,10 @@ launches a few; parsing and compiling all of them costs minutes. A slice keeps t
 and declarations, and the definitions of one kernel and of the functions it refers to (transitively); every
 other definition becomes as many empty lines, so line numbers in error messages stay those of the module.
 
-A module is sliced only when its kernels cannot share code through memory: no variable initialiser and no
-`mov` takes a function's address (a pointer made in one slice would mean nothing in another), and no variable
-has an address initialiser (each slice would write it again at its first launch). Otherwise `PtxSlicer.of`
-answers None and the module is loaded whole.
+Comments are blanked first. A module is sliced only when its kernels cannot share code through memory: no
+variable initialiser and no `mov` takes a function's address (a pointer made in one slice would mean nothing in
+another), and no variable has an address initialiser (each slice would write it again at its first launch).
+Otherwise `PtxSlicer.of` answers None and the module is loaded whole.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 _BRACE = re.compile(r"[{}]")
 _TAKE_ADDRESS = re.compile(r"\bmov\.[ub]64\s+%\w+\s*,\s*([A-Za-z_$][\w$]*)\s*;")
 _COMMENT = re.compile(r"//|/\*")
+_LINE_COMMENT = re.compile(r"//[^\n]*")
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,11 @@ class PtxSlicer:
     @classmethod
     def of(cls, text: str, min_bytes: int = SLICE_MIN_BYTES) -> PtxSlicer | None:
         """A slicer for text, or None when the module is small or must be loaded whole (see the module doc)."""
-        if len(text) < min_bytes or _COMMENT.search(text):  # comments could hide braces: whole module
+        if len(text) < min_bytes:
             return None
+        if _COMMENT.search(text):  # blanked (newlines kept): a brace in a comment must not count
+            text = _BLOCK_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+            text = _LINE_COMMENT.sub(lambda m: " " * len(m.group(0)), text)
         defs: dict[str, _Def] = {}
         pos = 0
         for m in _HEADER.finditer(text):

@@ -85,10 +85,19 @@ def test_slice_runs_like_the_whole_module():
 @pytest.mark.parametrize("change", [
     ("mov.b32 %r1, 7;", "mov.u64 %rd1, twice;"),  # a function's address taken: kernels could share pointers
     (".global .align 4 .u32 counter;", ".global .align 8 .u64 p = generic(counter);"),  # an address initialiser
-    ("mov.b32 %r1, 7;", "// a comment\n  mov.b32 %r1, 7;"),  # comments could hide braces
 ])
 def test_modules_that_load_whole(change):
     assert PtxSlicer.of(TEXT.replace(*change), min_bytes=0) is None
+
+
+def test_comments_do_not_count():
+    text = TEXT.replace("mov.b32 %r1, 7;", "// a comment with a brace }\n  mov.b32 %r1, 7; /* and {\n another */")
+    s = PtxSlicer.of(text, min_bytes=0)
+    assert s is not None and s.closure("other") == {"other"}
+    sliced = s.slice("other")
+    assert sliced.count("\n") == text.count("\n") and "brace" not in sliced
+    mod = load_module(sliced)
+    assert set(mod.kernels) == {"other"}
 
 
 def test_small_modules_load_whole():
