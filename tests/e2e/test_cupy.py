@@ -59,14 +59,14 @@ def cub_launches(server) -> set[str]:
 def test_cupy_cub_on_blackwell(make_server):
     """CUB's device-wide reductions and scan (CUPY_ACCELERATORS=cub, CuPy 14's default) on the Blackwell model,
     the device its compute_120 PTX is for: packed 16-bit min/max (min.s16x2, max.u16x2), multi-block
-    reductions, argmin/argmax and the decoupled look-back scan, each checked against numpy."""
+    reductions, argmin/argmax and the decoupled look-back scan, each checked against numpy; Thrust's sort too."""
     server = make_server("--emulate-gpu", "rtxpro6000")
     r = run_cupy(server, "cub", CUPY_ACCELERATORS="cub")
     assert r.returncode == 0, r.stderr + r.stdout
     v = kv(r.stdout)
     assert v["cub_on"] == "True"
     for name in ("sum_f64", "sum_i32", "min_i16", "max_i16", "min_u16", "max_u16", "argmax_f32", "argmin_i64",
-                 "cumsum"):
+                 "cumsum", "thrust_sort"):
         assert v[name].startswith("True"), (name, v[name])
     assert r.stdout.strip().endswith("OK")
     # the answers came from CUB's kernels, not from CuPy falling back to its own

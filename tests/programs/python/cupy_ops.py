@@ -52,6 +52,9 @@ if "cub" in parts:
         print(f"{name}=", got.item() == want, got.item(), want)
     c = cp.cumsum(cp.arange(5000, dtype=cp.int64))
     print("cumsum=", np.array_equal(cp.asnumpy(c), np.cumsum(np.arange(5000, dtype=np.int64))))
+    # Thrust (cupy/cuda/thrust: another static runtime, another compute_120 module)
+    z = np.random.default_rng(0).standard_normal(3000).astype(np.float32)
+    print("thrust_sort=", np.array_equal(cp.asnumpy(cp.sort(cp.asarray(z))), np.sort(z)))
 if "unrunnable" in parts:
     # multimem (NVLink multicast memory) is an instruction the PTX engine lacks: the launch fails and the next
     # synchronising call says so, rather than the output reading as if the kernel had run
