@@ -91,7 +91,8 @@ def backend_options(f):  # noqa: ANN001, ANN201
     f = click.option("--emulate-devices", default=1, show_default=True, type=click.IntRange(1, 16),
                      help="Number of emulated GPUs.")(f)
     f = click.option("--emulate-gpu", default="h100", show_default=True,
-                     help="GPU model the emulator presents: h100, h200, a100, l4, t4.")(f)
+                     help="GPU model the emulator presents: h100, h200, a100, l4, t4, rtxpro6000 "
+                     "(Blackwell, sm_120).")(f)
     f = click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
                      help="cuda: real GPUs via cuda-python; emulator: CPU; auto: cuda when a GPU is usable.")(f)
     return f
@@ -483,9 +484,8 @@ def _prefer_ptx(url: str, env: dict[str, str]) -> None:
         return
     if emulator:
         env.setdefault("CUPY_COMPILE_WITH_PTX", "1")
-        # CuPy's CUB-based reductions come as a library whose only PTX is compute_120 and uses instructions
-        # the PTX engine lacks (packed 16-bit SIMD such as min.s16x2): CuPy's own reduction kernels instead
-        env.setdefault("CUPY_ACCELERATORS", "")
+        # CUPY_ACCELERATORS stays CuPy's default (CUB): the emulator runs CUB's compute_120 PTX on every model
+        # it offers (docs/cupy.md)
 
 
 def _reachable(url: str) -> bool:

@@ -149,6 +149,9 @@ OPS: tuple[Op, ...] = (
         "CUmemAccess_flags)"),
     _op(86, "MODULE_UNLOAD", "hash", "", "cuModuleUnload of the client's last handle to a module: the session "
         "releases it (its variables too) once its devices are idle; a later use loads it again"),
+    # the client's runtime (issue 13)
+    _op(90, "RUNTIME_VERSION", "runtime", "", "the client's CUDA runtime version learned after the handshake (a "
+        "static runtime's driver look-ups carry it): recorded for status and the log; the policy stays"),
     # textures and surfaces (descriptors in device memory: gpushim/ptx/texdesc.py)
     _op(100, "TEX_CREATE", "dev surface fields", "handle", "cudaCreateTextureObject / cudaCreateSurfaceObject: "
         "fields are texdesc.Desc's from restype on (border colours as f32 bits); the handle is the descriptor's "
@@ -222,6 +225,7 @@ ARG_SPECS: dict[str, Field] = {
     # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
     "fields": Field(list, 21, 21, item_range=U64),
     "what": Field(int, 0, 1),  # VMM_FREE: 0 an address range, 1 an allocation handle
+    "runtime": Field(int, 0, 999_999),  # RUNTIME_VERSION: as the HELLO's
 }
 # Where one name means different things in different operations:
 OP_ARG_SPECS: dict[tuple[str, str], Field] = {

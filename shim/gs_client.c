@@ -133,7 +133,7 @@ static int handshake(int fd, char *why, size_t whylen, cudaError_t *refusal) {
     gs_w_cstr(&w, "proto");
     gs_w_uint(&w, GS_PROTOCOL_VERSION);
     gs_w_cstr(&w, "runtime");
-    gs_w_int(&w, gs_runtime_version());
+    gs_w_int(&w, gs_runtime_version_announce());
     gs_w_cstr(&w, "soname");
     gs_w_cstr(&w, gs_runtime_soname());
     gs_w_cstr(&w, "pid");

@@ -59,6 +59,7 @@ int gs_log_level(void);
 
 /* The client's runtime API version (e.g. 12040) and its libcudart soname, found at load. */
 int gs_runtime_version(void);
+int gs_runtime_version_announce(void); /* gs_runtime_version, for the handshake (a later version is sent on) */
 const char *gs_runtime_soname(void);
 void gs_detect_runtime(void);
 

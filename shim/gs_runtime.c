@@ -119,11 +119,34 @@ int gs_runtime_version(void) {
 /* A process without libcudart tells its CUDA version only through the driver look-ups it makes (some
  * bindings ask each entry point at its own introduction version): the newest one before the handshake
  * (frameworks look their entry points up first) becomes its version. */
+static _Atomic int announced = -1; /* the version the handshake told the server; -1 before it */
+
+int gs_runtime_version_announce(void) {
+    int v = gs_runtime_version();
+    announced = v;
+    return v;
+}
+
+/* A process may connect before its runtime looks anything up (CuPy calls cuInit and cuDriverGetVersion
+ * first, then its statically linked runtime starts): a newer version learned after the handshake is told to
+ * the server (RUNTIME_VERSION), which records it for its status and the session log. */
+static void announce_later(int v) {
+    int cur = announced;
+    if (version || cur < 0 || v < 11000 || v <= cur || !atomic_compare_exchange_strong(&announced, &cur, v)) return;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_RUNTIME_VERSION, 1);
+    gs_w_int(c.w, v);
+    cudaError_t e = gs_call_run(&c);
+    gs_call_end(&c);
+    gs_log(2, "told the server this is a CUDA %d client (learned after connecting): %s", v, e ? "refused" : "ok");
+}
+
 void gs_drv_note_version(int cuda_version) {
     if (cuda_version < 2000 || cuda_version >= 100000) return;
     int cur = driver_client_version;
     while (cuda_version > cur && !atomic_compare_exchange_weak(&driver_client_version, &cur, cuda_version)) {
     }
+    if (cuda_version > cur && !detecting) announce_later(cuda_version);
 }
 
 const char *gs_runtime_soname(void) {

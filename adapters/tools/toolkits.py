@@ -4,6 +4,7 @@
     python adapters/tools/toolkits.py install 11.8|12.4   # -> ~/.cache/gpushim/toolkits/<ver>/
     python adapters/tools/toolkits.py nvcc 11.8            # prints the nvcc path (installs if needed)
     python adapters/tools/toolkits.py flags 11.8           # prints the flags every build with it needs
+    python adapters/tools/toolkits.py static 11.8          # adds libcudart_static.a (from nvidia-cuda-dev)
     python adapters/tools/toolkits.py check 11.8           # builds and runs a small -cudart shared program
 
 A tree is put together from
@@ -18,6 +19,8 @@ A tree is put together from
 Layout: bin/ (nvcc + tools + nvcc.profile), nvvm/bin/cicc, nvvm/libdevice/, include/, lib64/ (libcudart.so.N and
 a libcudart.so link). There is no libcudart_static.a and no libcudadevrt.a in those wheels, so every build needs
 ``-cudart shared -cudadevrt none`` (``flags``); nvcc 11.8 also needs ``-allow-unsupported-compiler`` with gcc 12.
+``static`` adds libcudart_static.a from Debian's nvidia-cuda-dev (a 774/934 MB download, 2.5 min to unpack:
+tests/fixtures' static builds are committed so that neither CI nor a test needs it).
 """
 
 from __future__ import annotations
@@ -100,29 +103,70 @@ def apt_options(suite: str, cache: Path) -> list[str]:
     ]
 
 
-def fetch_deb(tk: Toolkit, cache: Path) -> Path:
+def fetch_deb(tk: Toolkit, cache: Path, package: str = "nvidia-cuda-toolkit", version: str = "") -> Path:
+    """The .deb of package (default: the toolkit's nvcc) whose version starts with version (default: the
+    toolkit's upstream version), downloaded once into cache/debs."""
+    version = version or tk.upstream
     debs = cache / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    have = sorted(debs.glob(f"nvidia-cuda-toolkit_{tk.upstream}*_amd64.deb"))
+    have = sorted(debs.glob(f"{package}_{version}*_amd64.deb"))
     if have:
         return have[-1]
     opts = apt_options(tk.suite, cache)
     cmd = ["apt-get", *opts, "update"]
     log("+ " + " ".join(cmd))
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    policy = subprocess.run(["apt-cache", *opts, "madison", "nvidia-cuda-toolkit"], check=True, capture_output=True,
+    policy = subprocess.run(["apt-cache", *opts, "madison", package], check=True, capture_output=True,
                             text=True).stdout
     versions = [ln.split("|")[1].strip() for ln in policy.splitlines() if "|" in ln]
-    match = [v for v in versions if v.startswith(tk.upstream)]
+    match = [v for v in versions if v.startswith(version)]
     if not match:
-        raise SystemExit(f"{tk.suite} non-free has no nvidia-cuda-toolkit {tk.upstream}* (has {versions})")
-    cmd = ["apt-get", *opts, "download", f"nvidia-cuda-toolkit={match[0]}"]
+        raise SystemExit(f"{tk.suite} non-free has no {package} {version}* (has {versions})")
+    cmd = ["apt-get", *opts, "download", f"{package}={match[0]}"]
     log("+ " + " ".join(cmd))
     subprocess.run(cmd, check=True, cwd=debs, stdout=subprocess.DEVNULL)
-    have = sorted(debs.glob(f"nvidia-cuda-toolkit_{tk.upstream}*_amd64.deb"))
+    have = sorted(debs.glob(f"{package}_{version}*_amd64.deb"))
     if not have:
         raise SystemExit("apt-get download produced no .deb")
     return have[-1]
+
+
+# The static runtime (nvcc's default -cudart static) is only in Debian's nvidia-cuda-dev, a 774 MB (11.8) /
+# 934 MB (12.4) package of every static CUDA library; its two small archives are taken out of it.
+STATIC_LIBS = ("libcudart_static.a", "libculibos.a")
+
+
+def install_static(version: str, cache: Path = CACHE) -> Path:
+    """Adds libcudart_static.a (and libculibos.a, which it needs) to the toolkit's lib64: about 20 s of download
+    at 40 MB/s and 2.5 min of decompression, once."""
+    lib64 = install(version, cache) / "lib64"
+    if all((lib64 / name).exists() for name in STATIC_LIBS):
+        return lib64
+    tk = TOOLKITS[version]
+    t0 = time.monotonic()
+    # nvidia-cuda-dev of the same Debian source version as the toolkit's nvcc (its own upstream part differs)
+    source = fetch_deb(tk, cache).name.split("_")[1].split("~", 1)[1]
+    opts = apt_options(tk.suite, cache)
+    madison = subprocess.run(["apt-cache", *opts, "madison", "nvidia-cuda-dev"], check=True, capture_output=True,
+                             text=True).stdout
+    dev = [v for v in (ln.split("|")[1].strip() for ln in madison.splitlines() if "|" in ln)
+           if v.endswith("~" + source)]
+    if not dev:
+        raise SystemExit(f"{tk.suite} non-free has no nvidia-cuda-dev of source version {source}")
+    deb = fetch_deb(tk, cache, "nvidia-cuda-dev", dev[0].split("~", 1)[0])
+    with tempfile.TemporaryDirectory(prefix=f"gpushim-static-{version}-") as tmp:
+        tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", tmp, "--wildcards", *(f"*/{n}" for n in STATIC_LIBS)],
+                       stdin=tar.stdout, check=True)
+        if tar.wait() not in (0, 2):  # 2: tar stopped reading (SIGPIPE) after the last member
+            raise SystemExit(f"dpkg-deb --fsys-tarfile {deb.name} failed")
+        for name in STATIC_LIBS:
+            found = sorted(Path(tmp).rglob(name))
+            if not found:
+                raise SystemExit(f"{deb.name} has no {name}")
+            shutil.copy2(found[0], lib64 / name)
+    log(f"{version}: {', '.join(STATIC_LIBS)} in {lib64} ({time.monotonic() - t0:.0f} s)")
+    return lib64
 
 
 def install(version: str, cache: Path = CACHE, force: bool = False) -> Path:
@@ -248,13 +292,15 @@ def check(version: str, cache: Path = CACHE) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=["install", "nvcc", "flags", "check", "path"])
+    ap.add_argument("action", choices=["install", "static", "nvcc", "flags", "check", "path"])
     ap.add_argument("version", choices=sorted(TOOLKITS))
     ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--force", action="store_true", help="reinstall")
     args = ap.parse_args(argv)
     if args.action == "install":
         print(install(args.version, args.cache, force=args.force))
+    elif args.action == "static":
+        print(install_static(args.version, args.cache))
     elif args.action == "nvcc":
         print(nvcc_path(args.version, args.cache))
     elif args.action == "path":

@@ -481,7 +481,8 @@ def print_report(rep: CheckReport) -> None:
 @click.command("compat-check")
 @click.argument("binary", type=click.Path(exists=True, dir_okay=False))
 @click.option("--server", default=None, help="Ask this running gpushim server for its GPUs and driver.")
-@click.option("--gpu", default=None, help="GPU model (h100, h200, a100, l4, t4) or compute capability (9.0, sm_90).")
+@click.option("--gpu", default=None,
+              help="GPU model (h100, h200, a100, l4, t4, rtxpro6000) or compute capability (9.0, sm_90).")
 @click.option("--driver", default=None, help="Driver's CUDA version, e.g. 12.4 (default 13.0).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def compat_check_command(binary: str, server: str | None, gpu: str | None, driver: str | None, as_json: bool) -> None:

@@ -13,7 +13,9 @@ def itype(ctx: Ctx, ins: Instr) -> str:
     for p in reversed(ins.op.split(".")):
         if p in TYPES:
             return p
-    raise ctx.error(f"{ins.op}: no type")
+    # a type suffix the engine does not know (PTX grows new packed types): this kernel cannot run, the
+    # module's other kernels still can
+    raise ctx.fail(f"{ins.op}: no type the engine knows")
 
 
 def mods(ins: Instr) -> set[str]:

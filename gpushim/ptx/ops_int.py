@@ -14,6 +14,7 @@ import numpy as np
 from gpushim.ptx.nodes import Imm, Instr, Reg
 from gpushim.ptx.operands import Ctx, imm_value
 from gpushim.ptx.ops_common import bits_type, itype, mods, nary
+from gpushim.ptx.ops_simd import PACKED_INT_TYPES, compile_packed_minmax
 from gpushim.ptx.types import S, U, np_type, type_size
 
 _M32 = np.uint64(0xFFFFFFFF)
@@ -264,6 +265,8 @@ def compile_abs_neg(ctx: Ctx, ins: Instr):
 
 
 def compile_min_max(ctx: Ctx, ins: Instr):
+    if any(p in PACKED_INT_TYPES for p in ins.op.split(".")[1:]):
+        return compile_packed_minmax(ctx, ins)
     typ = itype(ctx, ins)
     if typ[0] == "f" or typ in ("bf16", "bf16x2", "f16x2"):
         from gpushim.ptx.ops_float import compile_fminmax

@@ -1,5 +1,6 @@
 """SIMD video instructions on packed bytes/halves: vadd4/2, vsub4/2, vabsdiff4/2, vmin4/2, vmax4/2, vavrg4/2
-(no lane selectors or masks; with .sat and the .add accumulation)."""
+(no lane selectors or masks; with .sat and the .add accumulation); and the packed 16-bit integer min/max
+(min/max .u16x2/.s16x2, with .relu on .s16x2), which ops_int's min/max hand over."""
 
 from __future__ import annotations
 
@@ -53,6 +54,37 @@ def compile_simd(ctx: Ctx, ins: Instr):
         return (res & 0xFFFFFFFF).astype(np.uint32)
 
     return nary(ctx, ins, "u32", f, 3)
+
+
+PACKED_INT_TYPES = ("u16x2", "s16x2")
+
+
+def compile_packed_minmax(ctx: Ctx, ins: Instr):
+    """min/max{.relu}.{u16x2,s16x2} d, a, b: each 16-bit half of d is the min (max) of the same halves of a
+    and b; .relu (only with .s16x2) clamps negative halves to 0 (PTX ISA, "Integer Arithmetic Instructions:
+    min / max", PTX 8.0, sm_90)."""
+    parts = ins.op.split(".")
+    typ = next(p for p in parts[1:] if p in PACKED_INT_TYPES)
+    relu = "relu" in parts[1:]
+    if relu and typ != "s16x2":
+        raise ctx.error(f"{ins.op}: .relu needs .s16x2")
+    if len(ins.args) != 3:
+        raise ctx.error(f"{ins.op}: needs d, a, b")
+    half = np.int16 if typ == "s16x2" else np.uint16
+    f = np.minimum if parts[0] == "min" else np.maximum
+
+    def lanes(x):
+        x = np.asarray(x, np.uint32)
+        return (x & 0xFFFF).astype(np.uint16).view(half), (x >> 16).astype(np.uint16).view(half)
+
+    def g(a, b):
+        (alo, ahi), (blo, bhi) = lanes(a), lanes(b)
+        lo, hi = f(alo, blo), f(ahi, bhi)
+        if relu:
+            lo, hi = np.maximum(lo, half(0)), np.maximum(hi, half(0))
+        return lo.view(np.uint16).astype(np.uint32) | (hi.view(np.uint16).astype(np.uint32) << np.uint32(16))
+
+    return nary(ctx, ins, "u32", g, 2)
 
 
 HANDLERS = {f"v{o}{n}": compile_simd for o in ("add", "sub", "absdiff", "min", "max", "avrg") for n in (2, 4)}

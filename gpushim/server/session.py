@@ -315,6 +315,18 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
     def op_session_info(self) -> list[Any]:
         return [self.summary()]
 
+    def op_runtime_version(self, runtime: int) -> list[Any]:
+        """The client's runtime version, learned after the handshake. Only a newer CUDA 11+ version replaces
+        the one recorded; the policy built at the handshake (for the server's driver version when the client
+        said 0) stays, as calls were already adapted by it."""
+        if not 11000 <= runtime < 100000:
+            raise CudaError(Err.INVALID_VALUE, f"RUNTIME_VERSION: {runtime} is no CUDA 11+ runtime version")
+        if runtime > self.info.runtime:
+            self.log.info("client runtime: CUDA %d (learned after the handshake; it said %d)", runtime,
+                          self.info.runtime)
+            self.info.runtime = runtime
+        return []
+
     def close(self) -> None:
         self.ipc_close_all()  # before the memory goes: no record may name it after
         self.bs.close()

@@ -23,7 +23,7 @@ H100 = [{"name": "NVIDIA H100 80GB HBM3", "cc": "9.0"}]
 NOT_PROGRAMS = {"libvadd.so", "static_kernels"}
 # Programs of the end-to-end suite built with the old toolkits (tests/e2e/test_kernels.py runs them); they print
 # their own results, not the compatibility matrix's.
-E2E_PROGRAMS = {"e2e_kernels"}
+E2E_PROGRAMS = {"e2e_kernels", "static_e2e_kernels"}
 
 
 def manifest() -> dict[str, Any]:

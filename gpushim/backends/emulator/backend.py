@@ -524,7 +524,7 @@ class EmulatorSession(BackendSession):
                stream: Stream | None, params: bytes) -> None:
         mem = self._mem(dev)
         mod = self._module(key)
-        info = mod.kernel(name)
+        info = mod.kernel(name, launch=True)
         self._check_launch(dev, grid, block, shared, info.static_shared_bytes)
         symbols = mod.place_symbols(dev, mem)
         eng = mod.engine(name)

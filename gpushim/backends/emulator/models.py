@@ -46,6 +46,12 @@ MODELS: dict[str, GpuModel] = {
                  40 * 1024 * 1024, 167_936, 166_912, 2048, 32, async_engines=3),
         GpuModel("l4", "NVIDIA L4", 8, 9, 23_661_969_408, 58, 2_040_000, 6_251_000, 192,
                  48 * 1024 * 1024, 102_400, 101_376, 1536, 24, async_engines=2),
+        # Blackwell, compute capability 12.0: the oldest device that loads compute_120 PTX (CuPy's CUB module
+        # carries no other). 188 SMs, 96 GB GDDR7 on a 512-bit bus, 128 MB L2; CC 12.0 limits (CUDA C++
+        # Programming Guide, "Compute Capabilities"): 100 KB shared memory per SM, 99 KB per block, 1536
+        # threads and 32 blocks per SM. totalGlobalMem is the 96 GB less what the driver keeps, approximately.
+        GpuModel("rtxpro6000", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 12, 0, 101_970_000_000, 188,
+                 2_617_000, 14_001_000, 512, 128 * 1024 * 1024, 102_400, 101_376, 1536, 32, ecc=0),
         GpuModel("t4", "Tesla T4", 7, 5, 15_655_829_504, 40, 1_590_000, 5_001_000, 256,
                  4 * 1024 * 1024, 65_536, 65_536, 1024, 16, async_engines=3),
     )

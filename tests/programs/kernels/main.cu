@@ -147,7 +147,8 @@ int main() {
     cudaFuncAttributes fa;
     std::memset(&fa, 0xEE, sizeof fa);
     CHECK(cudaFuncGetAttributes(&fa, block_sum));
-    std::printf("func_attrs maxThreads=%d ptx=%d\n", fa.maxThreadsPerBlock, fa.ptxVersion >= 70);
+    // ptxVersion: the virtual architecture of the PTX the kernel came from (compute_52, nvcc 11.8's default: 52)
+    std::printf("func_attrs maxThreads=%d ptx=%d\n", fa.maxThreadsPerBlock, fa.ptxVersion >= 50);
     int occ = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, block_sum, 256, 256 * sizeof(int)));
     std::printf("occupancy_positive=%d\n", occ > 0);
