@@ -17,6 +17,7 @@ static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Uploads the entry's fat binary unless the server already holds its hash. */
 cudaError_t gs_module_ensure(gs_module *m) {
     if (m->uploaded) return cudaSuccess;
+    if (m->refused) return (cudaError_t)m->refused; /* uploading it again would be refused again */
     pthread_mutex_lock(&module_lock);
     cudaError_t e = cudaSuccess;
     if (!m->uploaded) {
@@ -37,7 +38,8 @@ cudaError_t gs_module_ensure(gs_module *m) {
                 c.bulk_len = m->size;
                 e = gs_call_run(&c);
                 gs_call_end(&c);
-                gs_log(2, "uploaded a %zu-byte fat binary", m->size);
+                if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidKernelImage) m->refused = e;
+                else gs_log(2, "uploaded a %zu-byte fat binary", m->size);
             }
             if (!e) m->uploaded = 1;
         }
@@ -51,7 +53,13 @@ static cudaError_t find_kernel(const void *func, gs_entry **out) {
     if (!k) k = gs_drv_kernel_entry(func); /* a cudaKernel_t from cudaLibraryGetKernel */
     if (!k || k->is_var) return cudaErrorInvalidDeviceFunction;
     *out = k;
-    return gs_module_ensure(k->module);
+    cudaError_t e = gs_module_ensure(k->module);
+    if (e && k->module->refused && !k->refusal_logged) {
+        /* The server's reason names the module's image; say which kernel the application asked for. */
+        k->refusal_logged = 1;
+        gs_log(1, "kernel %s cannot run: the server refused its module (error %d)", k->name, (int)e);
+    }
+    return e;
 }
 
 /* Fetches a kernel's parameter layout and attributes once. */

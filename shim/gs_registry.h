@@ -13,6 +13,7 @@ typedef struct gs_module {
     size_t size;
     uint8_t hash[32];
     int uploaded; /* the server holds this fatbin */
+    int refused;  /* the server refused its content (e.g. no PTX for the emulator): later uses fail alike */
     struct gs_module *next;
 } gs_module;
 
@@ -22,6 +23,7 @@ typedef struct {
     const char *name; /* mangled device name */
     size_t size;      /* variables */
     int is_var, constant;
+    int refusal_logged; /* the kernel's name was printed with its module's refusal */
     /* kernel parameter layout, fetched from the server on first launch */
     int have_layout;
     int nparams;

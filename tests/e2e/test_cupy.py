@@ -101,8 +101,8 @@ def test_cupy_random_state_says_why_it_cannot_run(server):
     assert r.returncode == 0, r.stderr + r.stdout
     v = kv(r.stdout)
     assert v["randomstate_error"] == "CURANDError CURAND_STATUS_INITIALIZATION_FAILED", v
-    assert "the binary carries no PTX (only cubins for sm_90; kernels pseudo_random_sequence_generator)" \
-        in r.stderr
+    assert "the binary carries no PTX (only cubins for sm_90)" in r.stderr
+    assert "include pseudo_random_sequence_generator" in r.stderr
 
 
 @emulator_only

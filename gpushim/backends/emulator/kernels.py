@@ -190,7 +190,10 @@ def _no_ptx_message(images: list[FatbinImage]) -> str:
                 kernels.update(cubin_info(img.payload).kernels)
             except FatbinError:
                 pass
-    names = ", ".join(sorted(kernels)[:8]) + (", ..." if len(kernels) > 8 else "")
-    what = _arch_list(images, "cubin") + (f"; kernels {names}" if names else "")
-    return (f"the binary carries no PTX (only cubins for {what}), and the emulator runs PTX. Rebuild with PTX "
-            "included, e.g. -gencode arch=compute_75,code=compute_75.")
+    # The reason first: clients print a bounded line, and C++ kernel names can be kilobytes long.
+    msg = (f"the binary carries no PTX (only cubins for {_arch_list(images, 'cubin')}), and the emulator runs PTX. "
+           "Rebuild with PTX included, e.g. -gencode arch=compute_75,code=compute_75.")
+    if kernels:
+        first = sorted(kernels, key=len)[:3]
+        msg += f" Its {len(kernels)} kernel(s) include {', '.join(first)}."
+    return msg
