@@ -323,24 +323,33 @@ def compile_get_parameter_buffer_v2(ctx: Ctx, ins: Instr):
     return get_parameter_buffer
 
 
-def compile_launch_device_v2(ctx: Ctx, ins: Instr):
+def _status_call(ctx: Ctx, ins: Instr, slots: list[tuple[int, int | str]], body):
+    """A device runtime function that returns a cudaError_t, run thread by thread: body(st, grid, thread, *args)
+    gives the thread's code; args are read from the call's parameter slots (index, size in bytes or "dim3",
+    which arrives as a tuple of three ints). A failure also becomes the thread's last error."""
     rets, args = ins.args
-    rbuf = _slot_reader(ctx, args.items[0], 8)
-    rstream = _slot_reader(ctx, args.items[1], 8)
+    readers = [_dim_reader(ctx, args.items[k]) if size == "dim3" else _slot_reader(ctx, args.items[k], size)
+               for k, size in slots]
+    dims = [size == "dim3" for _, size in slots]
     wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
 
-    def launch_device(st, idx):
+    def call(st, idx):
         g = _grid()
         n, threads = _threads(st, idx)
-        bufs = np.broadcast_to(rbuf(st, idx), (n,))
-        streams = np.broadcast_to(rstream(st, idx), (n,))
+        cols = [r(st, idx, n) if d else np.broadcast_to(r(st, idx), (n,)) for r, d in zip(readers, dims, strict=True)]
         rc = np.zeros(n, np.uint32)
         for i in range(n):
-            _finish(st, g, threads, rc, i, _launch(st, g, int(bufs[i]), int(streams[i])))
+            vals = [tuple(int(a[i]) for a in c) if d else int(c[i]) for c, d in zip(cols, dims, strict=True)]
+            _finish(st, g, threads, rc, i, body(st, g, int(threads[i]), *vals))
         if wret is not None:
             wret(st, idx, rc)
 
-    return launch_device
+    return call
+
+
+def compile_launch_device_v2(ctx: Ctx, ins: Instr):
+    """cudaLaunchDeviceV2(buffer, stream): what <<<>>> in device code compiles to."""
+    return _status_call(ctx, ins, [(0, 8), (1, 8)], lambda st, g, t, buf, stream: _launch(st, g, buf, stream))
 
 
 def compile_get_parameter_buffer(ctx: Ctx, ins: Instr):
@@ -367,32 +376,13 @@ def compile_get_parameter_buffer(ctx: Ctx, ins: Instr):
 
 def compile_launch_device(ctx: Ctx, ins: Instr):
     """cudaLaunchDevice(func, buffer, grid, block, shared, stream)."""
-    rets, args = ins.args
-    items = args.items
-    rfunc = _slot_reader(ctx, items[0], 8)
-    rbuf = _slot_reader(ctx, items[1], 8)
-    rgrid, rblock = _dim_reader(ctx, items[2]), _dim_reader(ctx, items[3])
-    rshared = _slot_reader(ctx, items[4], 4)
-    rstream = _slot_reader(ctx, items[5], 8)
-    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
     entries = _entries(ctx)
 
-    def launch_device(st, idx):
-        g = _grid()
-        n, threads = _threads(st, idx)
-        funcs, bufs, streams, shared = (np.broadcast_to(r(st, idx), (n,)) for r in (rfunc, rbuf, rstream, rshared))
-        gx, gy, gz = rgrid(st, idx, n)
-        bx, by, bz = rblock(st, idx, n)
-        rc = np.zeros(n, np.uint32)
-        for i in range(n):
-            name, nbytes = entries.get(int(funcs[i]), (None, 0))
-            config = (name, (int(gx[i]), int(gy[i]), int(gz[i])), (int(bx[i]), int(by[i]), int(bz[i])),
-                      int(shared[i]), nbytes)
-            _finish(st, g, threads, rc, i, _launch(st, g, int(bufs[i]), int(streams[i]), config))
-        if wret is not None:
-            wret(st, idx, rc)
+    def launch_device(st, g, t, func, buf, grid, block, shared, stream):
+        name, nbytes = entries.get(func, (None, 0))
+        return _launch(st, g, buf, stream, (name, grid, block, shared, nbytes))
 
-    return launch_device
+    return _status_call(ctx, ins, [(0, 8), (1, 8), (2, "dim3"), (3, "dim3"), (4, 4), (5, 8)], launch_device)
 
 
 def _compile_last_error(reset: bool):
@@ -416,55 +406,34 @@ def _compile_last_error(reset: bool):
     return compile_last_error
 
 
+def _new_handle(st, g: Grid, t: int, ptr: int, base: int, live: set[int]) -> int:
+    """Stores a new device-side stream or event handle at ptr for thread t: its cudaError_t."""
+    g.tree.handles += 1
+    h = base + g.tree.handles
+    if not _store(st, t, ptr, h.to_bytes(8, "little")):
+        return E_INVALID_VALUE
+    live.add(h)
+    return 0
+
+
 def compile_stream_create(ctx: Ctx, ins: Instr):
-    rets, args = ins.args
-    rptr = _slot_reader(ctx, args.items[0], 8)
-    rflags = _slot_reader(ctx, args.items[1], 4)
-    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+    """cudaStreamCreateWithFlags in device code: device streams must be created non-blocking."""
 
-    def stream_create(st, idx):
-        g = _grid()
-        n, threads = _threads(st, idx)
-        ptrs = np.broadcast_to(rptr(st, idx), (n,))
-        flags = np.broadcast_to(rflags(st, idx), (n,))
-        rc = np.zeros(n, np.uint32)
-        for i in range(n):
-            code = 0
-            if int(flags[i]) != STREAM_NON_BLOCKING:  # device streams must be created non-blocking
-                code = E_INVALID_VALUE
-            else:
-                g.tree.handles += 1
-                h = STREAM_BASE + g.tree.handles
-                if _store(st, int(threads[i]), int(ptrs[i]), h.to_bytes(8, "little")):
-                    g.streams.add(h)
-                else:
-                    code = E_INVALID_VALUE
-            _finish(st, g, threads, rc, i, code)
-        if wret is not None:
-            wret(st, idx, rc)
+    def stream_create(st, g, t, ptr, flags):
+        if flags != STREAM_NON_BLOCKING:
+            return E_INVALID_VALUE
+        return _new_handle(st, g, t, ptr, STREAM_BASE, g.streams)
 
-    return stream_create
+    return _status_call(ctx, ins, [(0, 8), (1, 4)], stream_create)
 
 
 def compile_stream_destroy(ctx: Ctx, ins: Instr):
-    rets, args = ins.args
-    rs = _slot_reader(ctx, args.items[0], 8)
-    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+    def stream_destroy(st, g, t, s):
+        ok = s in g.streams  # work already launched into it still runs
+        g.streams.discard(s)
+        return 0 if ok else E_INVALID_RESOURCE_HANDLE
 
-    def stream_destroy(st, idx):
-        g = _grid()
-        n, threads = _threads(st, idx)
-        ss = np.broadcast_to(rs(st, idx), (n,))
-        rc = np.zeros(n, np.uint32)
-        for i in range(n):
-            s = int(ss[i])
-            ok = s in g.streams  # work already launched into it still runs
-            g.streams.discard(s)
-            _finish(st, g, threads, rc, i, 0 if ok else E_INVALID_RESOURCE_HANDLE)
-        if wret is not None:
-            wret(st, idx, rc)
-
-    return stream_destroy
+    return _status_call(ctx, ins, [(0, 8)], stream_destroy)
 
 
 def compile_malloc(ctx: Ctx, ins: Instr):
@@ -521,37 +490,22 @@ def _memory_call(what: str):
     code: global memory only, queued in the stream like a launch."""
 
     def compile_memory_call(ctx: Ctx, ins: Instr):
-        rets, args = ins.args
-        items = args.items
-        rdst = _slot_reader(ctx, items[0], 8)
-        rsrc = _slot_reader(ctx, items[1], 8 if what == "copy" else 4)
-        rn = _slot_reader(ctx, items[2], 8)
-        rkind = _slot_reader(ctx, items[3], 4) if what == "copy" else None
-        rstream = _slot_reader(ctx, items[4 if what == "copy" else 3], 8)
-        wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+        def memory_call(st, g, t, dst, src, count, *rest):
+            kind, stream = rest if what == "copy" else (None, rest[0])
+            d = _global_address(dst)
+            v = _global_address(src) if what == "copy" else src & 0xFF
+            if d is None or v is None or (kind is not None and kind not in (3, 4)):
+                return E_INVALID_VALUE  # device code copies global memory only (DeviceToDevice/Default)
+            if not _stream_ok(g, stream):
+                return E_INVALID_RESOURCE_HANDLE
+            if count:
+                p = Pending("", (1, 1, 1), (1, 1, 1), 0, b"", (what, d, v, count))
+                (g.tails if stream == STREAM_TAIL_LAUNCH else g.launches).append(p)
+            return 0
 
-        def memory_call(st, idx):
-            g = _grid()
-            n, threads = _threads(st, idx)
-            dst, src, cnt, stream = (np.broadcast_to(r(st, idx), (n,)) for r in (rdst, rsrc, rn, rstream))
-            kind = np.broadcast_to(rkind(st, idx), (n,)) if rkind is not None else None
-            rc = np.zeros(n, np.uint32)
-            for i in range(n):
-                d = _global_address(int(dst[i]))
-                v = _global_address(int(src[i])) if what == "copy" else int(src[i]) & 0xFF
-                code = 0
-                if d is None or v is None or (kind is not None and int(kind[i]) not in (3, 4)):
-                    code = E_INVALID_VALUE  # device code copies global memory only (DeviceToDevice/Default)
-                elif not _stream_ok(g, int(stream[i])):
-                    code = E_INVALID_RESOURCE_HANDLE
-                elif int(cnt[i]):
-                    p = Pending("", (1, 1, 1), (1, 1, 1), 0, b"", (what, d, v, int(cnt[i])))
-                    (g.tails if int(stream[i]) == STREAM_TAIL_LAUNCH else g.launches).append(p)
-                _finish(st, g, threads, rc, i, code)
-            if wret is not None:
-                wret(st, idx, rc)
-
-        return memory_call
+        slots: list[tuple[int, int | str]] = ([(0, 8), (1, 8), (2, 8), (3, 4), (4, 8)] if what == "copy"
+                                             else [(0, 8), (1, 4), (2, 8), (3, 8)])
+        return _status_call(ctx, ins, slots, memory_call)
 
     return compile_memory_call
 
@@ -559,61 +513,30 @@ def _memory_call(what: str):
 def compile_event_create(ctx: Ctx, ins: Instr):
     """cudaEventCreateWithFlags in device code. Device-side events serve only inter-stream dependencies, so
     they must be created with cudaEventDisableTiming (Programming Guide, dynamic parallelism, "Events")."""
-    rets, args = ins.args
-    rptr = _slot_reader(ctx, args.items[0], 8)
-    rflags = _slot_reader(ctx, args.items[1], 4)
-    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
 
-    def event_create(st, idx):
-        g = _grid()
-        n, threads = _threads(st, idx)
-        ptrs = np.broadcast_to(rptr(st, idx), (n,))
-        flags = np.broadcast_to(rflags(st, idx), (n,))
-        rc = np.zeros(n, np.uint32)
-        for i in range(n):
-            code = E_INVALID_VALUE
-            if int(flags[i]) & EVENT_DISABLE_TIMING:
-                g.tree.handles += 1
-                h = EVENT_BASE + g.tree.handles
-                if _store(st, int(threads[i]), int(ptrs[i]), h.to_bytes(8, "little")):
-                    g.events.add(h)
-                    code = 0
-            _finish(st, g, threads, rc, i, code)
-        if wret is not None:
-            wret(st, idx, rc)
+    def event_create(st, g, t, ptr, flags):
+        if not flags & EVENT_DISABLE_TIMING:
+            return E_INVALID_VALUE
+        return _new_handle(st, g, t, ptr, EVENT_BASE, g.events)
 
-    return event_create
+    return _status_call(ctx, ins, [(0, 8), (1, 4)], event_create)
 
 
 def _event_call(what: str):
     """cudaEventRecord(event, stream[, flags]), cudaStreamWaitEvent(stream, event, flags), cudaEventDestroy(event)
     in device code. Work runs in launch order here, so whatever a stream waits for through an event (work
     made earlier) has completed when the work after the wait runs: only the handles are checked."""
+    ev_at, stream_at = {"record": (0, 1), "wait": (1, 0), "destroy": (0, None)}[what]
+
+    def event_call(st, g, t, ev, stream=None):
+        ok = ev in g.events and (stream is None or _stream_ok(g, stream))
+        if ok and what == "destroy":
+            g.events.discard(ev)
+        return 0 if ok else E_INVALID_RESOURCE_HANDLE
 
     def compile_event_call(ctx: Ctx, ins: Instr):
-        rets, args = ins.args
-        items = args.items
-        ev_at, stream_at = {"record": (0, 1), "wait": (1, 0), "destroy": (0, None)}[what]
-        rev = _slot_reader(ctx, items[ev_at], 8)
-        rstream = _slot_reader(ctx, items[stream_at], 8) if stream_at is not None else None
-        wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
-
-        def event_call(st, idx):
-            g = _grid()
-            n, threads = _threads(st, idx)
-            evs = np.broadcast_to(rev(st, idx), (n,))
-            streams = np.broadcast_to(rstream(st, idx), (n,)) if rstream is not None else None
-            rc = np.zeros(n, np.uint32)
-            for i in range(n):
-                ev = int(evs[i])
-                ok = ev in g.events and (streams is None or _stream_ok(g, int(streams[i])))
-                if ok and what == "destroy":
-                    g.events.discard(ev)
-                _finish(st, g, threads, rc, i, 0 if ok else E_INVALID_RESOURCE_HANDLE)
-            if wret is not None:
-                wret(st, idx, rc)
-
-        return event_call
+        slots: list[tuple[int, int | str]] = [(ev_at, 8)] + ([(stream_at, 8)] if stream_at is not None else [])
+        return _status_call(ctx, ins, slots, event_call)
 
     return compile_event_call
 
@@ -621,28 +544,14 @@ def _event_call(what: str):
 def _compile_device_query(which: int):
     """cudaGetDevice(int *) (which 0) / cudaGetDeviceCount(int *) (which 1) in device code."""
 
+    def device_query(st, g, t, ptr):
+        dev = _devices.get(getattr(st.mem, "own", st.mem))
+        if dev is None:
+            return E_NOT_SUPPORTED
+        return 0 if _store(st, t, ptr, int(dev[which]).to_bytes(4, "little")) else E_INVALID_VALUE
+
     def compile_device_query(ctx: Ctx, ins: Instr):
-        rets, args = ins.args
-        rptr = _slot_reader(ctx, args.items[0], 8)
-        wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
-
-        def device_query(st, idx):
-            g = _grid()
-            n, threads = _threads(st, idx)
-            ptrs = np.broadcast_to(rptr(st, idx), (n,))
-            dev = _devices.get(getattr(st.mem, "own", st.mem))
-            rc = np.zeros(n, np.uint32)
-            for i in range(n):
-                if dev is None:
-                    code = E_NOT_SUPPORTED
-                else:
-                    ok = _store(st, int(threads[i]), int(ptrs[i]), int(dev[which]).to_bytes(4, "little"))
-                    code = 0 if ok else E_INVALID_VALUE
-                _finish(st, g, threads, rc, i, code)
-            if wret is not None:
-                wret(st, idx, rc)
-
-        return device_query
+        return _status_call(ctx, ins, [(0, 8)], device_query)
 
     return compile_device_query
 
