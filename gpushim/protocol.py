@@ -125,6 +125,9 @@ OPS: tuple[Op, ...] = (
     _op(62, "FUNC_INFO", "dev hash name", "params param_bytes attrs", "parameter layout [[offset,size],...] and "
         "cudaFuncAttributes fields of a kernel"),
     _op(63, "LAUNCH", "dev hash name grid block shared stream params", "", "launch a kernel with packed params"),
+    _op(140, "LAUNCH_EX", "dev hash name grid block shared stream attrs params", "", "cuLaunchKernelEx / "
+        "cudaLaunchKernelEx: LAUNCH with launch attributes, 4 integers each (gpushim/backends/launch_attrs.py); "
+        "the shim sends LAUNCH when a launch has none"),
     _op(64, "SYMBOL_INFO", "dev hash name", "ptr size", "device address and size of a module variable"),
     _op(65, "FUNC_SET_ATTR", "dev hash name attr value", "", "cudaFuncSetAttribute"),
     # session
@@ -222,6 +225,7 @@ ARG_SPECS: dict[str, Field] = {
     # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
     "fields": Field(list, 21, 21, item_range=U64),
     "what": Field(int, 0, 1),  # VMM_FREE: 0 an address range, 1 an allocation handle
+    "attrs": Field(list, 4, 4 * 32, item_range=U64),  # LAUNCH_EX: [id, a, b, c] per attribute, at most 32
 }
 # Where one name means different things in different operations:
 OP_ARG_SPECS: dict[tuple[str, str], Field] = {

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpushim.backends.launch_attrs import LaunchAttrs
 from gpushim.cuda_errors import CudaError, Err
 
 
@@ -161,8 +162,9 @@ class BackendSession(ABC):
         """([[offset, size], ...], parameter bytes, cudaFuncAttributes fields) of a kernel."""
     @abstractmethod
     def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
-               stream: Stream | None, params: bytes) -> None:
-        """Checks the configuration at once (CudaError INVALID_CONFIGURATION), then queues the kernel."""
+               stream: Stream | None, params: bytes, attrs: LaunchAttrs | None = None) -> None:
+        """Checks the configuration at once (CudaError INVALID_CONFIGURATION), then queues the kernel.
+        attrs: cuLaunchKernelEx's launch attributes (gpushim/backends/launch_attrs.py), events taken out."""
     @abstractmethod
     def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
         """(device address, size) of a module variable."""

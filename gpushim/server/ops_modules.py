@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpushim.backends import launch_attrs
 from gpushim.cuda_errors import CudaError
 from gpushim.server.ops_driver import as_fatbin
 
@@ -45,6 +46,22 @@ class ModuleOps:
             raise CudaError(verdict.error, f"kernel {name}: {verdict.reason}")
         self._ensure_module(hash)
         self.bs.launch(self._dev(dev), hash, name, grid, block, shared, self._stream(stream, dev), params)
+        return []
+
+    def op_launch_ex(self, dev: int, hash: bytes, name: str, grid: list[int], block: list[int], shared: int,
+                     stream: int, attrs: list[int], params: bytes) -> list[Any]:
+        """LAUNCH with launch attributes (gpushim/backends/launch_attrs.py): the events of a programmatic
+        event / launch completion event attribute are recorded here, after the kernel on its stream."""
+        parsed = launch_attrs.parse(attrs)
+        events = [self._event(a.a) for a in parsed.attrs if a.id in launch_attrs.EVENTS]
+        verdict = self.policy.check_kernel_params(len(params))
+        if not verdict.ok:
+            raise CudaError(verdict.error, f"kernel {name}: {verdict.reason}")
+        self._ensure_module(hash)
+        s = self._stream(stream, dev)
+        self.bs.launch(self._dev(dev), hash, name, grid, block, shared, s, params, parsed.without_events())
+        for e in events:
+            self.bs.event_record(e, s)
         return []
 
     def op_symbol_info(self, dev: int, hash: bytes, name: str) -> list[Any]:

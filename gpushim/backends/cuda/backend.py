@@ -31,11 +31,13 @@ from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, St
 from gpushim.backends.cuda import discovery
 from gpushim.backends.cuda.errors import check, cuda_error
 from gpushim.backends.cuda.hostfn import TRAMPOLINE_ADDRESS, HostCall, Signals, install_hub
+from gpushim.backends.cuda.launch_ex import launch_config
 from gpushim.backends.cuda.modules import CudaModule
 from gpushim.backends.cuda.params import PackedParams
 from gpushim.backends.cuda.staging import CHUNK, StagingPool
 from gpushim.backends.cuda.textures import CudaTextures
 from gpushim.backends.cuda.vmm import CudaVmm
+from gpushim.backends.launch_attrs import LaunchAttrs
 from gpushim.cuda_errors import CudaError, Err
 
 NON_BLOCKING = 0x1
@@ -825,7 +827,7 @@ class CudaSession(BackendSession):
                                                        f"device's {p['sharedMemPerBlockOptin']}")
 
     def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
-               stream: Stream | None, params: bytes) -> None:
+               stream: Stream | None, params: bytes, attrs: LaunchAttrs | None = None) -> None:
         dev = self._dev(dev)
         self._check_launch(dev, grid, block, shared)
         mod = self._module(dev, key)
@@ -845,8 +847,12 @@ class CudaSession(BackendSession):
             self.gate.before(dev)
         if self.tex.mirrors:  # CUDA arrays of texture objects: their CUarrays take the arrays' contents
             self.tex.before_launch(dev, s.handle)
-        check(cu.cuLaunchKernel(fn.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
-                                s.handle, packed.address, 0), f"launching kernel {name}")
+        if attrs is not None and attrs.attrs:  # cuLaunchKernelEx with the application's launch attributes
+            cfg = launch_config(cu, attrs, grid, block, shared, s.handle)
+            check(cu.cuLaunchKernelEx(cfg, fn.handle, packed.address, 0), f"launching kernel {name}")
+        else:
+            check(cu.cuLaunchKernel(fn.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
+                                    s.handle, packed.address, 0), f"launching kernel {name}")
         if self.tex.mirrors:  # and surface writes go back to the arrays
             self.tex.after_launch(dev, s.handle)
         if self.gate is not None:
