@@ -53,6 +53,7 @@ class ModuleOps:
         """LAUNCH with launch attributes (gpushim/backends/launch_attrs.py): the events of a programmatic
         event / launch completion event attribute are recorded here, after the kernel on its stream."""
         parsed = launch_attrs.parse(attrs)
+        self.log.debug("LAUNCH_EX %s: launch attributes %s", name, [a.id for a in parsed.attrs])
         events = [self._event(a.a) for a in parsed.attrs if a.id in launch_attrs.EVENTS]
         verdict = self.policy.check_kernel_params(len(params))
         if not verdict.ok:

@@ -388,6 +388,14 @@ class FakeDriver:
             hook(self)
         return (real.CUresult(SUCCESS),)
 
+    def _cuLaunchKernelEx(self, cfg: Any, f: Any, params: int, extra: int) -> tuple:
+        """cuLaunchKernelEx: the launch as cuLaunchKernel's, plus the attributes as cuda-python holds them."""
+        self._cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
+                             cfg.blockDimZ, cfg.sharedMemBytes, cfg.hStream, params, extra)
+        attrs = list(cfg.attrs)[: cfg.numAttrs]
+        self.launches[-1]["attrs"] = [(int(a.id), a.value) for a in attrs]
+        return (real.CUresult(SUCCESS),)
+
     def _cuModuleGetGlobal(self, mod: Any, name: bytes) -> tuple:
         size = self.symbols.get(name.decode())
         if size is None:
