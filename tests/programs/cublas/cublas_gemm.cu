@@ -1,6 +1,7 @@
 /* cuBLAS through gpushim: cublasCreate, then cublasSgemm and cublasDgemm on small matrices, checked
  * against a host GEMM. Built by tests/e2e/test_cublas.py against libcublas from the nvidia-cublas wheel
  * (or the toolkit); the program needs only libcudart and libcublas (cuBLAS reaches the driver itself).
+ * usage: cublas_gemm s|d|both [M N K]
  * Prints "sgemm ok"/"dgemm ok", or the cuBLAS status of the first call that failed. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -11,7 +12,7 @@
 #define CHECK_RT(x) do { cudaError_t e_ = (x); if (e_) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); return 1; } } while (0)
 #define CHECK_BL(x) do { cublasStatus_t s_ = (x); if (s_) { printf("%s: cublas status %d (%s)\n", #x, (int)s_, cublasGetStatusString(s_)); return 2; } } while (0)
 
-enum { M = 37, N = 29, K = 45 };
+static int M = 37, N = 29, K = 45; /* argv[2..4] */
 
 /* column-major C = alpha*A*B + beta*C, as cuBLAS computes it */
 template <typename T> static void host_gemm(const T *a, const T *b, T *c, T alpha, T beta) {
@@ -65,6 +66,7 @@ int main(int argc, char **argv) {
     CHECK_BL(cublasGetVersion(h, &v));
     printf("cublas %d handle ok\n", v);
     const char *which = argc > 1 ? argv[1] : "both";
+    if (argc > 4) M = atoi(argv[2]), N = atoi(argv[3]), K = atoi(argv[4]);
     int r = 0;
     if (which[0] != 'd') r = run<float>(h, "sgemm", 1e-4);
     if (!r && which[0] != 's') r = run<double>(h, "dgemm", 1e-10);
