@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpushim.backends.launch_attrs import LaunchAttrs
+from gpushim.backends.tensormap import TiledMap
 from gpushim.cuda_errors import CudaError, Err
 
 
@@ -168,6 +169,11 @@ class BackendSession(ABC):
     @abstractmethod
     def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
         """(device address, size) of a module variable."""
+
+    def tensor_map_encode(self, dev: int, m: TiledMap) -> bytes:
+        """cuTensorMapEncodeTiled's 128-byte descriptor, as the device's driver encodes it."""
+        raise CudaError(Err.NOT_SUPPORTED, "cuTensorMapEncodeTiled: this backend cannot encode TMA descriptors "
+                                           "(their layout is the driver's own; the emulator does not run TMA)")
 
     # -- textures and surfaces -------------------------------------------------------------------------------
     def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpushim.backends import launch_attrs
+from gpushim.backends import launch_attrs, tensormap
 from gpushim.cuda_errors import CudaError
 from gpushim.server.ops_driver import as_fatbin
 
@@ -64,6 +64,9 @@ class ModuleOps:
         for e in events:
             self.bs.event_record(e, s)
         return []
+
+    def op_tensor_map_encode(self, dev: int, fields: list[int]) -> list[Any]:
+        return [self.bs.tensor_map_encode(self._dev(dev), tensormap.parse(fields))]
 
     def op_symbol_info(self, dev: int, hash: bytes, name: str) -> list[Any]:
         self._ensure_module(hash)

@@ -1,7 +1,7 @@
 """Launch attributes on the cuda backend without a GPU: LAUNCH_EX's attributes (gpushim/backends/launch_attrs.py)
 become cuda.bindings' CUlaunchConfig for cuLaunchKernelEx (the stand-in driver first passes them to the real
 bindings, which type-check them), each value where cuda.h's CUlaunchAttributeValue has it; a launch without
-attributes stays cuLaunchKernel."""
+attributes stays cuLaunchKernel. cuTensorMapEncodeTiled's descriptor comes from the driver."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import struct
 import pytest
 
 from gpushim.backends import launch_attrs as la
+from gpushim.backends import tensormap as tm
 from tests.cuda_backend.test_params import MIXED
 from tests.cuda_backend.test_session_logic import make_session, pytestmark  # noqa: F401 - the driver skip
 
@@ -48,3 +49,12 @@ def test_attributes_reach_cuLaunchKernelEx(fatbin: bytes) -> None:
     assert int(w.base_ptr) == 0x7F00_0000_1000 and w.num_bytes == 4096 and w.hitRatio == pytest.approx(0.25)
     assert int(w.hitProp) == 1 and int(w.missProp) == 2
     assert got[la.PREFERRED_SHARED_MEMORY_CARVEOUT].sharedMemCarveout == 50
+
+
+def test_tensor_map_encoded_by_the_driver() -> None:
+    s, drv, _ = make_session()
+    p = s.malloc(0, 1 << 16)
+    fields = [7, 2, p, 64, 64, 256, 32, 32, 1, 1, 0, 0, 0, 0]  # float32, rank 2, box 32x32
+    out = s.tensor_map_encode(0, tm.parse(fields))
+    assert drv.tensor_maps == [(7, 2, p, [64, 64], [256], [32, 32], [1, 1], 0, 0, 0, 0)]
+    assert len(out) == 128 and out[:16] == p.to_bytes(8, "little") + (2).to_bytes(8, "little")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import BIN, Server
+from tests.e2e.conftest import BACKEND, BIN, Server
 
 KERNELS = str(BIN / "drv_kernels")
 
@@ -36,3 +36,11 @@ def test_launch_attributes(server: Server) -> None:
     assert "launch attribute 99 is not one gpushim knows" in r.stderr
     # the attributes travelled to the server (its debug log), IGNORE entries dropped
     assert "LAUNCH_EX vecadd: launch attributes [4, 8, 6, 10, 9, 1, 14, 12, 2]" in server.log.read_text()
+    # cuTensorMapEncodeTiled: the device's driver encodes the descriptor; the emulator cannot, and says so;
+    # bad arguments are the shim's CUDA_ERROR_INVALID_VALUE either way
+    assert (v["tensormap_rank0"], v["tensormap_nodims"]) == ("1", "1")
+    if BACKEND == "emulator":
+        assert v["tensormap"] == "801 nonzero=0"
+        assert "cuTensorMapEncodeTiled: this backend cannot encode TMA descriptors" in r.stderr
+    else:
+        assert v["tensormap"] == "0 nonzero=1"

@@ -99,6 +99,24 @@ int main(int argc, char **argv) {
     one.attrs = NULL;
     printf("null_attrs=%d\n", (int)cuLaunchKernelEx(&one, add, params, NULL));
     CU_CHECK(cuCtxSynchronize()); /* nothing bad was queued */
+
+    /* cuTensorMapEncodeTiled (cuBLASLt's sm_90 kernels read TMA descriptors): the device's driver encodes it */
+    CUtensorMap tm;
+    memset(&tm, 0, sizeof tm);
+    cuuint64_t dims[2] = {64, 64}, strides[1] = {64 * sizeof(float)};
+    cuuint32_t box[2] = {32, 32}, elem[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(uintptr_t)da, dims, strides,
+                                        box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                        CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    int nonzero = 0;
+    for (size_t i = 0; i < sizeof tm.opaque / sizeof tm.opaque[0]; i++) nonzero |= tm.opaque[i] != 0;
+    printf("tensormap=%d nonzero=%d\n", (int)r, nonzero);
+    printf("tensormap_rank0=%d\n", (int)cuTensorMapEncodeTiled(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 0,
+                                                                 (void *)(uintptr_t)da, dims, strides, box, elem,
+                                                                 0, 0, 0, 0));
+    printf("tensormap_nodims=%d\n", (int)cuTensorMapEncodeTiled(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                                                                  (void *)(uintptr_t)da, NULL, strides, box, elem,
+                                                                  0, 0, 0, 0));
     printf("OK\n");
     return 0;
 }

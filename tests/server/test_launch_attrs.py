@@ -96,3 +96,14 @@ def test_completion_event_is_recorded_after_the_kernel(session) -> None:
         assert launch_ex(s, sent, ptr, [1, 1, 1], [attr, end, 0, 0]) == 0
         assert s.bs.read(None, ptr, 4) == (7).to_bytes(4, "little")  # the stream's work is done
         assert call(s, sent, "EVENT_ELAPSED", start, end)[0] == 0
+
+
+def test_tensor_map_on_the_emulator(session) -> None:
+    """TENSOR_MAP_ENCODE: the emulator cannot encode a TMA descriptor (the layout is the driver's own) and says
+    so; fields that do not fit the rank are the client's error."""
+    s, sent = session
+    fields = [7, 2, 0x7000_0000_0000, 64, 64, 256, 32, 32, 1, 1, 0, 0, 0, 0]
+    assert call(s, sent, "TENSOR_MAP_ENCODE", 0, fields)[0] == Err.NOT_SUPPORTED
+    assert call(s, sent, "TENSOR_MAP_ENCODE", 0, fields[:-1])[0] == Err.INVALID_VALUE
+    assert call(s, sent, "TENSOR_MAP_ENCODE", 0, [7, 6, *fields[2:]])[0] == Err.INVALID_VALUE
+    assert check_args(OPS_BY_NAME["TENSOR_MAP_ENCODE"], [0, [0] * 9])  # fewer than a rank-1 map has

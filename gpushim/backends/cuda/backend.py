@@ -38,6 +38,7 @@ from gpushim.backends.cuda.staging import CHUNK, StagingPool
 from gpushim.backends.cuda.textures import CudaTextures
 from gpushim.backends.cuda.vmm import CudaVmm
 from gpushim.backends.launch_attrs import LaunchAttrs
+from gpushim.backends.tensormap import TiledMap
 from gpushim.cuda_errors import CudaError, Err
 
 NON_BLOCKING = 0x1
@@ -858,6 +859,20 @@ class CudaSession(BackendSession):
         if self.gate is not None:
             self.gate.after(dev, s)
         self.printf_dirty = True
+
+    def tensor_map_encode(self, dev: int, m: TiledMap) -> bytes:
+        """The device's driver encodes the descriptor (its layout is its own); the global address is a device
+        pointer, the same here as in the application."""
+        self._dev(dev)
+        cu = self.cu
+        tm = check(cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType(m.dtype), m.rank, m.address, [cu.cuuint64_t(x) for x in m.dims],
+            [cu.cuuint64_t(x) for x in m.strides], [cu.cuuint32_t(x) for x in m.box],
+            [cu.cuuint32_t(x) for x in m.element_strides],
+            cu.CUtensorMapInterleave(m.interleave), cu.CUtensorMapSwizzle(m.swizzle),
+            cu.CUtensorMapL2promotion(m.l2_promotion), cu.CUtensorMapFloatOOBfill(m.oob_fill)),
+            "cuTensorMapEncodeTiled")
+        return b"".join(int(w).to_bytes(8, "little") for w in tm.opaque)
 
     # -- textures and surfaces (textures.py) -------------------------------------------------------------
     def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:
