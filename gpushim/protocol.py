@@ -131,6 +131,8 @@ OPS: tuple[Op, ...] = (
     _op(141, "TENSOR_MAP_ENCODE", "dev fields", "tensormap", "cuTensorMapEncodeTiled: the 128-byte TMA "
         "descriptor the device's driver encodes from [dtype, rank, address, dims, strides, box, element strides, "
         "interleave, swizzle, l2 promotion, oob fill] (gpushim/backends/tensormap.py)"),
+    _op(142, "TENSOR_MAP_REPLACE_ADDRESS", "dev address tensormap", "tensormap", "cuTensorMapReplaceAddress: "
+        "the descriptor with its global address replaced, by the device's driver"),
     _op(64, "SYMBOL_INFO", "dev hash name", "ptr size", "device address and size of a module variable"),
     _op(65, "FUNC_SET_ATTR", "dev hash name attr value", "", "cudaFuncSetAttribute"),
     # session

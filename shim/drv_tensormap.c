@@ -1,6 +1,7 @@
 /* cuTensorMapEncodeTiled: a TMA descriptor is 128 bytes whose layout is the driver's own, so the driver of the
  * device that reads it encodes it: the server (TENSOR_MAP_ENCODE, gpushim/backends/tensormap.py). cuBLASLt
- * asks for them for its sm_90 kernels. The emulator refuses (NOT_SUPPORTED, with the reason). */
+ * asks for them for its sm_90 kernels; cuTensorMapReplaceAddress likewise. The emulator refuses both
+ * (NOT_SUPPORTED, with the reason). */
 #include <string.h>
 
 #include "drv_api.h"
@@ -33,6 +34,29 @@ GS_DRV CUresult gs_cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, v
     gs_w_uint(c.w, (unsigned)swizzle);
     gs_w_uint(c.w, (unsigned)l2);
     gs_w_uint(c.w, (unsigned)oob);
+    cudaError_t e = gs_call_run(&c);
+    if (!e) {
+        const uint8_t *bytes;
+        uint32_t n;
+        if (!gs_r_bin(&c.r, &bytes, &n) || n != TENSOR_MAP_BYTES) e = cudaErrorUnknown;
+        else memcpy(map, bytes, TENSOR_MAP_BYTES);
+    }
+    gs_call_end(&c);
+    return gs_drv_err(e);
+}
+
+/* cuTensorMapReplaceAddress: the same driver changes the address inside the descriptor. */
+GS_DRV CUresult gs_cuTensorMapReplaceAddress(void *map, void *addr) {
+    if (!map) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    CUresult r = gs_drv_enter(&dev);
+    if (r) return r;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_TENSOR_MAP_REPLACE_ADDRESS, 3);
+    gs_w_int(c.w, dev);
+    gs_w_uint(c.w, (uint64_t)(uintptr_t)addr);
+    c.bulk = map;
+    c.bulk_len = TENSOR_MAP_BYTES;
     cudaError_t e = gs_call_run(&c);
     if (!e) {
         const uint8_t *bytes;

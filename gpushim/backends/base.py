@@ -175,6 +175,11 @@ class BackendSession(ABC):
         raise CudaError(Err.NOT_SUPPORTED, "cuTensorMapEncodeTiled: this backend cannot encode TMA descriptors "
                                            "(their layout is the driver's own; the emulator does not run TMA)")
 
+    def tensor_map_replace_address(self, dev: int, address: int, tensormap: bytes) -> bytes:
+        """cuTensorMapReplaceAddress on a descriptor from tensor_map_encode."""
+        raise CudaError(Err.NOT_SUPPORTED, "cuTensorMapReplaceAddress: this backend cannot change TMA descriptors "
+                                           "(their layout is the driver's own; the emulator does not run TMA)")
+
     # -- textures and surfaces -------------------------------------------------------------------------------
     def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:
         raise CudaError(Err.NOT_SUPPORTED, "texture and surface objects are not supported by this backend yet")

@@ -68,6 +68,9 @@ class ModuleOps:
     def op_tensor_map_encode(self, dev: int, fields: list[int]) -> list[Any]:
         return [self.bs.tensor_map_encode(self._dev(dev), tensormap.parse(fields))]
 
+    def op_tensor_map_replace_address(self, dev: int, address: int, tensormap: bytes) -> list[Any]:
+        return [self.bs.tensor_map_replace_address(self._dev(dev), address, bytes(tensormap))]
+
     def op_symbol_info(self, dev: int, hash: bytes, name: str) -> list[Any]:
         self._ensure_module(hash)
         ptr, size = self.bs.symbol_info(self._dev(dev), hash, name)

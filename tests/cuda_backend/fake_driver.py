@@ -406,6 +406,11 @@ class FakeDriver:
         tm.opaque = [int(addr), rank, *ints[0], *[0] * (14 - len(dims))]
         return real.CUresult(SUCCESS), tm
 
+    def _cuTensorMapReplaceAddress(self, tm: Any, addr: Any) -> tuple:
+        words = [int(w) for w in tm.opaque]
+        tm.opaque = [int(addr), *words[1:]]
+        return (real.CUresult(SUCCESS),)
+
     def _cuModuleGetGlobal(self, mod: Any, name: bytes) -> tuple:
         size = self.symbols.get(name.decode())
         if size is None:

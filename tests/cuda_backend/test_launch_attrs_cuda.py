@@ -58,3 +58,5 @@ def test_tensor_map_encoded_by_the_driver() -> None:
     out = s.tensor_map_encode(0, tm.parse(fields))
     assert drv.tensor_maps == [(7, 2, p, [64, 64], [256], [32, 32], [1, 1], 0, 0, 0, 0)]
     assert len(out) == 128 and out[:16] == p.to_bytes(8, "little") + (2).to_bytes(8, "little")
+    moved = s.tensor_map_replace_address(0, p + 4096, out)
+    assert moved == (p + 4096).to_bytes(8, "little") + out[8:]

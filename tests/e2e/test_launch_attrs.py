@@ -38,9 +38,9 @@ def test_launch_attributes(server: Server) -> None:
     assert "LAUNCH_EX vecadd: launch attributes [4, 8, 6, 10, 9, 1, 14, 12, 2]" in server.log.read_text()
     # cuTensorMapEncodeTiled: the device's driver encodes the descriptor; the emulator cannot, and says so;
     # bad arguments are the shim's CUDA_ERROR_INVALID_VALUE either way
-    assert (v["tensormap_rank0"], v["tensormap_nodims"]) == ("1", "1")
+    assert (v["tensormap_rank0"], v["tensormap_nodims"], v["tensormap_replace_null"]) == ("1", "1", "1")
     if BACKEND == "emulator":
-        assert v["tensormap"] == "801 nonzero=0"
+        assert v["tensormap"] == "801 nonzero=0" and v["tensormap_replace"] == "801"
         assert "cuTensorMapEncodeTiled: this backend cannot encode TMA descriptors" in r.stderr
     else:
-        assert v["tensormap"] == "0 nonzero=1"
+        assert v["tensormap"] == "0 nonzero=1" and v["tensormap_replace"] == "0"

@@ -111,6 +111,8 @@ int main(int argc, char **argv) {
     int nonzero = 0;
     for (size_t i = 0; i < sizeof tm.opaque / sizeof tm.opaque[0]; i++) nonzero |= tm.opaque[i] != 0;
     printf("tensormap=%d nonzero=%d\n", (int)r, nonzero);
+    printf("tensormap_replace=%d\n", (int)cuTensorMapReplaceAddress(&tm, (void *)(uintptr_t)db));
+    printf("tensormap_replace_null=%d\n", (int)cuTensorMapReplaceAddress(NULL, (void *)(uintptr_t)db));
     printf("tensormap_rank0=%d\n", (int)cuTensorMapEncodeTiled(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 0,
                                                                  (void *)(uintptr_t)da, dims, strides, box, elem,
                                                                  0, 0, 0, 0));

@@ -107,3 +107,5 @@ def test_tensor_map_on_the_emulator(session) -> None:
     assert call(s, sent, "TENSOR_MAP_ENCODE", 0, fields[:-1])[0] == Err.INVALID_VALUE
     assert call(s, sent, "TENSOR_MAP_ENCODE", 0, [7, 6, *fields[2:]])[0] == Err.INVALID_VALUE
     assert check_args(OPS_BY_NAME["TENSOR_MAP_ENCODE"], [0, [0] * 9])  # fewer than a rank-1 map has
+    assert call(s, sent, "TENSOR_MAP_REPLACE_ADDRESS", 0, 0x7000_0000_0000, bytes(128))[0] == Err.NOT_SUPPORTED
+    assert check_args(OPS_BY_NAME["TENSOR_MAP_REPLACE_ADDRESS"], [0, 0, bytes(64)])  # a descriptor is 128 bytes

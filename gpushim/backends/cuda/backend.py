@@ -874,6 +874,14 @@ class CudaSession(BackendSession):
             "cuTensorMapEncodeTiled")
         return b"".join(int(w).to_bytes(8, "little") for w in tm.opaque)
 
+    def tensor_map_replace_address(self, dev: int, address: int, tensormap: bytes) -> bytes:
+        self._dev(dev)
+        cu = self.cu
+        tm = cu.CUtensorMap()
+        tm.opaque = [cu.cuuint64_t(int.from_bytes(tensormap[i:i + 8], "little")) for i in range(0, 128, 8)]
+        check(cu.cuTensorMapReplaceAddress(tm, address), "cuTensorMapReplaceAddress")
+        return b"".join(int(w).to_bytes(8, "little") for w in tm.opaque)
+
     # -- textures and surfaces (textures.py) -------------------------------------------------------------
     def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:
         return self.tex.create(self._dev(dev), surface, fields)
