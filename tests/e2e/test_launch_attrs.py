@@ -44,3 +44,13 @@ def test_launch_attributes(server: Server) -> None:
         assert "cuTensorMapEncodeTiled: this backend cannot encode TMA descriptors" in r.stderr
     else:
         assert v["tensormap"] == "0 nonzero=1" and v["tensormap_replace"] == "0"
+
+
+def test_runtime_launch_attributes(server: Server) -> None:
+    """The runtime's cudaLaunchKernelEx (tests/programs/launch_attrs.cu): the same attributes, the same checks,
+    and a refused launch is also cudaGetLastError's answer."""
+    r = server.run("launch_attrs")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    assert v == {"result_bad": "0", "cluster_3": "912", "last_error": "912", "unknown_id": "1"}
+    assert "LAUNCH_EX _Z5twicePKiPii: launch attributes [4, 8, 6, 12]" in server.log.read_text()
