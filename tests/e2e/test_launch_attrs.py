@@ -52,5 +52,6 @@ def test_runtime_launch_attributes(server: Server) -> None:
     r = server.run("launch_attrs")
     assert r.returncode == 0, r.stdout + r.stderr
     v = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
-    assert v == {"result_bad": "0", "cluster_3": "912", "last_error": "912", "unknown_id": "1"}
+    assert v == {"result_bad": "0", "cluster_3": "912", "last_error": "912", "unknown_id": "1", "graph_bad": "0"}
+    assert "launch attributes are not kept in graphs by gpushim" in r.stderr
     assert "LAUNCH_EX _Z5twicePKiPii: launch attributes [4, 8, 6, 12]" in server.log.read_text()

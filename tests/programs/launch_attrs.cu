@@ -44,6 +44,22 @@ int main() {
     printf("unknown_id=%d\n", (int)cudaLaunchKernelEx(&cfg, twice, (const int *)in, out, n));
     cudaGetLastError();
     CHECK(cudaDeviceSynchronize());
+
+    // captured into a graph: the kernel node runs (gpushim keeps no attributes in graphs, and says so)
+    at[0].id = cudaLaunchAttributeClusterDimension, at[0].val.clusterDim.x = 2;
+    CHECK(cudaMemset(out, 0, n * sizeof(int)));
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaLaunchKernelEx(&cfg, twice, (const int *)in, out, n));
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemcpy(host, out, n * sizeof(int), cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (int i = 0; i < n; i++) bad += host[i] != 2 * i;
+    printf("graph_bad=%d\n", bad);
     printf("OK\n");
     return 0;
 }
