@@ -306,7 +306,9 @@ GS_IMPL cudaError_t gs_cudaFuncSetAttribute(const void *func, int attr, int valu
     gs_w_cstr(c.w, k->name);
     gs_w_int(c.w, attr);
     gs_w_int(c.w, value);
-    return gs_run_simple(&c);
+    e = gs_run_simple(&c);
+    if (!e && attr == FUNC_ATTR_NON_PORTABLE_CLUSTER) k->nonportable_cluster = value != 0; /* launch checks */
+    return e;
 }
 
 /* Cache and shared-memory bank preferences are hints; a registered kernel accepts them. */

@@ -448,6 +448,7 @@ static CUresult func_set_attribute(drv_function *f, int attr, int value) {
         f->set[attr] = value;
         f->is_set[attr] = 1;
     }
+    if (!e && attr == FUNC_ATTR_NON_PORTABLE_CLUSTER) f->entry.nonportable_cluster = value != 0; /* launch checks */
     return gs_drv_err(e);
 }
 

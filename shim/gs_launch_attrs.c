@@ -86,7 +86,8 @@ cudaError_t gs_launch_attrs_check_cluster(const gs_launch_attrs *a, gs_entry *k,
     for (int i = 0; i < 3; i++)
         if (!d[i] || g[i] % d[i]) return ERR_INVALID_CLUSTER_SIZE;
     unsigned long size = (unsigned long)d[0] * d[1] * d[2];
-    if (size > (gs_entry_attr(k, "nonPortableClusterSizeAllowed") ? 16u : 8u)) return ERR_INVALID_CLUSTER_SIZE;
+    int nonportable = k->nonportable_cluster || gs_entry_attr(k, "nonPortableClusterSizeAllowed");
+    if (size > (nonportable ? 16u : 8u)) return ERR_INVALID_CLUSTER_SIZE;
     int req[3] = {gs_entry_attr(k, "requiredClusterWidth"), gs_entry_attr(k, "requiredClusterHeight"),
                   gs_entry_attr(k, "requiredClusterDepth")};
     if (req[0] > 0 && (d[0] != (unsigned)req[0] || d[1] != (unsigned)req[1] || d[2] != (unsigned)req[2]))

@@ -7,7 +7,8 @@
 #include "gs_api.h"
 #include "gs_registry.h"
 
-enum { GS_MAX_LAUNCH_ATTRS = 32 };
+/* CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED == cudaFuncAttributeNonPortableClusterSizeAllowed */
+enum { GS_MAX_LAUNCH_ATTRS = 32, FUNC_ATTR_NON_PORTABLE_CLUSTER = 14 };
 struct gs_launch_attrs;
 
 cudaError_t gs_cudaDeviceGetAttribute(int *v, int attr, int dev);

@@ -59,6 +59,7 @@ KNOWN = set(SCALAR) | EVENTS | {ACCESS_POLICY_WINDOW, CLUSTER_DIMENSION, MEM_SYN
 # maximum of 8 thread blocks in a cluster is supported as a portable cluster size"); kernels that allow a
 # non-portable size may use up to 16 on compute capability 9.0
 PORTABLE_CLUSTER, NON_PORTABLE_CLUSTER = 8, 16
+FUNC_ATTR_NON_PORTABLE_CLUSTER = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (the runtime's is 14 too)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class Attr:
 @dataclass
 class LaunchAttrs:
     attrs: list[Attr] = field(default_factory=list)
+    # the application allowed the kernel a non-portable cluster size (cudaFuncSetAttribute, attribute 14)
+    non_portable: bool = False
 
     def get(self, id_: int) -> Attr | None:
         """The last attribute with this id (CUDA: a later entry of the same id wins)."""
@@ -96,7 +99,7 @@ class LaunchAttrs:
         return (a.a, a.b, a.c) if a else None
 
     def without_events(self) -> LaunchAttrs:
-        return LaunchAttrs([a for a in self.attrs if a.id not in EVENTS])
+        return LaunchAttrs([a for a in self.attrs if a.id not in EVENTS], self.non_portable)
 
 
 def parse(flat: list[int]) -> LaunchAttrs:
@@ -138,7 +141,8 @@ def check_cluster(attrs: LaunchAttrs | None, grid: list[int], cluster_launch: bo
     if any(g % d for g, d in zip(grid, dims, strict=True)):
         raise CudaError(Err.INVALID_CLUSTER_SIZE, f"grid {list(grid)} is not a multiple of the cluster "
                                                   f"dimensions {list(dims)}")
-    limit = NON_PORTABLE_CLUSTER if fn_attrs.get("nonPortableClusterSizeAllowed") else PORTABLE_CLUSTER
+    allowed = (attrs is not None and attrs.non_portable) or fn_attrs.get("nonPortableClusterSizeAllowed")
+    limit = NON_PORTABLE_CLUSTER if allowed else PORTABLE_CLUSTER
     if dims[0] * dims[1] * dims[2] > limit:
         raise CudaError(Err.INVALID_CLUSTER_SIZE, f"a cluster of {dims[0] * dims[1] * dims[2]} blocks exceeds "
                                                   f"the {limit} this kernel may have")

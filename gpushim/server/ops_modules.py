@@ -53,6 +53,7 @@ class ModuleOps:
         """LAUNCH with launch attributes (gpushim/backends/launch_attrs.py): the events of a programmatic
         event / launch completion event attribute are recorded here, after the kernel on its stream."""
         parsed = launch_attrs.parse(attrs)
+        parsed.non_portable = (hash, name) in self.__dict__.get("nonportable_clusters", ())
         self.log.debug("LAUNCH_EX %s: launch attributes %s", name, [a.id for a in parsed.attrs])
         events = [self._event(a.a) for a in parsed.attrs if a.id in launch_attrs.EVENTS]
         verdict = self.policy.check_kernel_params(len(params))
@@ -79,4 +80,7 @@ class ModuleOps:
     def op_func_set_attr(self, dev: int, hash: bytes, name: str, attr: int, value: int) -> list[Any]:
         self._ensure_module(hash)
         self.bs.function_info(self._dev(dev), hash, name)  # the kernel must exist
+        if attr == launch_attrs.FUNC_ATTR_NON_PORTABLE_CLUSTER:  # launches with clusters above 8 blocks check it
+            allowed = self.__dict__.setdefault("nonportable_clusters", set())
+            (allowed.add if value else allowed.discard)((hash, name))
         return []

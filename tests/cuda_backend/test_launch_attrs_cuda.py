@@ -49,6 +49,12 @@ def test_attributes_reach_cuLaunchKernelEx(fatbin: bytes) -> None:
     assert int(w.base_ptr) == 0x7F00_0000_1000 and w.num_bytes == 4096 and w.hitRatio == pytest.approx(0.25)
     assert int(w.hitProp) == 1 and int(w.missProp) == 2
     assert got[la.PREFERRED_SHARED_MEMORY_CARVEOUT].sharedMemCarveout == 50
+    assert "cuFuncSetAttribute" not in drv.calls
+    # a 16-block cluster the application allowed: the backend opts the real function in first
+    wide = la.parse([la.CLUSTER_DIMENSION, 16, 1, 1])
+    wide.non_portable = True
+    s.launch(0, key, "mixed", [16, 1, 1], [64, 1, 1], 0, None, buf, wide)
+    assert drv.calls[-2:] == ["cuFuncSetAttribute", "cuLaunchKernelEx"]
 
 
 def test_tensor_map_encoded_by_the_driver() -> None:

@@ -30,6 +30,7 @@ def test_launch_attributes(server: Server) -> None:
     # CUDA_ERROR_INVALID_CLUSTER_SIZE (912) for a cluster that does not divide the grid, one above the portable
     # 8 blocks, one with a zero dimension; 8 blocks is fine
     assert (v["cluster_3"], v["cluster_16"], v["cluster_0"], v["cluster_8"]) == ("912", "912", "912", "0")
+    assert v["cluster_16_allowed"] == "0"  # after cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     # CUDA_ERROR_INVALID_VALUE for a graphs-only attribute on a launch, an unknown id, attrs NULL with a count;
     # CUDA_ERROR_INVALID_HANDLE for an event that does not exist
     assert (v["graphs_only"], v["unknown_id"], v["null_attrs"], v["bad_event"]) == ("1", "1", "1", "400")

@@ -83,6 +83,10 @@ int main(int argc, char **argv) {
     printf("cluster_3=%d\n", (int)cuLaunchKernelEx(&one, add, params, NULL));
     set_cluster(&at[0], 16, 1, 1); /* non-portable size, the kernel does not allow it */
     printf("cluster_16=%d\n", (int)cuLaunchKernelEx(&one, add, params, NULL));
+    /* the kernel allows a non-portable size: 16 blocks (the most on compute capability 9.0) */
+    CU_CHECK(cuFuncSetAttribute(add, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
+    printf("cluster_16_allowed=%d\n", (int)cuLaunchKernelEx(&one, add, params, NULL));
+    CU_CHECK(cuFuncSetAttribute(add, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 0));
     set_cluster(&at[0], 0, 1, 1);
     printf("cluster_0=%d\n", (int)cuLaunchKernelEx(&one, add, params, NULL));
     set_cluster(&at[0], 8, 1, 1);

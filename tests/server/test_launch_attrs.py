@@ -67,6 +67,10 @@ def test_launch_ex_runs_and_checks(session) -> None:
     for dims in ([3, 1, 1], [1, 3, 1], [16, 1, 1], [0, 1, 1], [2, 2, 4]):
         assert launch_ex(s, sent, ptr, [4, 2, 1], [la.CLUSTER_DIMENSION, *dims]) == Err.INVALID_CLUSTER_SIZE, dims
     assert launch_ex(s, sent, ptr, [8, 1, 1], [la.CLUSTER_DIMENSION, 8, 1, 1]) == 0
+    # 16 blocks once the kernel allows a non-portable size (cudaFuncSetAttribute, attribute 14), and not after
+    for allowed, want in ((1, 0), (0, Err.INVALID_CLUSTER_SIZE)):
+        assert call(s, sent, "FUNC_SET_ATTR", 0, KEY, NAME, 14, allowed)[0] == 0
+        assert launch_ex(s, sent, ptr, [16, 1, 1], [la.CLUSTER_DIMENSION, 16, 1, 1]) == want
     # malformed attributes: not 4 integers each, an unknown id, a flag that is not 0/1, an event not of this session
     assert launch_ex(s, sent, ptr, [1, 1, 1], [la.PRIORITY, 0, 0, 0, 5]) == Err.INVALID_VALUE
     assert launch_ex(s, sent, ptr, [1, 1, 1], [99, 0, 0, 0]) == Err.INVALID_VALUE

@@ -37,7 +37,7 @@ from gpushim.backends.cuda.params import PackedParams
 from gpushim.backends.cuda.staging import CHUNK, StagingPool
 from gpushim.backends.cuda.textures import CudaTextures
 from gpushim.backends.cuda.vmm import CudaVmm
-from gpushim.backends.launch_attrs import LaunchAttrs
+from gpushim.backends.launch_attrs import PORTABLE_CLUSTER, LaunchAttrs
 from gpushim.backends.tensormap import TiledMap
 from gpushim.cuda_errors import CudaError, Err
 
@@ -849,6 +849,11 @@ class CudaSession(BackendSession):
         if self.tex.mirrors:  # CUDA arrays of texture objects: their CUarrays take the arrays' contents
             self.tex.before_launch(dev, s.handle)
         if attrs is not None and attrs.attrs:  # cuLaunchKernelEx with the application's launch attributes
+            dims = attrs.cluster
+            if attrs.non_portable and dims and dims[0] * dims[1] * dims[2] > PORTABLE_CLUSTER:
+                # the application allowed it (FUNC_SET_ATTR is not forwarded): opt in as for shared memory
+                attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+                check(cu.cuFuncSetAttribute(fn.handle, attr, 1), "cuFuncSetAttribute")
             cfg = launch_config(cu, attrs, grid, block, shared, s.handle)
             check(cu.cuLaunchKernelEx(cfg, fn.handle, packed.address, 0), f"launching kernel {name}")
         else:
