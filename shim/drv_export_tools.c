@@ -19,3 +19,12 @@ static CUresult gs_export_context_id(CUcontext ctx, unsigned long long *id) {
     gs_log(3, "cuGetExportTable: CONTEXT_INFO slot 4 (%p) -> %d", (void *)ctx, (int)r);
     return r;
 }
+
+/* Slot 51 of the context table: cuBLAS calls it after its kernels failed to load; what it does is not known.
+ * A refusal, with the arguments logged for whoever works it out. */
+static CUresult gs_export_context_info_51(uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3) {
+    gs_warn_once("export-slot-context-info-51", "cuGetExportTable: CONTEXT_INFO slot 51 is not supported by gpushim; "
+                 "it returns CUDA_ERROR_NOT_SUPPORTED (arguments %#lx %#lx %#lx %#lx)", (unsigned long)a0,
+                 (unsigned long)a1, (unsigned long)a2, (unsigned long)a3);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

@@ -7,5 +7,6 @@
 
 static CUresult gs_export_tls_current(CUcontext *pctx);
 static CUresult gs_export_context_id(CUcontext ctx, unsigned long long *id);
+static CUresult gs_export_context_info_51(uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3);
 
 #endif
