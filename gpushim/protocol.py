@@ -125,6 +125,14 @@ OPS: tuple[Op, ...] = (
     _op(62, "FUNC_INFO", "dev hash name", "params param_bytes attrs", "parameter layout [[offset,size],...] and "
         "cudaFuncAttributes fields of a kernel"),
     _op(63, "LAUNCH", "dev hash name grid block shared stream params", "", "launch a kernel with packed params"),
+    _op(140, "LAUNCH_EX", "dev hash name grid block shared stream attrs params", "", "cuLaunchKernelEx / "
+        "cudaLaunchKernelEx: LAUNCH with launch attributes, 4 integers each (gpushim/backends/launch_attrs.py); "
+        "the shim sends LAUNCH when a launch has none"),
+    _op(141, "TENSOR_MAP_ENCODE", "dev fields", "tensormap", "cuTensorMapEncodeTiled: the 128-byte TMA "
+        "descriptor the device's driver encodes from [dtype, rank, address, dims, strides, box, element strides, "
+        "interleave, swizzle, l2 promotion, oob fill] (gpushim/backends/tensormap.py)"),
+    _op(142, "TENSOR_MAP_REPLACE_ADDRESS", "dev address tensormap", "tensormap", "cuTensorMapReplaceAddress: "
+        "the descriptor with its global address replaced, by the device's driver"),
     _op(64, "SYMBOL_INFO", "dev hash name", "ptr size", "device address and size of a module variable"),
     _op(65, "FUNC_SET_ATTR", "dev hash name attr value", "", "cudaFuncSetAttribute"),
     # session
@@ -226,9 +234,12 @@ ARG_SPECS: dict[str, Field] = {
     "fields": Field(list, 21, 21, item_range=U64),
     "what": Field(int, 0, 1),  # VMM_FREE: 0 an address range, 1 an allocation handle
     "runtime": Field(int, 0, 999_999),  # RUNTIME_VERSION: as the HELLO's
+    "attrs": Field(list, 4, 4 * 32, item_range=U64),  # LAUNCH_EX: [id, a, b, c] per attribute, at most 32
+    "tensormap": Field(bytes, 128, 128),
 }
 # Where one name means different things in different operations:
 OP_ARG_SPECS: dict[tuple[str, str], Field] = {
+    ("TENSOR_MAP_ENCODE", "fields"): Field(list, 10, 4 * 5 + 6, item_range=U64),
     ("MEMSET", "value"): _int(I32), ("MEMSET2D", "value"): _int(I32), ("FUNC_SET_ATTR", "value"): _int(I32),
 }
 

@@ -7,6 +7,7 @@
 
 #include "gs_api.h"
 #include "gs_capture.h"
+#include "gs_launch_attrs.h"
 #include "gs_registry.h"
 #include "gs_sha256.h"
 
@@ -31,6 +32,7 @@ cudaError_t gs_module_ensure(gs_module *m) {
             e = gs_call_run(&c);
             int known = !e && gs_i64(&c);
             gs_call_end(&c);
+            if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidKernelImage) m->refused = e;
             if (!e && !known) {
                 gs_call_begin(&c, GS_OP_MODULE_LOAD, 2);
                 gs_w_bin(c.w, m->hash, 32);
@@ -149,8 +151,22 @@ static cudaError_t check_config(gs_entry *k, dim3 grid, dim3 block, size_t shmem
  * CU_LAUNCH_PARAM_BUFFER_POINTER). */
 cudaError_t gs_launch_entry(gs_entry *k, dim3 grid, dim3 block, void **args, const void *packed, size_t packed_len,
                             size_t shmem, cudaStream_t s, int ptsz) {
+    return gs_launch_entry_ex(k, grid, block, args, packed, packed_len, shmem, s, ptsz, NULL);
+}
+
+/* The same with cuLaunchKernelEx's attributes (NULL: none): LAUNCH_EX carries them. A graph keeps no
+ * attributes: while a stream captures or a node is built, the launch is recorded as a plain LAUNCH. */
+cudaError_t gs_launch_entry_ex(gs_entry *k, dim3 grid, dim3 block, void **args, const void *packed,
+                               size_t packed_len, size_t shmem, cudaStream_t s, int ptsz, const gs_launch_attrs *la) {
     cudaError_t e = check_config(k, grid, block, shmem);
+    if (!e && la) e = gs_launch_attrs_check_cluster(la, k, grid);
     if (e) return gs_ret(e);
+    if (la && la->n && gs_capture_any()) {
+        gs_warn_once("launch-attrs-graph", "launch attributes are not kept in graphs by gpushim: a captured "
+                     "cudaLaunchKernelEx/cuLaunchKernelEx becomes a kernel node without them");
+        la = NULL;
+    }
+    int ex = la && la->n;
     uint64_t stream;
     e = gs_stream_handle(s, ptsz, &stream);
     if (e) return gs_ret(e);
@@ -170,7 +186,7 @@ cudaError_t gs_launch_entry(gs_entry *k, dim3 grid, dim3 block, void **args, con
     }
     if (!e) {
         gs_call c;
-        gs_call_begin(&c, GS_OP_LAUNCH, 8);
+        gs_call_begin(&c, ex ? GS_OP_LAUNCH_EX : GS_OP_LAUNCH, ex ? 9 : 8);
         gs_w_int(c.w, gs_thread()->device);
         gs_w_bin(c.w, k->module->hash, 32);
         gs_w_cstr(c.w, k->name);
@@ -184,6 +200,10 @@ cudaError_t gs_launch_entry(gs_entry *k, dim3 grid, dim3 block, void **args, con
         gs_w_uint(c.w, block.z);
         gs_w_uint(c.w, shmem);
         gs_w_uint(c.w, stream);
+        if (ex) {
+            gs_w_array(c.w, 4 * la->n);
+            for (unsigned i = 0; i < 4 * la->n; i++) gs_w_uint(c.w, la->v[i]);
+        }
         c.bulk = params;
         c.bulk_len = k->param_bytes;
         /* fire-and-forget: a fault surfaces at the next synchronising call; recorded while capturing */
@@ -193,14 +213,18 @@ cudaError_t gs_launch_entry(gs_entry *k, dim3 grid, dim3 block, void **args, con
     return gs_ret(e);
 }
 
-static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t s,
-                          int ptsz) {
+static cudaError_t launch_attrs(const void *func, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t s,
+                                int ptsz, const gs_launch_attrs *la) {
     GS_ENTER();
     gs_entry *k;
     cudaError_t e = find_kernel(func, &k);
     if (!e) e = gs_entry_layout(k);
     if (e) return gs_ret(e);
-    return gs_launch_entry(k, grid, block, args, NULL, 0, shmem, s, ptsz);
+    return gs_launch_entry_ex(k, grid, block, args, NULL, 0, shmem, s, ptsz, la);
+}
+static cudaError_t launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t s,
+                          int ptsz) {
+    return launch_attrs(func, grid, block, args, shmem, s, ptsz, NULL);
 }
 
 GS_IMPL cudaError_t gs_cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size_t sh, cudaStream_t s) {
@@ -244,10 +268,14 @@ typedef struct {
 
 static cudaError_t launch_ex(const launch_config *cfg, const void *f, void **args, int ptsz) {
     if (!cfg || (cfg->nattrs && !cfg->attrs)) return gs_ret(cudaErrorInvalidValue);
-    /* Attributes (priority, cooperative, clusters, programmatic stream serialization, ...) change scheduling,
-     * not results, on the emulator: kernels of a stream run one after the other, so a programmatic dependent
-     * launch's cudaGridDependencySynchronize (griddepcontrol.wait) is satisfied when its grid starts. */
-    return launch(f, cfg->grid, cfg->block, args, cfg->shmem, cfg->stream, ptsz);
+    /* The attributes travel to the server (gpushim/backends/launch_attrs.py: the cuda backend applies them;
+     * the emulator checks the cluster shape and ignores the rest, which change scheduling, not results: kernels
+     * of a stream run one after the other, so a programmatic dependent launch's griddepcontrol.wait is met
+     * when its grid starts). */
+    gs_launch_attrs la;
+    cudaError_t e = gs_launch_attrs_read(cfg->attrs, cfg->nattrs, &la);
+    if (e) return gs_ret(e);
+    return launch_attrs(f, cfg->grid, cfg->block, args, cfg->shmem, cfg->stream, ptsz, &la);
 }
 GS_IMPL cudaError_t gs_cudaLaunchKernelExC(const launch_config *cfg, const void *f, void **args) {
     return launch_ex(cfg, f, args, 0);
@@ -287,7 +315,9 @@ GS_IMPL cudaError_t gs_cudaFuncSetAttribute(const void *func, int attr, int valu
     gs_w_cstr(c.w, k->name);
     gs_w_int(c.w, attr);
     gs_w_int(c.w, value);
-    return gs_run_simple(&c);
+    e = gs_run_simple(&c);
+    if (!e && attr == FUNC_ATTR_NON_PORTABLE_CLUSTER) k->nonportable_cluster = value != 0; /* launch checks */
+    return e;
 }
 
 /* Cache and shared-memory bank preferences are hints; a registered kernel accepts them. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "drv_api.h"
+#include "drv_export_tools.h" /* the slots cuBLAS needs */
 
 struct drv_module;
 CUresult gs_cuModuleLoadData(struct drv_module **m, const void *image);

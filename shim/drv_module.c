@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "drv_api.h"
+#include "gs_launch_attrs.h"
 
 #ifndef FATBIN_MAGIC
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -447,6 +448,7 @@ static CUresult func_set_attribute(drv_function *f, int attr, int value) {
         f->set[attr] = value;
         f->is_set[attr] = 1;
     }
+    if (!e && attr == FUNC_ATTR_NON_PORTABLE_CLUSTER) f->entry.nonportable_cluster = value != 0; /* launch checks */
     return gs_drv_err(e);
 }
 
@@ -581,8 +583,8 @@ GS_DRV CUresult gs_cuOccupancyAvailableDynamicSMemPerBlock(size_t *out, drv_func
 #define LAUNCH_PARAM_BUFFER_POINTER ((void *)1)
 #define LAUNCH_PARAM_BUFFER_SIZE ((void *)2)
 
-static CUresult drv_launch(drv_function *f, dim3 grid, dim3 block, unsigned smem, CUstream s, void **params,
-                       void **extra, int ptsz) {
+static CUresult drv_launch_attrs(drv_function *f, dim3 grid, dim3 block, unsigned smem, CUstream s, void **params,
+                                 void **extra, int ptsz, const gs_launch_attrs *la) {
     if (!as_function(f)) return CUDA_ERROR_INVALID_HANDLE;
     DRV_ENTER();
     const void *packed = NULL;
@@ -597,9 +599,13 @@ static CUresult drv_launch(drv_function *f, dim3 grid, dim3 block, unsigned smem
         if (!packed) return CUDA_ERROR_INVALID_VALUE;
     }
     cudaError_t saved = gs_thread()->last_error; /* a driver launch leaves cudaGetLastError alone */
-    cudaError_t e = gs_launch_entry(&f->entry, grid, block, params, packed, packed_len, smem, s, ptsz);
+    cudaError_t e = gs_launch_entry_ex(&f->entry, grid, block, params, packed, packed_len, smem, s, ptsz, la);
     gs_thread()->last_error = saved;
     return e == 9 ? CUDA_ERROR_INVALID_VALUE : gs_drv_err(e);
+}
+static CUresult drv_launch(drv_function *f, dim3 grid, dim3 block, unsigned smem, CUstream s, void **params,
+                           void **extra, int ptsz) {
+    return drv_launch_attrs(f, grid, block, smem, s, params, extra, ptsz, NULL);
 }
 
 GS_DRV CUresult gs_cuLaunchKernel(drv_function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -632,10 +638,13 @@ typedef struct {
 
 static CUresult drv_launch_ex(const drv_launch_config *c, drv_function *f, void **params, void **extra, int ptsz) {
     if (!c || (c->nattrs && !c->attrs)) return CUDA_ERROR_INVALID_VALUE;
-    /* Attributes (cooperative, priority, clusters, access policy, ...) shape scheduling on a GPU; on the
-     * emulator they do not change results, and the cuda backend's server applies its own defaults. */
-    return drv_launch(f, (dim3){c->gx, c->gy, c->gz}, (dim3){c->bx, c->by, c->bz}, c->smem, c->stream, params, extra,
-                  ptsz);
+    /* Attributes (cooperative, priority, clusters, access policy, ...) travel to the server in LAUNCH_EX
+     * (shim/gs_launch_attrs.c, gpushim/backends/launch_attrs.py). */
+    gs_launch_attrs la;
+    cudaError_t e = gs_launch_attrs_read(c->attrs, c->nattrs, &la);
+    if (e) return e == 400 ? CUDA_ERROR_INVALID_HANDLE : gs_drv_err(e);
+    return drv_launch_attrs(f, (dim3){c->gx, c->gy, c->gz}, (dim3){c->bx, c->by, c->bz}, c->smem, c->stream, params,
+                            extra, ptsz, &la);
 }
 GS_DRV CUresult gs_cuLaunchKernelEx(const drv_launch_config *c, drv_function *f, void **params, void **extra) {
     return drv_launch_ex(c, f, params, extra, 0);

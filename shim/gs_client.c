@@ -551,8 +551,12 @@ static void reply_extras(gs_call *c) {
         const char *m;
         uint32_t n;
         gs_r_str(&x, &m, &n);
+        /* Once per operation and message: the key hashes the whole message (FNV-1a), since messages that
+         * differ only in their tail (the kernels they name) are different notes. */
+        uint32_t h = 2166136261u;
+        for (uint32_t i = 0; i < n; i++) h = (h ^ (uint8_t)m[i]) * 16777619u;
         char key[64];
-        snprintf(key, sizeof key, "note:%d:%.40s", c->op, m);
+        snprintf(key, sizeof key, "note:%d:%08x:%.32s", c->op, h, m);
         gs_warn_once(key, "%s: %.*s", c->op <= GS_OP_MAX && gs_op_names[c->op] ? gs_op_names[c->op] : "?",
                      (int)n, m);
     }

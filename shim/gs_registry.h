@@ -31,6 +31,7 @@ typedef struct {
     uint32_t param_bytes;
     uint8_t *attr_frame; /* the FUNC_INFO reply, kept: its cudaFuncAttributes map feeds GetAttributes */
     gs_reader attrs;
+    int nonportable_cluster; /* cudaFuncSetAttribute(NonPortableClusterSizeAllowed, 1) was called */
     /* variables: device address, fetched on first use (for device sym_dev) */
     int sym_dev;
     uintptr_t sym_ptr;

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpushim.backends.launch_attrs import LaunchAttrs
+from gpushim.backends.tensormap import TiledMap
 from gpushim.cuda_errors import CudaError, Err
 
 
@@ -161,11 +163,22 @@ class BackendSession(ABC):
         """([[offset, size], ...], parameter bytes, cudaFuncAttributes fields) of a kernel."""
     @abstractmethod
     def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
-               stream: Stream | None, params: bytes) -> None:
-        """Checks the configuration at once (CudaError INVALID_CONFIGURATION), then queues the kernel."""
+               stream: Stream | None, params: bytes, attrs: LaunchAttrs | None = None) -> None:
+        """Checks the configuration at once (CudaError INVALID_CONFIGURATION), then queues the kernel.
+        attrs: cuLaunchKernelEx's launch attributes (gpushim/backends/launch_attrs.py), events taken out."""
     @abstractmethod
     def symbol_info(self, dev: int, key: bytes, name: str) -> tuple[int, int]:
         """(device address, size) of a module variable."""
+
+    def tensor_map_encode(self, dev: int, m: TiledMap) -> bytes:
+        """cuTensorMapEncodeTiled's 128-byte descriptor, as the device's driver encodes it."""
+        raise CudaError(Err.NOT_SUPPORTED, "cuTensorMapEncodeTiled: this backend cannot encode TMA descriptors "
+                                           "(their layout is the driver's own; the emulator does not run TMA)")
+
+    def tensor_map_replace_address(self, dev: int, address: int, tensormap: bytes) -> bytes:
+        """cuTensorMapReplaceAddress on a descriptor from tensor_map_encode."""
+        raise CudaError(Err.NOT_SUPPORTED, "cuTensorMapReplaceAddress: this backend cannot change TMA descriptors "
+                                           "(their layout is the driver's own; the emulator does not run TMA)")
 
     # -- textures and surfaces -------------------------------------------------------------------------------
     def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:

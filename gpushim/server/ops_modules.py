@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpushim.backends import launch_attrs, tensormap
 from gpushim.cuda_errors import CudaError
 from gpushim.server.ops_driver import as_fatbin
 
@@ -47,6 +48,30 @@ class ModuleOps:
         self.bs.launch(self._dev(dev), hash, name, grid, block, shared, self._stream(stream, dev), params)
         return []
 
+    def op_launch_ex(self, dev: int, hash: bytes, name: str, grid: list[int], block: list[int], shared: int,
+                     stream: int, attrs: list[int], params: bytes) -> list[Any]:
+        """LAUNCH with launch attributes (gpushim/backends/launch_attrs.py): the events of a programmatic
+        event / launch completion event attribute are recorded here, after the kernel on its stream."""
+        parsed = launch_attrs.parse(attrs)
+        parsed.non_portable = (hash, name) in self.__dict__.get("nonportable_clusters", ())
+        self.log.debug("LAUNCH_EX %s: launch attributes %s", name, [a.id for a in parsed.attrs])
+        events = [self._event(a.a) for a in parsed.attrs if a.id in launch_attrs.EVENTS]
+        verdict = self.policy.check_kernel_params(len(params))
+        if not verdict.ok:
+            raise CudaError(verdict.error, f"kernel {name}: {verdict.reason}")
+        self._ensure_module(hash)
+        s = self._stream(stream, dev)
+        self.bs.launch(self._dev(dev), hash, name, grid, block, shared, s, params, parsed.without_events())
+        for e in events:
+            self.bs.event_record(e, s)
+        return []
+
+    def op_tensor_map_encode(self, dev: int, fields: list[int]) -> list[Any]:
+        return [self.bs.tensor_map_encode(self._dev(dev), tensormap.parse(fields))]
+
+    def op_tensor_map_replace_address(self, dev: int, address: int, tensormap: bytes) -> list[Any]:
+        return [self.bs.tensor_map_replace_address(self._dev(dev), address, bytes(tensormap))]
+
     def op_symbol_info(self, dev: int, hash: bytes, name: str) -> list[Any]:
         self._ensure_module(hash)
         ptr, size = self.bs.symbol_info(self._dev(dev), hash, name)
@@ -55,4 +80,7 @@ class ModuleOps:
     def op_func_set_attr(self, dev: int, hash: bytes, name: str, attr: int, value: int) -> list[Any]:
         self._ensure_module(hash)
         self.bs.function_info(self._dev(dev), hash, name)  # the kernel must exist
+        if attr == launch_attrs.FUNC_ATTR_NON_PORTABLE_CLUSTER:  # launches with clusters above 8 blocks check it
+            allowed = self.__dict__.setdefault("nonportable_clusters", set())
+            (allowed.add if value else allowed.discard)((hash, name))
         return []

@@ -42,7 +42,8 @@ OP_API = {
     "MEMCPY_D2D": "cudaMemcpy", "MEMSET": "cudaMemset", "STREAM_CREATE": "cudaStreamCreateWithPriority",
     "STREAM_WAIT_EVENT": "cudaStreamWaitEvent", "STREAM_HOST_FUNC": "cudaLaunchHostFunc",
     "EVENT_CREATE": "cudaEventCreateWithFlags", "EVENT_RECORD": "cudaEventRecord",
-    "EVENT_ELAPSED": "cudaEventElapsedTime", "LAUNCH": "cudaLaunchKernel", "FUNC_INFO": "cudaFuncGetAttributes",
+    "EVENT_ELAPSED": "cudaEventElapsedTime", "LAUNCH": "cudaLaunchKernel", "LAUNCH_EX": "cudaLaunchKernelEx",
+    "FUNC_INFO": "cudaFuncGetAttributes",
     "FUNC_SET_ATTR": "cudaFuncSetAttribute", "SYMBOL_INFO": "cudaGetSymbolAddress",
 }
 

@@ -37,6 +37,7 @@ class FakeDriver:
         self.layouts = layouts or {}
         self.param_info = param_info
         self.launches: list[dict[str, Any]] = []
+        self.tensor_maps: list[tuple] = []  # the arguments of each cuTensorMapEncodeTiled
         self.symbols = {"counter": 4}
         self.threads: list[threading.Thread] = []
         self.current_ctx = 0
@@ -386,6 +387,28 @@ class FakeDriver:
         hook = getattr(self, "on_launch", None)
         if hook is not None:
             hook(self)
+        return (real.CUresult(SUCCESS),)
+
+    def _cuLaunchKernelEx(self, cfg: Any, f: Any, params: int, extra: int) -> tuple:
+        """cuLaunchKernelEx: the launch as cuLaunchKernel's, plus the attributes as cuda-python holds them."""
+        self._cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
+                             cfg.blockDimZ, cfg.sharedMemBytes, cfg.hStream, params, extra)
+        attrs = list(cfg.attrs)[: cfg.numAttrs]
+        self.launches[-1]["attrs"] = [(int(a.id), a.value) for a in attrs]
+        return (real.CUresult(SUCCESS),)
+
+    def _cuTensorMapEncodeTiled(self, dtype: Any, rank: int, addr: Any, dims: list, strides: list, box: list,
+                                elem: list, interleave: Any, swizzle: Any, l2: Any, oob: Any) -> tuple:
+        """A descriptor whose words record the arguments (the real layout is the driver's own)."""
+        ints = [[int(x) for x in a] for a in (dims, strides, box, elem)]
+        self.tensor_maps.append((int(dtype), rank, int(addr), *ints, int(interleave), int(swizzle), int(l2), int(oob)))
+        tm = real.CUtensorMap()
+        tm.opaque = [int(addr), rank, *ints[0], *[0] * (14 - len(dims))]
+        return real.CUresult(SUCCESS), tm
+
+    def _cuTensorMapReplaceAddress(self, tm: Any, addr: Any) -> tuple:
+        words = [int(w) for w in tm.opaque]
+        tm.opaque = [int(addr), *words[1:]]
         return (real.CUresult(SUCCESS),)
 
     def _cuModuleGetGlobal(self, mod: Any, name: bytes) -> tuple:

@@ -64,6 +64,12 @@ def test_torch_devices_copies_and_kernels(server: Server) -> None:
         assert "sm_90" in reason and "the emulator runs PTX" in reason
         refused = next(ln for ln in p.stderr.splitlines() if "cannot run: the server refused its module" in ln)
         assert "vectorized_elementwise_kernel" in refused and "CUDAFunctorOnSelf_add" in refused
+        # torch.mm: a small product runs on cuBLAS's gemmSN kernel (it has PTX); larger ones' gemm kernels are
+        # refused the same way, and cuBLAS reports it (no private-table slot refused)
+        assert "small matmul ok" in p.stdout
+        assert "matmul refused: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED" in p.stdout
+        assert any("carries no PTX" in ln and "gemm" in ln for ln in p.stderr.splitlines())
+        assert "is not supported by gpushim" not in p.stderr
     else:
         assert "torch kernels ok: add, sum, matmul" in p.stdout
 

@@ -31,11 +31,14 @@ from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, St
 from gpushim.backends.cuda import discovery
 from gpushim.backends.cuda.errors import check, cuda_error
 from gpushim.backends.cuda.hostfn import TRAMPOLINE_ADDRESS, HostCall, Signals, install_hub
+from gpushim.backends.cuda.launch_ex import launch_config
 from gpushim.backends.cuda.modules import CudaModule
 from gpushim.backends.cuda.params import PackedParams
 from gpushim.backends.cuda.staging import CHUNK, StagingPool
 from gpushim.backends.cuda.textures import CudaTextures
 from gpushim.backends.cuda.vmm import CudaVmm
+from gpushim.backends.launch_attrs import PORTABLE_CLUSTER, LaunchAttrs
+from gpushim.backends.tensormap import TiledMap
 from gpushim.cuda_errors import CudaError, Err
 
 NON_BLOCKING = 0x1
@@ -825,7 +828,7 @@ class CudaSession(BackendSession):
                                                        f"device's {p['sharedMemPerBlockOptin']}")
 
     def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
-               stream: Stream | None, params: bytes) -> None:
+               stream: Stream | None, params: bytes, attrs: LaunchAttrs | None = None) -> None:
         dev = self._dev(dev)
         self._check_launch(dev, grid, block, shared)
         mod = self._module(dev, key)
@@ -845,13 +848,44 @@ class CudaSession(BackendSession):
             self.gate.before(dev)
         if self.tex.mirrors:  # CUDA arrays of texture objects: their CUarrays take the arrays' contents
             self.tex.before_launch(dev, s.handle)
-        check(cu.cuLaunchKernel(fn.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
-                                s.handle, packed.address, 0), f"launching kernel {name}")
+        if attrs is not None and attrs.attrs:  # cuLaunchKernelEx with the application's launch attributes
+            dims = attrs.cluster
+            if attrs.non_portable and dims and dims[0] * dims[1] * dims[2] > PORTABLE_CLUSTER:
+                # the application allowed it (FUNC_SET_ATTR is not forwarded): opt in as for shared memory
+                attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+                check(cu.cuFuncSetAttribute(fn.handle, attr, 1), "cuFuncSetAttribute")
+            cfg = launch_config(cu, attrs, grid, block, shared, s.handle)
+            check(cu.cuLaunchKernelEx(cfg, fn.handle, packed.address, 0), f"launching kernel {name}")
+        else:
+            check(cu.cuLaunchKernel(fn.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
+                                    s.handle, packed.address, 0), f"launching kernel {name}")
         if self.tex.mirrors:  # and surface writes go back to the arrays
             self.tex.after_launch(dev, s.handle)
         if self.gate is not None:
             self.gate.after(dev, s)
         self.printf_dirty = True
+
+    def tensor_map_encode(self, dev: int, m: TiledMap) -> bytes:
+        """The device's driver encodes the descriptor (its layout is its own); the global address is a device
+        pointer, the same here as in the application."""
+        self._dev(dev)
+        cu = self.cu
+        tm = check(cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType(m.dtype), m.rank, m.address, [cu.cuuint64_t(x) for x in m.dims],
+            [cu.cuuint64_t(x) for x in m.strides], [cu.cuuint32_t(x) for x in m.box],
+            [cu.cuuint32_t(x) for x in m.element_strides],
+            cu.CUtensorMapInterleave(m.interleave), cu.CUtensorMapSwizzle(m.swizzle),
+            cu.CUtensorMapL2promotion(m.l2_promotion), cu.CUtensorMapFloatOOBfill(m.oob_fill)),
+            "cuTensorMapEncodeTiled")
+        return b"".join(int(w).to_bytes(8, "little") for w in tm.opaque)
+
+    def tensor_map_replace_address(self, dev: int, address: int, tensormap: bytes) -> bytes:
+        self._dev(dev)
+        cu = self.cu
+        tm = cu.CUtensorMap()
+        tm.opaque = [cu.cuuint64_t(int.from_bytes(tensormap[i:i + 8], "little")) for i in range(0, 128, 8)]
+        check(cu.cuTensorMapReplaceAddress(tm, address), "cuTensorMapReplaceAddress")
+        return b"".join(int(w).to_bytes(8, "little") for w in tm.opaque)
 
     # -- textures and surfaces (textures.py) -------------------------------------------------------------
     def texture_create(self, dev: int, surface: bool, fields: list[int]) -> int:

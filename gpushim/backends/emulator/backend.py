@@ -21,6 +21,7 @@ from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, f
 from gpushim.backends.emulator.peers import PeerSpace, PeerView
 from gpushim.backends.emulator.streams import EVENT_DISABLE_TIMING, EmuEvent, EmuStream, Scheduler
 from gpushim.backends.emulator.vmm import EmuVmm
+from gpushim.backends.launch_attrs import LaunchAttrs, check_cluster
 from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx import devrt
@@ -521,11 +522,16 @@ class EmulatorSession(BackendSession):
         return [[p.offset, p.size] for p in info.params], info.param_bytes, mod.function_attributes(name)
 
     def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
-               stream: Stream | None, params: bytes) -> None:
+               stream: Stream | None, params: bytes, attrs: LaunchAttrs | None = None) -> None:
         mem = self._mem(dev)
         mod = self._module(key)
         info = mod.kernel(name, launch=True)
         self._check_launch(dev, grid, block, shared, info.static_shared_bytes)
+        if attrs is not None:
+            # the cluster shape is checked as CUDA does; the other attributes shape scheduling and caching on
+            # a GPU, not results, and are ignored here (gpushim/backends/launch_attrs.py)
+            check_cluster(attrs, grid, bool(self.backend.devices()[dev].props.get("clusterLaunch")),
+                          mod.function_attributes(name))
         symbols = mod.place_symbols(dev, mem)
         eng = mod.engine(name)
         args = (tuple(grid), tuple(block), shared, bytes(params))

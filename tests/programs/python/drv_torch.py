@@ -82,3 +82,16 @@ else:
         print("kernel refused:", str(err).splitlines()[0])
     else:
         raise SystemExit("a torch kernel ran on the emulator, which runs PTX only")
+    # matmul: cuBLAS gets through gpushim's driver (its private-table questions answered). A product with at
+    # most 16 columns runs on cuBLAS's gemmSN kernel, which carries PTX: right on the emulator. Larger ones use
+    # sm_90-only kernels: cuBLAS reports the failed launch, torch raises.
+    a, b = torch.randn(8, 40), torch.randn(40, 24)  # column-major for cuBLAS: 8 columns
+    assert torch.allclose((a.to("cuda") @ b.to("cuda")).cpu(), a @ b, rtol=1e-4, atol=1e-4)
+    print("small matmul ok")
+    try:
+        m = torch.ones(64, 64).to("cuda")  # a copy, no kernel
+        (m @ m).cpu()
+    except RuntimeError as err:
+        print("matmul refused:", str(err).splitlines()[0])
+    else:
+        raise SystemExit("a cuBLAS sm_90-only kernel ran on the emulator, which runs PTX only")
