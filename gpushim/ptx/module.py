@@ -137,6 +137,9 @@ class PtxModule:
         # kernel -> why it cannot run (only with strict=False; strict modules raise instead)
         self.unsupported: dict[str, str] = {}
         self.devrt_kernels: set[str] = set()  # kernels that launch kernels
+        # kernels whose first instruction is an unconditional ret/exit: every thread ends at once, touching
+        # nothing, so a launch (once its configuration passed the checks) only counts one instruction a thread
+        self.trivial: set[str] = set()
         for fn in mod.functions.values():
             if fn.kind != "entry" or not fn.defined:
                 continue
@@ -155,6 +158,8 @@ class PtxModule:
                 self.kernels[fn.name] = _declared_info(fn)
                 continue
             self._compiled[fn.name] = kern
+            if prog.code and prog.code[0].guard is None and prog.code[0].op.split(".")[0] in ("ret", "exit"):
+                self.trivial.add(fn.name)
             if devrt.uses_devrt(prog):
                 self.devrt_kernels.add(fn.name)
             self.kernels[fn.name] = KernelInfo(
@@ -198,6 +203,8 @@ class PtxModule:
                 raise CudaError(Err.INVALID_VALUE, f"module global {g} has no device address")
         if self._has_relocs:
             self.apply_relocations(memory, symbols)
+        if kernel in self.trivial:  # nothing runs: neither engine needs to start
+            return LaunchStats(plan.nblocks * plan.geo.tpb, time.perf_counter() - t0, plan.nblocks)
         pbuf = bytearray(params)
         pbuf.extend(plan.param_pad)
         pbuf = np.frombuffer(pbuf, np.uint8)
