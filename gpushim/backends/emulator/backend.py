@@ -131,7 +131,8 @@ class EmulatorSession(BackendSession):
         # launch() per (module, kernel, device, grid, block, dynamic shared bytes) that passed its checks:
         # (module, engine, module variables' addresses, device memory), valid while the module and its variables
         # are the same objects
-        self._launches: dict[tuple, tuple[EmuModule, Any, dict[str, int], DeviceMemory]] = {}
+        # and, once an empty kernel ran with it, the whole launch (_count_empty)
+        self._launches: dict[tuple, list[Any]] = {}
         self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
         self.launches = 0
         self.thread_instructions = 0
@@ -162,7 +163,7 @@ class EmulatorSession(BackendSession):
 
     def memory_of(self, ptr: int) -> DeviceMemory:
         for m in self.memories:
-            if m.owns(ptr):
+            if m.base <= ptr < m.base + m.span:  # m.owns(ptr), written out: every memory operation asks
                 return m
         raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not a device pointer of this session")
 
@@ -529,11 +530,14 @@ class EmulatorSession(BackendSession):
     def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
                stream: Stream | None, params: bytes) -> None:
         g, b = tuple(grid), tuple(block)
-        ck = (key, name, dev, g, b, shared)
+        ck = (key, name, dev, g, b, shared, len(params))
         hit = self._launches.get(ck)
         # a configuration that passed the checks before, of the same module object with the same variables
         if hit is not None and self.modules.get(key) is hit[0] and hit[0].symbols.get(dev) is hit[2]:
-            mod, eng, symbols, mem = hit
+            if hit[4] is not None:  # an empty kernel this configuration already ran: only the counting is left
+                self.sched.work(self._stream(stream, dev), hit[4])
+                return
+            mod, eng, symbols, mem, _ = hit
         else:
             mem = self._mem(dev)
             mod = self._module(key)
@@ -543,8 +547,9 @@ class EmulatorSession(BackendSession):
             eng = mod.engine(name)
             if len(self._launches) >= 256:
                 self._launches.clear()
-            self._launches[ck] = (mod, eng, symbols, mem)
+            hit = self._launches[ck] = [mod, eng, symbols, mem, None]
         args = (g, b, shared, bytes(params))
+        entry = hit
 
         def run() -> None:
             if name in eng.trivial:
@@ -552,6 +557,8 @@ class EmulatorSession(BackendSession):
                 # nothing: it runs without taking the device's token, and is counted as the session's kernel.
                 stats = eng.launch(name, *args, self._kernel_memory(dev, mem), symbols, self.output)
                 self.note_kernel(dev)
+                if not self.peers.get(dev):  # it passed the engine's checks: later launches only count
+                    entry[4] = self._count_empty(dev, stats.thread_instructions)
             else:
                 with self.gate(dev) as charge:
                     stats = eng.launch(name, *args, self._kernel_memory(dev, mem), symbols, self.output)
@@ -566,10 +573,23 @@ class EmulatorSession(BackendSession):
 
         self.sched.work(self._stream(stream, dev), run)
 
+    def _count_empty(self, dev: int, threads: int) -> Callable[[], None]:
+        """The whole launch of an empty kernel whose configuration the engine accepted before (the same module,
+        variables and device memory: launch() checks): what PtxModule.launch would count, nothing else."""
+        note = self.note_kernel
+
+        def run() -> None:
+            note(dev)
+            self.launches += 1
+            self.thread_instructions += threads
+
+        return run
+
     def set_peer_access(self, dev: int, peer: int, enable: bool) -> None:
         """cudaDeviceEnablePeerAccess / DisablePeerAccess: whether kernels on dev may access peer's memory
         (CUDA: without it, such an access is an error)."""
         self._mem(dev), self._mem(peer)  # both exist
+        self._launches.clear()  # kernels now see another memory (PeerView): their launches are checked afresh
         if enable and self.peer_space is None:
             self.peer_space = PeerSpace(self.memories)
             self.vmm.replay(self.peer_space)
