@@ -1,6 +1,7 @@
-"""In-process cost of one posted empty <<<1,1>>> launch through `Session.dispatch` (validation, the session's
-op, the emulator backend's bookkeeping, the scheduler's gate with a real DeviceArbiter, the PTX engine), and of
-its layers on their own. CPU time of this process (`time.process_time`), best of --repeat runs of --n calls.
+"""In-process cost of one posted empty <<<1,1>>> launch (and, for comparison, of a one-store kernel's) through
+`Session.dispatch` (validation, the session's op, the emulator backend's bookkeeping, the scheduler's gate with a
+real DeviceArbiter, the PTX engine), and of its layers on their own. CPU time of this process
+(`time.process_time`), best of --repeat runs of --n calls.
 
     python3 bench/launch_bench.py [--n 20000] [--repeat 5] [--sched fair|off|none]
 """
@@ -28,6 +29,15 @@ EMPTY_PTX = b""".version 7.0
 .address_size 64
 .visible .entry empty()
 {
+    ret;
+}
+.visible .entry store(.param .u64 p)
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<2>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd1], %r1;
     ret;
 }
 """
@@ -62,6 +72,9 @@ def main() -> int:
     digest = hashlib.sha256(EMPTY_PTX).digest()
     s.dispatch([POST, 1, OPS_BY_NAME["MODULE_LOAD"].id, [digest, EMPTY_PTX]])
     launch = [POST, 2, OPS_BY_NAME["LAUNCH"].id, [0, digest, "empty", [1, 1, 1], [1, 1, 1], 0, 0, b""]]
+    ptr = s.bs.malloc(0, 4)
+    store = [POST, 3, OPS_BY_NAME["LAUNCH"].id, [0, digest, "store", [1, 1, 1], [1, 1, 1], 0, 0,
+                                                ptr.to_bytes(8, "little")]]
     bs = s.bs
     stream = s._stream(0, 0)
     mod = bs._module(digest)
@@ -73,6 +86,11 @@ def main() -> int:
         d = s.dispatch
         for _ in range(n):
             d(launch)
+
+    def stored(n: int) -> None:
+        d = s.dispatch
+        for _ in range(n):
+            d(store)
 
     def op(n: int) -> None:
         for _ in range(n):
@@ -92,13 +110,15 @@ def main() -> int:
             eng.launch("empty", (1, 1, 1), (1, 1, 1), 0, b"", mem, syms, print)
 
     dispatch(1000)
+    stored(1000)
     assert not sent and s.sticky is None and s.deferred is None, (sent, s.sticky, s.deferred)
     print(f"one posted empty <<<1,1>>> launch, CPU µs per call (best of {args.repeat} x {args.n}), "
           f"scheduler {args.sched}, PTX engine {eng.engine}")
     for name, fn in (("Session.dispatch (all of it)", dispatch), ("Session.op_launch", op),
                      ("EmulatorBackend session .launch", backend), ("the scheduler's gate alone", gate),
-                     ("PtxModule.launch alone", engine)):
-        print(f"  {name:36s} {best(fn, args.n, args.repeat):7.2f}")
+                     ("PtxModule.launch alone", engine),
+                     ("Session.dispatch, store<<<1,1>>> (one st.global)", stored)):
+        print(f"  {name:50s} {best(fn, args.n, args.repeat):7.2f}")
     return 0
 
 
