@@ -45,7 +45,8 @@ class ModuleOps:
             verdict = self.policy.check_kernel_params(len(params))
             if not verdict.ok:
                 raise CudaError(verdict.error, f"kernel {name}: {verdict.reason}")
-        self._ensure_module(hash)
+        if not self.bs.has_module(hash):  # _ensure_module, without a call on the hot path
+            self._ensure_module(hash)
         self.bs.launch(self._dev(dev), hash, name, grid, block, shared, self._stream(stream, dev), params)
         return []
 

@@ -153,7 +153,7 @@ class EmulatorSession(BackendSession):
             return arbiter.hold(slot, dev, queued, lambda: self.memories[dev].used)
 
         self.gate = gate
-        self.note_kernel = lambda dev: arbiter.note_kernel(slot, dev)
+        self.note_kernel = arbiter.kernel_counter(slot)
 
     # -- memory ------------------------------------------------------------------------------------------
     def _mem(self, dev: int) -> DeviceMemory:
