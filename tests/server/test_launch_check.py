@@ -115,6 +115,9 @@ def test_empty_kernels_are_counted_without_the_token(session) -> None:
         s.dispatch([CALL, 4, OPS_BY_NAME["LAUNCH"].id, [0, KEY, "_Z5emptyv", [4, 1, 1], [64, 1, 1], 0, 0, b""]])
         assert sent.pop()[2] == 0
     assert arb.kernels[slot, 0] == 5 and arb.usage[slot, 0] == 0 and arb.holder[0] == other
+    # the first launch ran the engine's checks, the next four only counted: the same totals either way
+    st = s.bs.stats()
+    assert st["launches"] == 5 and st["thread_instructions"] == 5 * 4 * 64, st
     arb.release(other, 0, 1000)
     key = hashlib.sha256(STORE_PTX).digest()
     s.dispatch([CALL, 5, OPS_BY_NAME["MODULE_LOAD"].id, [key, STORE_PTX]])
@@ -125,3 +128,16 @@ def test_empty_kernels_are_counted_without_the_token(session) -> None:
     assert sent.pop()[2] == 0
     assert bytes(s.bs.memory_of(ptr).read(ptr, 4)) == (7).to_bytes(4, "little")
     assert arb.kernels[slot, 0] == 6 and arb.usage[slot, 0] > 0 and arb.holder[0] == -1
+
+
+def test_refused_empty_launch_is_refused_every_time(session) -> None:
+    """The engine's own checks (here the parameter size: the kernel takes none, 16 bytes came) fail an empty
+    kernel's launch as stream work; the launch cache must not turn a refused configuration into a counted one."""
+    s, _ = session
+    for _ in range(3):
+        s.bs.launch(0, KEY, "_Z5emptyv", [1, 1, 1], [1, 1, 1], 0, None, bytes(16))
+        err = s.bs.take_async_error()
+        assert err is not None and err[0] == Err.INVALID_VALUE, err
+    assert s.bs.stats()["launches"] == 0
+    s.bs.launch(0, KEY, "_Z5emptyv", [1, 1, 1], [1, 1, 1], 0, None, b"")
+    assert s.bs.take_async_error() is None and s.bs.stats()["launches"] == 1
