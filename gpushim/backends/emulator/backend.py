@@ -128,10 +128,9 @@ class EmulatorSession(BackendSession):
         self.vmm = EmuVmm(self.memories, lambda: self.peer_space)  # cuMemCreate / cuMemMap ... (vmm.py)
         self.pid = os.getpid()
         self.modules: dict[bytes, EmuModule] = {}
-        # launch() per (module, kernel, device, grid, block, dynamic shared bytes) that passed its checks:
-        # (module, engine, module variables' addresses, device memory), valid while the module and its variables
-        # are the same objects
-        # and, once an empty kernel ran with it, the whole launch (_count_empty)
+        # launch() per (module, kernel, device, grid, block, dynamic shared bytes, parameter bytes) that passed
+        # its checks: [module, engine, module variables' addresses, device memory, and once an empty kernel ran
+        # with it, the whole launch (_count_empty)], valid while the module and its variables are the same objects
         self._launches: dict[tuple, list[Any]] = {}
         self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
         self.launches = 0
