@@ -6,13 +6,15 @@ far less than wall time; round-trip wall times are reported too.
     python3 bench/worker_bench.py [--n 20000] [--repeat 5] [--pin auto|none|CPU] [--profile]
 
 Cases: a synchronous STREAM_QUERY and EVENT_QUERY (a CALL and its REPLY, one at a time), and bursts of posted
-MEMSET frames followed by one STREAM_SYNC (the worker's cost per posted call). --profile runs the worker under
+MEMSET frames, and of posted empty <<<1,1>>> LAUNCH frames, each followed by one STREAM_SYNC (the worker's cost
+per posted call). --profile runs the worker under
 cProfile and prints its hottest functions per case.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 import socket
@@ -33,6 +35,14 @@ from gpushim.server.session import SessionInfo  # noqa: E402
 from gpushim.server.worker import run_worker  # noqa: E402
 
 LEN = struct.Struct("<I")
+EMPTY_PTX = b""".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry empty()
+{
+    ret;
+}
+"""
 _KEEP: list[socket.socket] = []
 
 
@@ -110,6 +120,8 @@ def main() -> int:
                     "'none': unpinned)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--cases", default="query,event,memset,launch", help="comma-separated: query, event, "
+                    "memset, launch")
     args = ap.parse_args()
     if args.pin == "auto":
         args.pin = str(min(os.sched_getaffinity(0)))
@@ -140,10 +152,24 @@ def main() -> int:
             r = peer.call("STREAM_SYNC", [0])
             assert r[2] == 0, r
 
+    digest = hashlib.sha256(EMPTY_PTX).digest()
+    r = peer.call("MODULE_LOAD", [digest, EMPTY_PTX])
+    assert r[2] == 0, r
+    launches = b"".join(frame(POST, 1000 + i, "LAUNCH", [0, digest, "empty", [1, 1, 1], [1, 1, 1], 0, 0, b""])
+                        for i in range(burst))
+
+    def launched(n: int) -> None:
+        for _ in range(n // burst):
+            sock.sendall(launches)
+            r = peer.call("STREAM_SYNC", [0])
+            assert r[2] == 0, r
+
+    cases = {"query": ("STREAM_QUERY (sync call)", queries("STREAM_QUERY", 0)),
+             "event": ("EVENT_QUERY (sync call)", queries("EVENT_QUERY", ev)),
+             "memset": (f"MEMSET 4 KiB posted, bursts of {burst} + STREAM_SYNC", posted),
+             "launch": (f"LAUNCH empty<<<1,1>>> posted, bursts of {burst} + STREAM_SYNC", launched)}
     results = {}
-    for name, fn in (("STREAM_QUERY (sync call)", queries("STREAM_QUERY", 0)),
-                     ("EVENT_QUERY (sync call)", queries("EVENT_QUERY", ev)),
-                     (f"MEMSET 4 KiB posted, bursts of {burst} + STREAM_SYNC", posted)):
+    for name, fn in (cases[c] for c in args.cases.split(",")):
         fn(min(2000, args.n))  # warm-up
         results[name] = min((measure(peer, pid, args.n, fn) for _ in range(args.repeat)), key=lambda r: r[0])
     sock.close()

@@ -8,6 +8,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,9 @@ class GlobalVar:
     init: bytes
     # (byte offset in the variable, target symbol, addend): address initialisers, patched at the first launch
     relocs: tuple = field(default=())
+
+
+_UNSEEN = object()
 
 
 @dataclass(slots=True)
@@ -134,9 +138,13 @@ class PtxModule:
         self._relocated: set = set()
         self._geometries: dict = {}  # launch geometry -> thread-index arrays, reused by repeated launches
         self._plans: dict[tuple, _Plan] = {}  # (kernel, grid, block, shared bytes, parameter bytes) -> _Plan
+        self._jit: dict[str, Any] = {}  # kernel -> the last jit_kernel() answer (a JitKernel or None)
         # kernel -> why it cannot run (only with strict=False; strict modules raise instead)
         self.unsupported: dict[str, str] = {}
         self.devrt_kernels: set[str] = set()  # kernels that launch kernels
+        # kernels whose first instruction is an unconditional ret/exit: every thread ends at once, touching
+        # nothing, so a launch (once its configuration passed the checks) only counts one instruction a thread
+        self.trivial: set[str] = set()
         for fn in mod.functions.values():
             if fn.kind != "entry" or not fn.defined:
                 continue
@@ -155,6 +163,8 @@ class PtxModule:
                 self.kernels[fn.name] = _declared_info(fn)
                 continue
             self._compiled[fn.name] = kern
+            if prog.code and prog.code[0].guard is None and prog.code[0].op.split(".")[0] in ("ret", "exit"):
+                self.trivial.add(fn.name)
             if devrt.uses_devrt(prog):
                 self.devrt_kernels.add(fn.name)
             self.kernels[fn.name] = KernelInfo(
@@ -198,12 +208,16 @@ class PtxModule:
                 raise CudaError(Err.INVALID_VALUE, f"module global {g} has no device address")
         if self._has_relocs:
             self.apply_relocations(memory, symbols)
+        if kernel in self.trivial:  # nothing runs: neither engine needs to start
+            return LaunchStats(plan.nblocks * plan.geo.tpb, time.perf_counter() - t0, plan.nblocks)
         pbuf = bytearray(params)
         pbuf.extend(plan.param_pad)
         pbuf = np.frombuffer(pbuf, np.uint8)
         psize = len(params)
         if self.engine != "interp" and self.source_hash and not plan.grid_sync:
-            jk = self.jit_kernel(kernel)
+            jk = self._jit.get(kernel, _UNSEEN)
+            if jk is _UNSEEN:
+                jk = self.jit_kernel(kernel)
             if jk is not None and self.engine == "diff":
                 from gpushim.ptx.jit.diff import launch_both
 
@@ -310,7 +324,9 @@ class PtxModule:
         """The kernel compiled to native code (gpushim.ptx.jit), or None when it runs on the interpreter."""
         from gpushim.ptx.jit.kernel import get_kernel
 
-        return get_kernel(self._mod, self._compiled[kernel].prog, self.source_hash, f"{self.name}:{kernel}")
+        jk = get_kernel(self._mod, self._compiled[kernel].prog, self.source_hash, f"{self.name}:{kernel}")
+        self._jit[kernel] = jk  # what launches use from now on (asking get_kernel costs a launch ~1 µs)
+        return jk
 
     def apply_relocations(self, memory, symbols: dict[str, int]) -> None:
         """Write the address initialisers (GlobalVar.relocs) of the module's variables placed at `symbols`.

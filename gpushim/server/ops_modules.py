@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpushim.backends import launch_attrs, tensormap
+from gpushim.compat.policy import SMALL_PARAM_LIMIT
 from gpushim.cuda_errors import CudaError
 from gpushim.server.ops_driver import as_fatbin
 
@@ -41,10 +42,12 @@ class ModuleOps:
 
     def op_launch(self, dev: int, hash: bytes, name: str, grid: list[int], block: list[int], shared: int,
                   stream: int, params: bytes) -> list[Any]:
-        verdict = self.policy.check_kernel_params(len(params))
-        if not verdict.ok:
-            raise CudaError(verdict.error, f"kernel {name}: {verdict.reason}")
-        self._ensure_module(hash)
+        if len(params) > SMALL_PARAM_LIMIT:  # (every driver takes the small ones: no verdict to build)
+            verdict = self.policy.check_kernel_params(len(params))
+            if not verdict.ok:
+                raise CudaError(verdict.error, f"kernel {name}: {verdict.reason}")
+        if not self.bs.has_module(hash):  # _ensure_module, without a call on the hot path
+            self._ensure_module(hash)
         self.bs.launch(self._dev(dev), hash, name, grid, block, shared, self._stream(stream, dev), params)
         return []
 

@@ -240,6 +240,20 @@ class DeviceArbiter:
         session; the caller may set the kernel's work in the dict it gets (see release)."""
         return _Hold(self, slot, dev, queued, memory)
 
+    def kernel_counter(self, slot: int) -> Callable[[int], None]:
+        """A function of dev counting a kernel of `slot` that ran without the token (the emulator's empty
+        kernels: no work, nothing touched). Without the lock: only the slot's own worker writes its row's
+        counters."""
+        if not 0 <= slot < self.nslots:
+            return lambda dev: None
+        kernels, ndev = self._mv["kernels"], self.ndev
+
+        def count(dev: int) -> None:
+            if 0 <= dev < ndev:
+                kernels[slot, dev] += 1
+
+        return count
+
     def note_memory(self, slot: int, dev: int, nbytes: int) -> None:
         if 0 <= slot < self.nslots and 0 <= dev < self.ndev:
             self.memory[slot, dev] = nbytes

@@ -100,6 +100,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
         self.events: dict[int, Event] = {}
         self.callbacks: dict[int, Callable[[], None]] = {}
         self.waiting: list[tuple[int, Wait]] = []
+        self._legacy: dict[int, Stream] = {}  # client device -> its legacy stream (_stream: every posted call)
         self.next_handle = HANDLE_BASE
         self.sticky: tuple[int, str] | None = None
         self.deferred: tuple[int, str] | None = None
@@ -237,9 +238,12 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
         # Handles below HANDLE_BASE name legacy streams: h is the client device whose legacy stream it is
         # (gpushim/protocol.py). `dev` is not consulted: a legacy stream carries its device.
         if h < HANDLE_BASE:
-            if not 0 <= h < len(self.info.devices):
-                raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{h:#x} is not a stream of this session")
-            return self.bs.default_stream(self._dev(h))
+            s = self._legacy.get(h)
+            if s is None:
+                if not 0 <= h < len(self.info.devices):
+                    raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{h:#x} is not a stream of this session")
+                s = self._legacy[h] = self.bs.default_stream(self._dev(h))  # a backend's legacy streams stay
+            return s
         s = self.streams.get(h)
         if s is None:
             raise CudaError(Err.INVALID_RESOURCE_HANDLE, f"{h:#x} is not a stream of this session")

@@ -129,11 +129,16 @@ class EmulatorSession(BackendSession):
         self.vmm = EmuVmm(self.memories, lambda: self.peer_space)  # cuMemCreate / cuMemMap ... (vmm.py)
         self.pid = os.getpid()
         self.modules: dict[bytes, EmuModule] = {}
+        # launch() per (module, kernel, device, grid, block, dynamic shared bytes, parameter bytes) that passed
+        # its checks: [module, engine, module variables' addresses, device memory, and once an empty kernel ran
+        # with it, the whole launch (_count_empty)], valid while the module and its variables are the same objects
+        self._launches: dict[tuple, list[Any]] = {}
         self.policy: Policy | None = None  # set by the session: what the emulated driver accepts
         self.launches = 0
         self.thread_instructions = 0
         self.kernel_wall_s = 0.0
         self.gate: Callable[[int], AbstractContextManager[dict[str, float]]] = lambda dev: nullcontext({})
+        self.note_kernel: Callable[[int], None] = lambda dev: None  # a kernel that ran without the gate
 
     def attach_scheduler(self, arbiter: Any, slot: int) -> None:
         """Kernels take their device's token from the server's scheduler (gpushim/server/scheduler.py)
@@ -148,6 +153,7 @@ class EmulatorSession(BackendSession):
             return arbiter.hold(slot, dev, queued, lambda: self.memories[dev].used)
 
         self.gate = gate
+        self.note_kernel = arbiter.kernel_counter(slot)
 
     # -- memory ------------------------------------------------------------------------------------------
     def _mem(self, dev: int) -> DeviceMemory:
@@ -157,7 +163,7 @@ class EmulatorSession(BackendSession):
 
     def memory_of(self, ptr: int) -> DeviceMemory:
         for m in self.memories:
-            if m.owns(ptr):
+            if m.base <= ptr < m.base + m.span:  # m.owns(ptr), written out: every memory operation asks
                 return m
         raise CudaError(Err.INVALID_VALUE, f"{ptr:#x} is not a device pointer of this session")
 
@@ -421,7 +427,7 @@ class EmulatorSession(BackendSession):
         s = self._stream(stream)
         if self.sched.runs_now(s):  # just checked: fill the arena directly (the hot path of small memsets)
             s.submitted += 1
-            mem.arena[off : off + n] = value & 0xFF
+            mem.arena[off : off + n].fill(value & 0xFF)  # fill: 0.4 µs for 4 KiB against 0.65 for a slice store
             s.completed += 1
         else:  # checked again when it runs: the allocation may be freed by then
             self.sched.work(s, lambda: mem.fill(dst, value, n))
@@ -523,23 +529,45 @@ class EmulatorSession(BackendSession):
 
     def launch(self, dev: int, key: bytes, name: str, grid: list[int], block: list[int], shared: int,
                stream: Stream | None, params: bytes, attrs: LaunchAttrs | None = None) -> None:
-        mem = self._mem(dev)
-        mod = self._module(key)
-        info = mod.kernel(name, launch=True)
-        self._check_launch(dev, grid, block, shared, info.static_shared_bytes)
-        if attrs is not None:
-            # the cluster shape is checked as CUDA does; the other attributes shape scheduling and caching on
-            # a GPU, not results, and are ignored here (gpushim/backends/launch_attrs.py)
-            check_cluster(attrs, grid, bool(self.backend.devices()[dev].props.get("clusterLaunch")),
-                          mod.function_attributes(name))
-        symbols = mod.place_symbols(dev, mem)
-        eng = mod.engine(name)
-        args = (tuple(grid), tuple(block), shared, bytes(params))
+        g, b = tuple(grid), tuple(block)
+        ck = (key, name, dev, g, b, shared, len(params))
+        hit = self._launches.get(ck) if attrs is None else None  # launches with attributes check them each time
+        # a configuration that passed the checks before, of the same module object with the same variables
+        if hit is not None and self.modules.get(key) is hit[0] and hit[0].symbols.get(dev) is hit[2]:
+            if hit[4] is not None:  # an empty kernel this configuration already ran: only the counting is left
+                self.sched.work(self._stream(stream, dev), hit[4])
+                return
+            mod, eng, symbols, mem, _ = hit
+        else:
+            mem = self._mem(dev)
+            mod = self._module(key)
+            info = mod.kernel(name, launch=True)
+            self._check_launch(dev, grid, block, shared, info.static_shared_bytes)
+            if attrs is not None:
+                # the cluster shape is checked as CUDA does; the other attributes shape scheduling and caching
+                # on a GPU, not results, and are ignored here (gpushim/backends/launch_attrs.py)
+                check_cluster(attrs, grid, bool(self.backend.devices()[dev].props.get("clusterLaunch")),
+                              mod.function_attributes(name))
+            symbols = mod.place_symbols(dev, mem)
+            eng = mod.engine(name)
+            if len(self._launches) >= 256:
+                self._launches.clear()
+            hit = self._launches[ck] = [mod, eng, symbols, mem, None]
+        args = (g, b, shared, bytes(params))
+        entry = hit
 
         def run() -> None:
-            with self.gate(dev) as charge:
+            if name in eng.trivial:
+                # An empty kernel (gpushim/ptx/module.py: every thread returns at once) does no work and touches
+                # nothing: it runs without taking the device's token, and is counted as the session's kernel.
                 stats = eng.launch(name, *args, self._kernel_memory(dev, mem), symbols, self.output)
-                charge["work"] = stats.thread_instructions  # fair share charges work, not the host's noise
+                self.note_kernel(dev)
+                if not self.peers.get(dev):  # it passed the engine's checks: later launches only count
+                    entry[4] = self._count_empty(dev, stats.thread_instructions)
+            else:
+                with self.gate(dev) as charge:
+                    stats = eng.launch(name, *args, self._kernel_memory(dev, mem), symbols, self.output)
+                    charge["work"] = stats.thread_instructions  # fair share charges work, not the host's noise
             self.launches += 1
             self.thread_instructions += stats.thread_instructions
             self.kernel_wall_s += stats.wall_s
@@ -550,10 +578,23 @@ class EmulatorSession(BackendSession):
 
         self.sched.work(self._stream(stream, dev), run)
 
+    def _count_empty(self, dev: int, threads: int) -> Callable[[], None]:
+        """The whole launch of an empty kernel whose configuration the engine accepted before (the same module,
+        variables and device memory: launch() checks): what PtxModule.launch would count, nothing else."""
+        note = self.note_kernel
+
+        def run() -> None:
+            note(dev)
+            self.launches += 1
+            self.thread_instructions += threads
+
+        return run
+
     def set_peer_access(self, dev: int, peer: int, enable: bool) -> None:
         """cudaDeviceEnablePeerAccess / DisablePeerAccess: whether kernels on dev may access peer's memory
         (CUDA: without it, such an access is an error)."""
         self._mem(dev), self._mem(peer)  # both exist
+        self._launches.clear()  # kernels now see another memory (PeerView): their launches are checked afresh
         if enable and self.peer_space is None:
             self.peer_space = PeerSpace(self.memories)
             self.vmm.replay(self.peer_space)
