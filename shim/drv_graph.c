@@ -246,8 +246,8 @@ static CUresult drv_add_node(void **n, void *g, void *const *d, size_t nd, unsig
     case GT_MEM_FREE: GRT(gs_cudaGraphAddMemFreeNode(n, g, d, nd, *(void **)u));
     case GT_BATCH_MEM_OP: return gs_drv_add_batch_node(n, g, d, nd, u);
     default:
-        gs_warn_once("cu-graph-add-node", "cuGraphAddNode: node type %d (external semaphore nodes) is not supported "
-                     "by gpushim: CUDA_ERROR_NOT_SUPPORTED", type);
+        gs_warn_once("cu-graph-add-node", "cuGraphAddNode: node type %d is not supported by gpushim (external "
+                     "semaphores do not exist in gpushim): CUDA_ERROR_NOT_SUPPORTED", type);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
 }

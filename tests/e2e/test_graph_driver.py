@@ -17,7 +17,9 @@ KERNELS = str(BIN / "drv_kernels")
 
 @pytest.fixture(scope="module")
 def drv(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Iterator[Server]:
-    yield Server(tmp_path_factory.mktemp("graph_driver"))
+    s = Server(tmp_path_factory.mktemp("graph_driver"))
+    yield s
+    s.stop()
 
 
 def test_driver_graph_nodes(drv: Server) -> None:

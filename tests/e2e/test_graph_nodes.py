@@ -95,3 +95,21 @@ def test_graph_launch_is_one_frame(server):
         if p.poll() is None:
             p.kill()
     assert after["calls"] - before["calls"] == 101
+
+
+def test_kernel_nodes_with_extra(server):
+    """Runtime-face kernel nodes whose arguments come packed in cudaKernelNodeParams.extra
+    (tests/programs/graphs_extra.cu)."""
+    r = server.run("graphs_extra")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = kv(r.stdout)
+    # the node holds the argument values it was given (a = 2, not the 50 written after), given back as
+    # kernelParams by cudaGraphKernelNodeGetParams
+    assert v["get_params"] == "1,2,128"
+    # y = 2x, then y += 1x (the cudaGraphAddNode node)
+    assert v["extra"] == "0,3,381"
+    # cudaGraphExecKernelNodeSetParams with extra: the first node now adds 10x (3x + 11x)
+    assert v["exec_set"] == "14,1778"
+    # a buffer smaller than the parameters, both kernelParams and extra, no buffer pointer (CUDA Runtime API,
+    # cudaKernelNodeParams: "either kernelParams or extra"): cudaErrorInvalidValue, nothing added
+    assert v["bad"] == "cudaErrorInvalidValue,cudaErrorInvalidValue,cudaErrorInvalidValue nodes=2"
