@@ -34,6 +34,8 @@ def test_driver_graph_nodes(drv: Server) -> None:
     # the copy-in node reads pageable host memory when the graph runs (now all ones)
     assert v["relaunch"] == "3,3"
     assert v["exec_set_copy"] == "3,3"
+    # copy nodes into and out of a CUDA array: the 3 x 2 box from column 2, row 1 (values row * 10 + column)
+    assert v["array"] == "12,14,22,0"
     # CU_GRAPH_NODE_TYPE_BATCH_MEM_OP is 12; GetParams gives the node's own copy of the operations
     assert v["batch_get"] == "4,1,7 type=12"
     # WRITE_VALUE_32 7, WRITE_VALUE_64 0x1122334455667788 (little-endian halves), then the waits they satisfy

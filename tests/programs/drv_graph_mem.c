@@ -112,6 +112,48 @@ int main(int argc, char **argv) {
     CU_CHECK(cuGraphExecDestroy(x));
     CU_CHECK(cuGraphDestroy(g));
 
+    /* 1b. copy nodes to and from a CUDA array (a 2D box): host -> array, array -> host */
+    enum { W = 8, H = 4 };
+    CUDA_ARRAY_DESCRIPTOR ad = {W, H, CU_AD_FORMAT_FLOAT, 1};
+    CUarray arr;
+    CU_CHECK(cuArrayCreate(&arr, &ad));
+    static float box_in[H][W], box_out[H][W];
+    for (int r = 0; r < H; r++)
+        for (int c = 0; c < W; c++) box_in[r][c] = (float)(r * 10 + c);
+    CU_CHECK(cuGraphCreate(&g, 0));
+    CUDA_MEMCPY3D ta;
+    memset(&ta, 0, sizeof ta);
+    ta.srcMemoryType = CU_MEMORYTYPE_HOST;
+    ta.srcHost = box_in;
+    ta.srcPitch = W * sizeof(float);
+    ta.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    ta.dstArray = arr;
+    ta.WidthInBytes = W * sizeof(float);
+    ta.Height = H;
+    ta.Depth = 1;
+    CUDA_MEMCPY3D fa;
+    memset(&fa, 0, sizeof fa);
+    fa.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    fa.srcArray = arr;
+    fa.srcXInBytes = 2 * sizeof(float); /* from column 2, row 1: a 3 x 2 box */
+    fa.srcY = 1;
+    fa.dstMemoryType = CU_MEMORYTYPE_HOST;
+    fa.dstHost = box_out;
+    fa.dstPitch = W * sizeof(float);
+    fa.WidthInBytes = 3 * sizeof(float);
+    fa.Height = 2;
+    fa.Depth = 1;
+    CUgraphNode to_arr, from_arr;
+    CU_CHECK(cuGraphAddMemcpyNode(&to_arr, g, NULL, 0, &ta, ctx));
+    CU_CHECK(cuGraphAddMemcpyNode(&from_arr, g, &to_arr, 1, &fa, ctx));
+    CU_CHECK(cuGraphInstantiate(&x, g, 0));
+    CU_CHECK(cuGraphLaunch(x, s));
+    CU_CHECK(cuStreamSynchronize(s));
+    printf("array=%g,%g,%g,%g\n", box_out[0][0], box_out[0][2], box_out[1][0], box_out[2][0]);
+    CU_CHECK(cuGraphExecDestroy(x));
+    CU_CHECK(cuGraphDestroy(g));
+    CU_CHECK(cuArrayDestroy(arr));
+
     /* 2. batch memory-op nodes: writes (32 and 64 bits), then a wait that the writes satisfy, then a copy out */
     CU_CHECK(cuGraphCreate(&g, 0));
     CUstreamBatchMemOpParams w[4] = {
