@@ -43,6 +43,8 @@ def test_driver_graph_nodes(drv: Server) -> None:
     # a WAIT_VALUE_32 node holds its stream: not finished and the node after it not run until another stream
     # writes the value (CUDA Driver API, "Stream Memory Operations")
     assert v["held"] == "CUDA_ERROR_NOT_READY before=0 after=5"
+    # cuStreamWriteValue32/64 and cuStreamWaitValue32 captured: the graph writes the values given at capture
+    assert v["captured"] == "77,aabbccdd00112233"
     # cuGraphAddNode: alloc, memset (32-bit 0x01020304 over 16 words), a write of 42 into word 1, copy out, free
     assert v["add_node nodes"] == "5 words=01020304,42,01020304"
     # cuGraphExecNodeSetParams changes the executable graph (43); cuGraphNodeSetParams only the graph (44),

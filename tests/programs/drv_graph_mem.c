@@ -209,6 +209,24 @@ int main(int argc, char **argv) {
     CU_CHECK(cuGraphExecDestroy(x));
     CU_CHECK(cuGraphDestroy(g));
 
+    /* 3b. stream memory operations captured into a graph: the written value is the one given at capture */
+    CUgraph cg;
+    CU_CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CU_CHECK(cuStreamWriteValue32(s, flag + 24, 77, 0));
+    CU_CHECK(cuStreamWriteValue64(s, flag + 32, 0xAABBCCDD00112233ull, 0));
+    CU_CHECK(cuStreamWaitValue32(s, flag + 24, 77, CU_STREAM_WAIT_VALUE_EQ));
+    CU_CHECK(cuStreamEndCapture(s, &cg));
+    CU_CHECK(cuMemsetD8(flag + 24, 0, 16));
+    CU_CHECK(cuGraphInstantiate(&x, cg, 0));
+    CU_CHECK(cuGraphLaunch(x, s));
+    CU_CHECK(cuStreamSynchronize(s));
+    uint32_t cap[3] = {0};
+    CU_CHECK(cuMemcpyDtoH(cap, flag + 24, 4));
+    CU_CHECK(cuMemcpyDtoH(cap + 1, flag + 32, 8));
+    printf("captured=%u,%08x%08x\n", cap[0], cap[2], cap[1]);
+    CU_CHECK(cuGraphExecDestroy(x));
+    CU_CHECK(cuGraphDestroy(cg));
+
     /* 4. cuGraphAddNode with every type the driver face builds: memory allocation, memset, host, copy, batch
      * memory op, memory free; and cuGraphNodeSetParams / cuGraphExecNodeSetParams on them */
     CU_CHECK(cuGraphCreate(&g, 0));
