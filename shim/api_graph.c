@@ -657,8 +657,8 @@ static cudaError_t add_generic(void **out, void *g, void *const *deps, size_t nd
     case GT_MEM_FREE: return gs_cudaGraphAddMemFreeNode(out, g, deps, nd, *(void **)u);
     case GT_CONDITIONAL: return gs_graph_add_conditional(out, g, deps, nd, u);
     default:
-        gs_warn_once("graph-node-type", "cudaGraphAddNode: node type %d (external semaphore, batch memory op) is not "
-                     "supported by gpushim yet: cudaErrorNotSupported", type);
+        gs_warn_once("graph-node-type", "cudaGraphAddNode: node type %d is not supported by gpushim (external "
+                     "semaphore nodes: gpushim has no external semaphores): cudaErrorNotSupported", type);
         return gs_ret(cudaErrorNotSupported);
     }
 }
