@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import subprocess
 
-from .conftest import BIN, kv
+import pytest
+
+from .conftest import BACKEND, BIN, kv
 
 
 def test_graph_nodes(server, tmp_path):
@@ -113,3 +115,18 @@ def test_kernel_nodes_with_extra(server):
     # a buffer smaller than the parameters, both kernelParams and extra, no buffer pointer (CUDA Runtime API,
     # cudaKernelNodeParams: "either kernelParams or extra"): cudaErrorInvalidValue, nothing added
     assert v["bad"] == "cudaErrorInvalidValue,cudaErrorInvalidValue,cudaErrorInvalidValue nodes=2"
+
+
+@pytest.mark.skipif(BACKEND != "emulator", reason="the emulator's device runtime refuses cudaGraphLaunch")
+def test_device_graph_launch_is_refused(server):
+    """Device-side graph launch is not supported (docs/graphs.md, "Not supported"): the instantiate flag and a
+    kernel calling cudaGraphLaunch each give cudaErrorNotSupported, named, and the session goes on
+    (tests/programs/graphs_devlaunch.cu)."""
+    r = server.run("graphs_devlaunch")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = kv(r.stdout)
+    assert v["instantiate_device"] == "cudaErrorNotSupported"
+    assert "cudaGraphInstantiateFlagDeviceLaunch is not supported" in r.stderr
+    assert v["device_launch"] == "cudaErrorNotSupported,cudaErrorNotSupported"
+    assert "cudaGraphLaunch" in r.stderr.split("DeviceLaunch", 1)[1]
+    assert v["host_launch"] == "1"
