@@ -117,16 +117,21 @@ def test_kernel_nodes_with_extra(server):
     assert v["bad"] == "cudaErrorInvalidValue,cudaErrorInvalidValue,cudaErrorInvalidValue nodes=2"
 
 
-@pytest.mark.skipif(BACKEND != "emulator", reason="the emulator's device runtime refuses cudaGraphLaunch")
-def test_device_graph_launch_is_refused(server):
-    """Device-side graph launch is not supported (docs/graphs.md, "Not supported"): the instantiate flag and a
-    kernel calling cudaGraphLaunch each give cudaErrorNotSupported, named, and the session goes on
-    (tests/programs/graphs_devlaunch.cu)."""
+@pytest.mark.skipif(BACKEND != "emulator", reason="device graph launch runs on the emulator's device runtime")
+def test_device_graph_launch(server):
+    """A graph instantiated with cudaGraphInstantiateFlagDeviceLaunch, launched by a kernel of a host-launched
+    graph (CUDA Programming Guide, "Device Graph Launch"; tests/programs/graphs_devlaunch.cu)."""
     r = server.run("graphs_devlaunch")
     assert r.returncode == 0, r.stdout + r.stderr
     v = kv(r.stdout)
-    assert v["instantiate_device"] == "cudaErrorNotSupported"
-    assert "cudaGraphInstantiateFlagDeviceLaunch is not supported" in r.stderr
-    assert v["device_launch"] == "cudaErrorNotSupported,cudaErrorNotSupported"
-    assert "cudaGraphLaunch" in r.stderr.split("DeviceLaunch", 1)[1]
-    assert v["host_launch"] == "1"
+    # the device graph is x += 1 then x *= 2, in that order: fire and forget (0 -> 2), tail launch (2 -> 6),
+    # cudaGraphLaunch returning cudaSuccess in the kernel each time
+    assert v["fire_and_forget"] == "0,2"
+    assert v["tail"] == "0,6"
+    # the same executable graph launched from the host
+    assert v["host_launch"] == "14"
+    # cudaGraphLaunch in device code of a graph instantiated for the host only; a host node in a graph
+    # instantiated for device launch (device graphs hold kernels, memsets and copies)
+    assert v["not_for_device"] == "cudaErrorInvalidValue"
+    assert v["host_node"] == "cudaErrorInvalidValue"
+    assert "graphs devlaunch ok" in r.stdout

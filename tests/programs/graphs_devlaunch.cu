@@ -1,38 +1,94 @@
-// Device-side graph launch is not supported by gpushim: instantiating with cudaGraphInstantiateFlagDeviceLaunch
-// fails with cudaErrorNotSupported, and a kernel that calls cudaGraphLaunch (CUDA Programming Guide, "Device
-// Graph Launch") is refused when it would run, naming the call. Prints key=value lines
+// Device-side graph launch (CUDA Programming Guide, "Device Graph Launch"): a graph instantiated with
+// cudaGraphInstantiateFlagDeviceLaunch and uploaded, launched by a kernel of a host-launched graph with
+// cudaGraphLaunch(exec, cudaStreamGraphTailLaunch / cudaStreamGraphFireAndForget). Prints key=value lines
 // (tests/e2e/test_graph_nodes.py checks them).
 #include "common.h"
 
-__global__ void child(int *x) { x[threadIdx.x] += 1; }
-__global__ void launcher(cudaGraphExec_t g) { cudaGraphLaunch(g, cudaStreamGraphFireAndForget); }
+__global__ void add_one(int *x) { x[threadIdx.x] += 1; }
+__global__ void twice(int *x) { x[threadIdx.x] *= 2; }
+__global__ void launcher(cudaGraphExec_t g, int tail, int *rc) {
+    rc[0] = (int)cudaGraphLaunch(g, tail ? cudaStreamGraphTailLaunch : cudaStreamGraphFireAndForget);
+}
 
-int main() {
-    int *x;
-    CHECK(cudaMalloc(&x, 32 * sizeof(int)));
-    CHECK(cudaMemset(x, 0, 32 * sizeof(int)));
-    cudaGraph_t g;
-    CHECK(cudaGraphCreate(&g, 0));
-    cudaGraphNode_t n;
-    void *args[] = {&x};
+static cudaGraph_t kernel_graph(void *func, void *arg_ptr, cudaGraph_t g, cudaGraphNode_t *dep) {
     cudaKernelNodeParams kp = {};
-    kp.func = (void *)child;
+    void *args[] = {arg_ptr};
+    kp.func = func;
     kp.gridDim = dim3(1);
     kp.blockDim = dim3(32);
     kp.kernelParams = args;
-    CHECK(cudaGraphAddKernelNode(&n, g, nullptr, 0, &kp));
-    cudaGraphExec_t dev = nullptr, host = nullptr;
-    cudaError_t e = cudaGraphInstantiate(&dev, g, cudaGraphInstantiateFlagDeviceLaunch);
-    printf("instantiate_device=%s\n", cudaGetErrorName(e));
-    CHECK(cudaGraphInstantiate(&host, g, 0)); // the same graph, for the host, works
-    launcher<<<1, 1>>>(host);
-    cudaError_t launched = cudaGetLastError();
-    cudaError_t synced = cudaDeviceSynchronize();
-    printf("device_launch=%s,%s\n", cudaGetErrorName(launched), cudaGetErrorName(synced));
-    CHECK(cudaGraphLaunch(host, 0)); // the session goes on
-    CHECK(cudaDeviceSynchronize());
-    int h = 0;
+    cudaGraphNode_t n;
+    CHECK(cudaGraphAddKernelNode(&n, g, *dep ? dep : nullptr, *dep ? 1 : 0, &kp));
+    *dep = n;
+    return g;
+}
+
+int main() {
+    int *x, *rc;
+    CHECK(cudaMalloc(&x, 32 * sizeof(int)));
+    CHECK(cudaMalloc(&rc, sizeof(int)));
+    CHECK(cudaMemset(x, 0, 32 * sizeof(int)));
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    // the device graph: x += 1, then x *= 2 (the order shows in the result)
+    cudaGraph_t dg;
+    CHECK(cudaGraphCreate(&dg, 0));
+    cudaGraphNode_t last = nullptr;
+    kernel_graph((void *)add_one, &x, dg, &last);
+    kernel_graph((void *)twice, &x, dg, &last);
+    cudaGraphExec_t dexec;
+    CHECK(cudaGraphInstantiate(&dexec, dg, cudaGraphInstantiateFlagDeviceLaunch));
+    CHECK(cudaGraphUpload(dexec, s));
+    // host graphs whose one kernel launches it: tail launch, then fire and forget
+    int hrc = -1, h = -1;
+    const char *modes[] = {"fire_and_forget", "tail"};
+    for (int tail = 0; tail < 2; tail++) {
+        cudaGraph_t hg;
+        CHECK(cudaGraphCreate(&hg, 0));
+        cudaKernelNodeParams kp = {};
+        void *args[] = {&dexec, &tail, &rc};
+        kp.func = (void *)launcher;
+        kp.gridDim = dim3(1);
+        kp.blockDim = dim3(1);
+        kp.kernelParams = args;
+        cudaGraphNode_t n;
+        CHECK(cudaGraphAddKernelNode(&n, hg, nullptr, 0, &kp));
+        cudaGraphExec_t hexec;
+        CHECK(cudaGraphInstantiate(&hexec, hg, 0));
+        CHECK(cudaGraphLaunch(hexec, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaMemcpy(&hrc, rc, sizeof hrc, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(&h, x + 31, sizeof h, cudaMemcpyDeviceToHost));
+        printf("%s=%d,%d\n", modes[tail], hrc, h);
+        CHECK(cudaGraphExecDestroy(hexec));
+        CHECK(cudaGraphDestroy(hg));
+    }
+    // the device graph launched from the host as well
+    CHECK(cudaGraphLaunch(dexec, s));
+    CHECK(cudaStreamSynchronize(s));
     CHECK(cudaMemcpy(&h, x, sizeof h, cudaMemcpyDeviceToHost));
     printf("host_launch=%d\n", h);
+
+    // a graph instantiated for the host only: cudaGraphLaunch in device code fails (cudaErrorInvalidValue)
+    cudaGraphExec_t hostonly;
+    CHECK(cudaGraphInstantiate(&hostonly, dg, 0));
+    int zero = 0;
+    launcher<<<1, 1, 0, s>>>(hostonly, zero, rc);
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemcpy(&hrc, rc, sizeof hrc, cudaMemcpyDeviceToHost));
+    printf("not_for_device=%s\n", cudaGetErrorName((cudaError_t)hrc));
+    // a graph with a host node cannot be instantiated for device launch
+    cudaGraph_t bad;
+    CHECK(cudaGraphCreate(&bad, 0));
+    cudaHostNodeParams hp = {[](void *) {}, nullptr};
+    cudaGraphNode_t hn;
+    CHECK(cudaGraphAddHostNode(&hn, bad, nullptr, 0, &hp));
+    cudaGraphExec_t bexec;
+    cudaError_t e = cudaGraphInstantiate(&bexec, bad, cudaGraphInstantiateFlagDeviceLaunch);
+    printf("host_node=%s\n", cudaGetErrorName(e));
+    cudaGetLastError();
+    CHECK(cudaGraphExecDestroy(dexec));
+    CHECK(cudaGraphExecDestroy(hostonly));
+    printf("graphs devlaunch ok\n");
     return 0;
 }

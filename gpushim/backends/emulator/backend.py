@@ -544,6 +544,31 @@ class EmulatorSession(BackendSession):
 
         self.sched.work(self._stream(stream, dev), run)
 
+    def device_graph(self, handle: int, items: list[tuple] | None) -> None:
+        """A graph a kernel may launch with cudaGraphLaunch(handle) (gpushim/ptx/devrt.py), or None to forget
+        it: ("kernel", dev, module key, name, grid, block, shared, params), ("set", dst, byte, n) and
+        ("copy", dst, src, n), in order. Its kernels must be in one module, on one device."""
+        if items is None:
+            for mem in self.memories:
+                devrt.set_device_graph(mem, handle, None)
+            return
+        mods, devs, pend = set(), set(), []
+        for it in items:
+            if it[0] == "kernel":
+                _, dev, key, name, grid, block, shared, params = it
+                mod = self._module(key)
+                mod.kernel(name)
+                mods.add(mod.engine(name))
+                devs.add(dev)
+                pend.append(devrt.Pending(name, tuple(grid), tuple(block), shared, bytes(params)))
+            else:
+                pend.append(devrt.Pending("", (1, 1, 1), (1, 1, 1), 0, b"", tuple(it)))
+        if len(mods) > 1 or len(devs) > 1:
+            raise CudaError(Err.NOT_SUPPORTED, "device graph launch of a graph whose kernels are in several "
+                            "modules or on several devices")
+        mem = self._mem(devs.pop() if devs else 0)
+        devrt.set_device_graph(mem, handle, (mods.pop() if mods else None, pend))
+
     def set_peer_access(self, dev: int, peer: int, enable: bool) -> None:
         """cudaDeviceEnablePeerAccess / DisablePeerAccess: whether kernels on dev may access peer's memory
         (CUDA: without it, such an access is an error)."""
