@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import BIN, Server, kv
+from tests.e2e.conftest import BACKEND, BIN, Server, kv
 
 KERNELS = str(BIN / "drv_kernels")
 
@@ -52,6 +52,10 @@ def test_driver_graph_nodes(drv: Server) -> None:
     assert v["node_set"] == "43"
     assert v["reinstantiated"] == "44"
     assert v["bad_input ok nodes"] == "5"
+    # device graph launch (docs/graphs.md, "Device graph launch"): add_one then twice, tail-launched twice by
+    # a kernel; the emulator runs it, the cuda backend refuses the instantiation
+    want = "6,6,0" if BACKEND == "emulator" else "CUDA_ERROR_NOT_SUPPORTED"
+    assert v["devgraph"] == want
     assert "drv graph mem ok" in p.stdout
 
 

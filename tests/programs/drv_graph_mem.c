@@ -330,6 +330,57 @@ int main(int argc, char **argv) {
     printf("bad_input ok nodes=%zu\n", nn2);
     CU_CHECK(cuGraphDestroy(g));
 
+    /* 5b. device graph launch (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH): add_one then twice, launched by a
+     * kernel of a host-launched graph as a tail launch */
+    CUmodule dmod;
+    CU_CHECK(cuModuleLoadData(&dmod, read_kernel(argv[1], "devgraph.ptx", NULL)));
+    CUfunction add_one, twice, launcher;
+    CU_CHECK(cuModuleGetFunction(&add_one, dmod, "add_one"));
+    CU_CHECK(cuModuleGetFunction(&twice, dmod, "twice"));
+    CU_CHECK(cuModuleGetFunction(&launcher, dmod, "launcher"));
+    CU_CHECK(cuMemsetD8(flag, 0, 64));
+    CUgraph dg, hg;
+    CU_CHECK(cuGraphCreate(&dg, 0));
+    CUdeviceptr cells = flag;
+    void *dargs[] = {&cells};
+    CUDA_KERNEL_NODE_PARAMS dk;
+    memset(&dk, 0, sizeof dk);
+    dk.func = add_one;
+    dk.gridDimX = dk.gridDimY = dk.gridDimZ = 1;
+    dk.blockDimX = 8;
+    dk.blockDimY = dk.blockDimZ = 1;
+    dk.kernelParams = dargs;
+    CUgraphNode d1, d2, hl;
+    CU_CHECK(cuGraphAddKernelNode(&d1, dg, NULL, 0, &dk));
+    dk.func = twice;
+    CU_CHECK(cuGraphAddKernelNode(&d2, dg, &d1, 1, &dk));
+    CUgraphExec dx, hx;
+    CUresult dr = cuGraphInstantiateWithFlags(&dx, dg, CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
+    if (dr == CUDA_SUCCESS) {
+        CU_CHECK(cuGraphUpload(dx, s));
+        CU_CHECK(cuGraphCreate(&hg, 0));
+        int tail = 1;
+        CUdeviceptr rcp = flag + 32;
+        void *largs[] = {&dx, &tail, &rcp};
+        dk.func = launcher;
+        dk.blockDimX = 1;
+        dk.kernelParams = largs;
+        CU_CHECK(cuGraphAddKernelNode(&hl, hg, NULL, 0, &dk));
+        CU_CHECK(cuGraphInstantiate(&hx, hg, 0));
+        CU_CHECK(cuGraphLaunch(hx, s));
+        CU_CHECK(cuGraphLaunch(hx, s));
+        CU_CHECK(cuStreamSynchronize(s));
+        int dv[9];
+        CU_CHECK(cuMemcpyDtoH(dv, flag, sizeof dv));
+        printf("devgraph=%d,%d,%d\n", dv[0], dv[7], dv[8]); /* ((0 + 1) * 2 + 1) * 2 = 6; rc 0 */
+        CU_CHECK(cuGraphExecDestroy(hx));
+        CU_CHECK(cuGraphDestroy(hg));
+        CU_CHECK(cuGraphExecDestroy(dx));
+    } else {
+        printf("devgraph=%s\n", cu_name(dr));
+    }
+    CU_CHECK(cuGraphDestroy(dg));
+
     /* 6. a graph of copy, kernel and batch nodes costs one frame per launch (the test counts the server's calls) */
     if (count_mode) {
         CU_CHECK(cuGraphCreate(&g, 0));
