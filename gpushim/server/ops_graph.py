@@ -149,7 +149,14 @@ class GraphOps:
         self._stream(stream)  # a bad stream or event fails before any node runs
         if event:
             self._event(event)
-        self._run_calls(seg.calls, stream, memoryview(data), callbacks)
+        self.bs.graph_segment = True  # the backend's launches know they belong to a graph (device tail launches)
+        try:
+            self._run_calls(seg.calls, stream, memoryview(data), callbacks)
+        finally:
+            self.bs.graph_segment = False
+        flush = getattr(self.bs, "flush_device_tails", None)
+        if flush is not None:
+            flush(self._stream(stream))
         if event:  # what orders the next launch of this graph on another stream after this one
             self.op_event_record(event, stream, 0)
         return []

@@ -6,6 +6,7 @@
 
 __global__ void add_one(int *x) { x[threadIdx.x] += 1; }
 __global__ void twice(int *x) { x[threadIdx.x] *= 2; }
+__global__ void snapshot(const int *x, int *y) { y[threadIdx.x] = x[threadIdx.x]; }
 __global__ void launcher(cudaGraphExec_t g, int tail, int *rc) {
     rc[0] = (int)cudaGraphLaunch(g, tail ? cudaStreamGraphTailLaunch : cudaStreamGraphFireAndForget);
 }
@@ -24,8 +25,9 @@ static cudaGraph_t kernel_graph(void *func, void *arg_ptr, cudaGraph_t g, cudaGr
 }
 
 int main() {
-    int *x, *rc;
+    int *x, *rc, *y;
     CHECK(cudaMalloc(&x, 32 * sizeof(int)));
+    CHECK(cudaMalloc(&y, 32 * sizeof(int)));
     CHECK(cudaMalloc(&rc, sizeof(int)));
     CHECK(cudaMemset(x, 0, 32 * sizeof(int)));
     cudaStream_t s;
@@ -53,13 +55,23 @@ int main() {
         kp.kernelParams = args;
         cudaGraphNode_t n;
         CHECK(cudaGraphAddKernelNode(&n, hg, nullptr, 0, &kp));
+        // after the launcher, a node that copies x: a tail launch runs once this whole graph is done, so the
+        // copy sees x before the device graph ran (CUDA Programming Guide, "Device Graph Launch", tail launch)
+        cudaGraphNode_t snap;
+        void *sargs[] = {&x, &y};
+        kp.func = (void *)snapshot;
+        kp.blockDim = dim3(32);
+        kp.kernelParams = sargs;
+        if (tail) CHECK(cudaGraphAddKernelNode(&snap, hg, &n, 1, &kp));
         cudaGraphExec_t hexec;
         CHECK(cudaGraphInstantiate(&hexec, hg, 0));
         CHECK(cudaGraphLaunch(hexec, s));
         CHECK(cudaStreamSynchronize(s));
         CHECK(cudaMemcpy(&hrc, rc, sizeof hrc, cudaMemcpyDeviceToHost));
         CHECK(cudaMemcpy(&h, x + 31, sizeof h, cudaMemcpyDeviceToHost));
-        printf("%s=%d,%d\n", modes[tail], hrc, h);
+        int seen = -1;
+        CHECK(cudaMemcpy(&seen, y + 31, sizeof seen, cudaMemcpyDeviceToHost));
+        printf("%s=%d,%d seen=%d\n", modes[tail], hrc, h, tail ? seen : -1);
         CHECK(cudaGraphExecDestroy(hexec));
         CHECK(cudaGraphDestroy(hg));
     }
