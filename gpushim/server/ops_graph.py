@@ -152,11 +152,11 @@ class GraphOps:
         self.bs.graph_segment = True  # the backend's launches know they belong to a graph (device tail launches)
         try:
             self._run_calls(seg.calls, stream, memoryview(data), callbacks)
-        finally:
+        finally:  # even after a failed call: what the kernels that ran tail-launched is not left for later
             self.bs.graph_segment = False
-        flush = getattr(self.bs, "flush_device_tails", None)
-        if flush is not None:
-            flush(self._stream(stream))
+            flush = getattr(self.bs, "flush_device_tails", None)
+            if flush is not None:
+                flush(self._stream(stream))
         if event:  # what orders the next launch of this graph on another stream after this one
             self.op_event_record(event, stream, 0)
         return []
