@@ -173,6 +173,8 @@ OPS: tuple[Op, ...] = (
     _op(121, "GRAPH_LAUNCH", "graph stream event callbacks data", "", "run an uploaded segment on stream (one "
         "frame per launch), then record event there (0: none)"),
     _op(122, "GRAPH_FREE", "graph", "", "forget an uploaded segment"),
+    _op(143, "GRAPH_DEVICE", "handle graph", "", "cudaGraphInstantiateFlagDeviceLaunch: the uploaded segment graph "
+        "(kernels, memsets, device-to-device copies) is what a kernel's cudaGraphLaunch(handle, ...) runs"),
     _op(102, "GRAPH_COND", "handle kind bodies stream", "", "a conditional graph node, only inside an uploaded "
         "segment: when the stream reaches it, the 4-byte value at device address handle chooses which of bodies "
         "(a msgpack array of call arrays, each like GRAPH_UPLOAD's) runs: kind 0 IF, 1 WHILE, 2 SWITCH"),

@@ -77,8 +77,21 @@ static void node_free(gs_gnode *n) {
     galloc_unref(n->alloc);
     free(n->kargs);
     free(n->kargv);
+    free(n->blob);
     free(n->deps);
     free(n);
+}
+
+cudaError_t gs_node_keep_blob_locked(gs_gnode *n, const void *data, size_t len, size_t at) {
+    uint8_t *b = malloc(len ? len : 1);
+    if (!b) return cudaErrorMemoryAllocation;
+    if (len) memcpy(b, data, len);
+    free(n->blob);
+    n->blob = b;
+    n->blob_len = len;
+    n->blob_at = at;
+    memcpy(n->params + at, &b, sizeof b);
+    return cudaSuccess;
 }
 
 void gs_graph_free_locked(gs_graph *g) {
@@ -152,7 +165,8 @@ gs_graph *gs_graph_clone_locked(const gs_graph *g) {
         d->clone_of = s;
         memcpy(d->params, s->params, sizeof d->params);
         if (s->alloc) { d->alloc = s->alloc; atomic_fetch_add(&s->alloc->refs, 1); }
-        bad = gs_ops_copy(&d->ops, &s->ops) || copy_kargs(d, s) || (s->child && !(d->child = gs_graph_clone_locked(s->child))) ||
+        bad = gs_ops_copy(&d->ops, &s->ops) || copy_kargs(d, s) ||
+              (s->blob && gs_node_keep_blob_locked(d, s->blob, s->blob_len, s->blob_at)) || (s->child && !(d->child = gs_graph_clone_locked(s->child))) ||
               gs_cond_node_clone_locked(d, s);
     }
     for (size_t i = 0; i < g->n && !bad; i++)
@@ -229,21 +243,56 @@ static cudaError_t copy_kargs(gs_gnode *dst, const gs_gnode *src) {
     return keep_kargs(dst, &dst->ops.v[0], ((const kernel_params *)src->params)->func);
 }
 
+cudaError_t gs_module_ensure(gs_module *m);
+cudaError_t gs_entry_layout(gs_entry *k);
+
+/* A kernel node's `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END;
+ * CUDA Runtime API, cudaKernelNodeParams): the packed argument buffer, as an array of pointers into it at the
+ * kernel's parameter offsets (*out, malloc'd). Arguments come in kernelParams or extra, not both. */
+static cudaError_t unpack_extra(const kernel_params *p, void ***out) {
+    if (p->kernelParams) return cudaErrorInvalidValue;
+    const uint8_t *buf = NULL;
+    size_t len = 0;
+    int have_len = 0;
+    for (size_t i = 0; p->extra[i] != (void *)0; i += 2) {
+        if (i >= 64) return cudaErrorInvalidValue; /* no CU_LAUNCH_PARAM_END */
+        if (p->extra[i] == (void *)1) buf = p->extra[i + 1];
+        else if (p->extra[i] == (void *)2 && p->extra[i + 1]) { len = *(const size_t *)p->extra[i + 1]; have_len = 1; }
+        else return cudaErrorInvalidValue;
+    }
+    if (!buf || !have_len) return cudaErrorInvalidValue;
+    gs_entry *k = gs_registry_find(p->func);
+    if (!k) k = gs_drv_kernel_entry(p->func);
+    if (!k || k->is_var) return (cudaError_t)98; /* cudaErrorInvalidDeviceFunction */
+    cudaError_t e = gs_module_ensure(k->module);
+    if (!e) e = gs_entry_layout(k);
+    if (e) return e;
+    if (len < k->param_bytes) return cudaErrorInvalidValue; /* the buffer must hold every parameter */
+    void **argv = calloc((size_t)k->nparams + 1, sizeof *argv);
+    if (!argv) return cudaErrorMemoryAllocation;
+    for (int i = 0; i < k->nparams; i++) argv[i] = (void *)(buf + k->param_offsets[i]);
+    *out = argv;
+    return cudaSuccess;
+}
+
 cudaError_t gs_build_kernel(gs_gops *ops, const void *params, gs_gnode *n) {
     const kernel_params *p = params;
     if (!p || !p->func) return cudaErrorInvalidValue;
+    void **argv = p->kernelParams, **unpacked = NULL;
     if (p->extra) {
-        gs_warn_once("graph-kernel-extra", "kernel nodes with arguments in `extra` are not supported by gpushim "
-                     "yet (use kernelParams): cudaErrorNotSupported");
-        return cudaErrorNotSupported;
+        cudaError_t e = unpack_extra(p, &unpacked);
+        if (e) return e;
+        argv = unpacked;
     }
     gs_recorder r;
     gs_record_begin(&r, ops);
     cudaError_t e = gs_cudaLaunchKernel(p->func, (dim3){p->grid.x, p->grid.y, p->grid.z},
-                                        (dim3){p->block.x, p->block.y, p->block.z}, p->kernelParams, p->shared, NULL);
+                                        (dim3){p->block.x, p->block.y, p->block.z}, argv, p->shared, NULL);
     gs_record_end(&r);
+    free(unpacked);
     if (!e && n) {
         memcpy(n->params, p, sizeof *p);
+        ((kernel_params *)n->params)->extra = NULL; /* the node keeps the values, given back as kernelParams */
         e = keep_kargs(n, ops->n ? &ops->v[ops->n - 1] : NULL, p->func);
     }
     return e;
@@ -382,11 +431,17 @@ static cudaError_t add_node(void **out, void *gp, void *const *deps, size_t ndep
 }
 
 static void fill_params(gs_gnode *n, const void *p) { memcpy(n->params, p, 56); }
-static void fill_params72(gs_gnode *n, const void *p) { memcpy(n->params, p, 72); }
 
 cudaError_t gs_graph_add_built(void **out, void *g, void *const *deps, size_t nd, int type, gs_gops *ops,
                                const void *params, size_t psize) {
-    return add_node(out, g, deps, nd, type, ops, !params ? NULL : psize > 56 ? fill_params72 : fill_params, params);
+    cudaError_t e = add_node(out, g, deps, nd, type, ops, NULL, NULL);
+    if (!e && params) {
+        pthread_mutex_lock(&gs_graph_lock);
+        gs_gnode *n = *out;
+        memcpy(n->params, params, psize < sizeof n->params ? psize : sizeof n->params);
+        pthread_mutex_unlock(&gs_graph_lock);
+    }
+    return e;
 }
 
 /* A node's ops replaced (type checked): the driver face's Set calls. */
@@ -570,7 +625,7 @@ static cudaError_t alloc_node(void **out, void *g, void *const *deps, size_t nd,
     e = add_node(out, g, deps, nd, GT_MEM_ALLOC, &ops, fill_alloc, a);
     if (e) { galloc_unref(a); return e; }
     p->dptr = a->ptr;
-    memcpy(((gs_gnode *)*out)->params, p, sizeof *p < 176 ? sizeof *p : 176);
+    memcpy(((gs_gnode *)*out)->params, p, sizeof *p);
     return cudaSuccess;
 }
 
@@ -602,8 +657,8 @@ static cudaError_t add_generic(void **out, void *g, void *const *deps, size_t nd
     case GT_MEM_FREE: return gs_cudaGraphAddMemFreeNode(out, g, deps, nd, *(void **)u);
     case GT_CONDITIONAL: return gs_graph_add_conditional(out, g, deps, nd, u);
     default:
-        gs_warn_once("graph-node-type", "cudaGraphAddNode: node type %d (external semaphore, batch memory op) is not "
-                     "supported by gpushim yet: cudaErrorNotSupported", type);
+        gs_warn_once("graph-node-type", "cudaGraphAddNode: node type %d is not supported by gpushim (external "
+                     "semaphore nodes: gpushim has no external semaphores): cudaErrorNotSupported", type);
         return gs_ret(cudaErrorNotSupported);
     }
 }

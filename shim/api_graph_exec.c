@@ -309,6 +309,22 @@ static cudaError_t upload(exec *x) {
         }
         i = j;
     }
+    /* A graph for device launch: its one segment is what a kernel's cudaGraphLaunch(x) runs (the server
+     * refuses one with other operations than kernels, memsets and device-to-device copies). */
+    if (!e && (x->flags & INSTANTIATE_DEVICE_LAUNCH)) {
+        if (x->nsegs != 1 || !x->segs[0].id) {
+            gs_warn_once("graph-device-segments", "cudaGraphInstantiateFlagDeviceLaunch: the graph must be kernels, "
+                         "memsets and device-to-device copies only (and not empty): cudaErrorInvalidValue");
+            e = cudaErrorInvalidValue;
+        } else {
+            gs_call c;
+            gs_call_begin(&c, GS_OP_GRAPH_DEVICE, 2);
+            gs_w_uint(c.w, (uintptr_t)x);
+            gs_w_uint(c.w, x->segs[0].id);
+            e = gs_call_run(&c);
+            gs_call_end(&c);
+        }
+    }
     x->uploaded = !e;
     return e;
 }
@@ -317,11 +333,6 @@ static cudaError_t upload(exec *x) {
 
 static cudaError_t instantiate(void **exec_out, void *gp, unsigned long long flags) {
     if (!exec_out) return gs_ret(cudaErrorInvalidValue);
-    if (flags & INSTANTIATE_DEVICE_LAUNCH) {
-        gs_warn_once("graph-device-launch", "cudaGraphInstantiateFlagDeviceLaunch is not supported by gpushim "
-                     "yet; instantiation returns cudaErrorNotSupported");
-        return gs_ret(cudaErrorNotSupported);
-    }
     if (flags & ~INSTANTIATE_KNOWN) return gs_ret(cudaErrorInvalidValue);
     GS_ENTER();
     exec *x = calloc(1, sizeof *x);
@@ -340,8 +351,8 @@ static cudaError_t instantiate(void **exec_out, void *gp, unsigned long long fla
         if (!e) x->event = gs_u64(&c);
         gs_call_end(&c);
     }
-    if (!e) e = upload(x);
     x->flags = flags;
+    if (!e) e = upload(x);
     if (e) {
         if (x->event) {
             gs_call_begin(&c, GS_OP_EVENT_DESTROY, 1);

@@ -220,6 +220,10 @@ GS_DRV CUresult gs_cuGraphConditionalHandleCreate(uint64_t *h, void *g, void *ct
     GRT(gs_cudaGraphConditionalHandleCreate(h, g, dflt, flags));
 }
 
+/* shim/drv_stream_graph.c (after drv_memory.c and drv_stream.c in the unity build) */
+CUresult gs_drv_add_copy_node(void **n, void *g, void *const *d, size_t nd, const void *p);
+CUresult gs_drv_add_batch_node(void **n, void *g, void *const *d, size_t nd, const void *p);
+
 /* CUgraphNodeParams: type, reserved, then the union at 16. CUDA_CONDITIONAL_NODE_PARAMS begins like the
  * runtime's cudaConditionalNodeParams (handle, type, size, phGraph_out); kernel nodes are
  * CUDA_KERNEL_NODE_PARAMS_v3 (v2's layout); child graph and event nodes hold one handle. */
@@ -235,9 +239,15 @@ static CUresult drv_add_node(void **n, void *g, void *const *d, size_t nd, unsig
     case GT_WAIT_EVENT: GRT(gs_cudaGraphAddEventWaitNode(n, g, d, nd, *(void **)u));
     case GT_EVENT_RECORD: GRT(gs_cudaGraphAddEventRecordNode(n, g, d, nd, *(void **)u));
     case GT_CONDITIONAL: GRT(gs_graph_add_conditional(n, g, d, nd, u));
+    case GT_MEMCPY: return gs_drv_add_copy_node(n, g, d, nd, u + 16); /* CUDA_MEMCPY_NODE_PARAMS.copyParams */
+    case GT_MEMSET: GRT(gs_cudaGraphAddMemsetNode(n, g, d, nd, u));   /* _v2: v1's layout, then ctx */
+    case GT_HOST: GRT(gs_cudaGraphAddHostNode(n, g, d, nd, u));
+    case GT_MEM_ALLOC: GRT(gs_cudaGraphAddMemAllocNode(n, g, d, nd, u));
+    case GT_MEM_FREE: GRT(gs_cudaGraphAddMemFreeNode(n, g, d, nd, *(void **)u));
+    case GT_BATCH_MEM_OP: return gs_drv_add_batch_node(n, g, d, nd, u);
     default:
-        gs_warn_once("cu-graph-add-node", "cuGraphAddNode: node type %d is not supported by gpushim's driver face "
-                     "(kernel, empty, child graph, event and conditional nodes are): CUDA_ERROR_NOT_SUPPORTED", type);
+        gs_warn_once("cu-graph-add-node", "cuGraphAddNode: node type %d is not supported by gpushim (external "
+                     "semaphores do not exist in gpushim): CUDA_ERROR_NOT_SUPPORTED", type);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
 }

@@ -121,6 +121,10 @@ static CUresult write_value(CUstream s, CUdeviceptr addr, uint64_t value, unsign
     DRV_ENTER();
     if (flags & ~1u || addr % (uint64_t)width) return CUDA_ERROR_INVALID_VALUE; /* NO_MEMORY_BARRIER only */
     uint32_t v32 = (uint32_t)value;
+    if (gs_capture_any()) { /* a capture keeps the call, so the value must travel in it (not a copy from here) */
+        CUresult r = memset_wide(addr, 0, v32, 1, 1, 4, s, 1, ptsz);
+        return r || width == 4 ? r : memset_wide(addr + 4, 0, (uint32_t)(value >> 32), 1, 1, 4, s, 1, ptsz);
+    }
     const void *src = width == 4 ? (const void *)&v32 : (const void *)&value;
     return GS_DRV_CALL((ptsz ? gs_cudaMemcpyAsync_ptsz : gs_cudaMemcpyAsync)((void *)(uintptr_t)addr, src,
                                                                              (size_t)width, 1, s));

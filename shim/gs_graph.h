@@ -31,7 +31,7 @@ cudaError_t gs_cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size
 
 /* cudaGraphNodeType */
 enum { GT_KERNEL = 0, GT_MEMCPY = 1, GT_MEMSET = 2, GT_HOST = 3, GT_GRAPH = 4, GT_EMPTY = 5, GT_WAIT_EVENT = 6,
-       GT_EVENT_RECORD = 7, GT_MEM_ALLOC = 10, GT_MEM_FREE = 11, GT_CONDITIONAL = 13 };
+       GT_EVENT_RECORD = 7, GT_MEM_ALLOC = 10, GT_MEM_FREE = 11, GT_BATCH_MEM_OP = 12, GT_CONDITIONAL = 13 };
 
 enum { OP_CALL, OP_COPY, OP_COPY2D, OP_HOST_FUNC };
 
@@ -74,7 +74,9 @@ typedef struct gs_gnode {
     uint64_t event;         /* event record / wait */
     gs_galloc *alloc;       /* GT_MEM_ALLOC */
     void *dptr;             /* GT_MEM_FREE */
-    unsigned char params[176]; /* kernel, memset, host or cudaMemcpy3DParms as given, for the Get calls */
+    unsigned char params[208]; /* kernel, memset, host, cudaMemcpy3DParms or CUDA_MEMCPY3D as given (Get calls) */
+    uint8_t *blob;             /* memory the params point into at blob_at (a batch node's operations) */
+    size_t blob_len, blob_at;
     uint8_t *kargs;         /* GT_KERNEL: a copy of the argument values params' kernelParams points into */
     void **kargv;
     struct gs_gnode **deps;
@@ -155,6 +157,9 @@ int gs_graph_conds_copy_locked(gs_graph *d, const gs_graph *s);
 /* The ops that give every handle of g (and of its child graphs and bodies) with cudaGraphCondAssignDefault its
  * default value, at the start of each launch; each handle's memory is retained in *allocs. */
 cudaError_t gs_cond_defaults_locked(gs_gops *ops, const gs_graph *g, gs_galloc ***allocs, size_t *nallocs);
+
+/* Gives node n (known, lock held) its own copy of len bytes the params point to at offset `at`. */
+cudaError_t gs_node_keep_blob_locked(gs_gnode *n, const void *data, size_t len, size_t at);
 
 /* Sends one op on stream h as the ordinary call it was (recorded instead when h captures). */
 cudaError_t gs_op_replay(const gs_gop *op, uint64_t h);

@@ -60,6 +60,23 @@ _limits: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 _devices: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# device memory -> {executable graph handle: (PtxModule of its kernels or None, [Pending], the backend's)}: the graphs
+# instantiated with cudaGraphInstantiateFlagDeviceLaunch (gpushim/server/ops_graph.py)
+_graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# memory -> [(registered graph, items)] tail-launched by kernels of a host graph: they run after that graph
+_deferred: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_local_defer = threading.local()  # .on: the running kernel belongs to a graph (set by the emulator backend)
+GRAPH_TAIL_LAUNCH = 0x0100000000000000  # cudaStreamGraphTailLaunch (cuda_device_runtime_api.h)
+GRAPH_FIRE_AND_FORGET = (0x0200000000000000, 0x0300000000000000)  # ... FireAndForget, FireAndForgetAsSibling
+
+
+def set_device_graph(memory, handle: int, graph: tuple | None) -> None:
+    """A device-launchable graph's work on memory's device, or None to forget it."""
+    graphs = _graphs.setdefault(memory, {})
+    if graph is None:
+        graphs.pop(handle, None)
+    else:
+        graphs[handle] = graph
 
 
 def set_pending_limit(memory, n: int) -> None:
@@ -556,7 +573,79 @@ def _compile_device_query(which: int):
     return compile_device_query
 
 
+def _graph_launch(st, g: Grid, handle: int, stream: int) -> int:
+    """cudaGraphLaunch(exec, stream) in device code (CUDA Programming Guide, "Device Graph Launch"): the graph's
+    kernels, memsets and copies run as grids this one launched, after it (tail launch) or as its children
+    (fire and forget), in the graph's order."""
+    tree = g.tree
+    rec = _graphs.get(getattr(tree.memory, "own", tree.memory), {}).get(handle)
+    if rec is None:
+        return E_INVALID_VALUE  # not an executable graph instantiated for device launch
+    if stream != GRAPH_TAIL_LAUNCH and stream not in GRAPH_FIRE_AND_FORGET:
+        return E_INVALID_VALUE
+    mod, items = rec[0], rec[1]
+    if mod is not None and mod is not tree.mod:
+        raise CudaError(Err.NOT_SUPPORTED, "device graph launch of a graph whose kernels are in another module than "
+                        "the launching kernel's")
+    if g.depth + 1 >= MAX_DEPTH:
+        return E_LAUNCH_MAX_DEPTH
+    kernels = sum(1 for p in items if not p.op)
+    if tree.pending + kernels > tree.limit:
+        return E_LAUNCH_PENDING_COUNT
+    if stream == GRAPH_TAIL_LAUNCH and getattr(_local_defer, "on", False):
+        # CUDA runs a tail launch after the whole graph the kernel belongs to: kept for the end of that graph
+        _deferred.setdefault(getattr(tree.memory, "own", tree.memory), []).append(rec)
+        return 0
+    (g.tails if stream == GRAPH_TAIL_LAUNCH else g.launches).extend(items)
+    tree.pending += kernels
+    return 0
+
+
+def set_graph_kernel(on: bool) -> None:
+    """Whether the kernels this thread runs next belong to a host-launched graph (tail launches wait)."""
+    _local_defer.on = on
+
+
+def take_deferred(memory) -> list:
+    """The device graphs tail-launched on memory's device by kernels of a graph, to run now it is done."""
+    return _deferred.pop(memory, [])
+
+
+def run_graph(memory, symbols, output, rec) -> None:
+    """Runs a registered device graph's items (from the host side, after the graph that launched it)."""
+    mod, items = rec[0], rec[1]
+    tree = Tree(mod, memory, symbols, output, _limits.get(memory, PENDING_LIMIT))
+    try:
+        for p in items:
+            _run(tree, 0, p)
+    finally:
+        for addr in list(tree.buffers):
+            memory.free(addr)
+        tree.buffers.clear()
+
+
+def compile_graph_launch(ctx: Ctx, ins: Instr):
+    rets, args = ins.args
+    rexec = _slot_reader(ctx, args.items[0], 8)
+    rstream = _slot_reader(ctx, args.items[1], 8)
+    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
+
+    def graph_launch(st, idx):
+        g = _grid()
+        n, threads = _threads(st, idx)
+        execs = np.broadcast_to(rexec(st, idx), (n,))
+        streams = np.broadcast_to(rstream(st, idx), (n,))
+        rc = np.zeros(n, np.uint32)
+        for i in range(n):
+            _finish(st, g, threads, rc, i, _graph_launch(st, g, int(execs[i]), int(streams[i])))
+        if wret is not None:
+            wret(st, idx, rc)
+
+    return graph_launch
+
+
 HANDLERS = {
+    "@cudaGraphLaunch": compile_graph_launch,
     "@__cudaCDP2GetParameterBufferV2": compile_get_parameter_buffer_v2,
     "@__cudaCDP2LaunchDeviceV2": compile_launch_device_v2,
     "@__cudaCDP2LaunchDeviceV2_ptsz": compile_launch_device_v2,

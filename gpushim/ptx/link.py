@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.nodes import Addr, Function, Imm, Instr, Label, Module, Neg, Plist, PredPair, Reg, Sym, VarDecl, Vec
 
-BUILTINS = {"vprintf", "__assertfail", "malloc", "free", "cudaGraphSetConditional"}
+BUILTINS = {"vprintf", "__assertfail", "malloc", "free", "cudaGraphSetConditional", "cudaGraphLaunch"}
 
 
 def align_up(x: int, a: int) -> int:

@@ -149,7 +149,14 @@ class GraphOps:
         self._stream(stream)  # a bad stream or event fails before any node runs
         if event:
             self._event(event)
-        self._run_calls(seg.calls, stream, memoryview(data), callbacks)
+        self.bs.graph_segment = True  # the backend's launches know they belong to a graph (device tail launches)
+        try:
+            self._run_calls(seg.calls, stream, memoryview(data), callbacks)
+        finally:  # even after a failed call: what the kernels that ran tail-launched is not left for later
+            self.bs.graph_segment = False
+            flush = getattr(self.bs, "flush_device_tails", None)
+            if flush is not None:
+                flush(self._stream(stream))
         if event:  # what orders the next launch of this graph on another stream after this one
             self.op_event_record(event, stream, 0)
         return []
@@ -157,4 +164,37 @@ class GraphOps:
     def op_graph_free(self, graph: int) -> list[Any]:
         if self._segments().pop(graph, None) is None:
             raise CudaError(Err.INVALID_VALUE, f"{graph:#x} is not an uploaded graph of this session")
+        devs = getattr(self, "device_graphs", {})
+        for handle in [h for h, g in devs.items() if g == graph]:
+            del devs[handle]
+            self.bs.device_graph(handle, None)
+        return []
+
+    def op_graph_device(self, handle: int, graph: int) -> list[Any]:
+        """A graph instantiated for device launch (CUDA Programming Guide, "Device Graph Launch"): its one
+        segment, of kernels, memsets and device-to-device copies only, becomes what cudaGraphLaunch(handle)
+        in a kernel runs."""
+        seg = self._segments().get(graph)
+        if seg is None:
+            raise CudaError(Err.INVALID_VALUE, f"{graph:#x} is not an uploaded graph of this session")
+        if getattr(self.bs, "device_graph", None) is None:
+            raise CudaError(Err.NOT_SUPPORTED, "device graph launch: not supported by this backend (the emulator "
+                            "runs it)")
+        items: list[tuple] = []
+        for op_id, args in seg.calls:
+            name = self.routes[op_id][0].name
+            if name == "LAUNCH":
+                dev, key, kernel, grid, block, shared, _, params = args
+                items.append(("kernel", dev, key, kernel, grid, block, shared, params))
+            elif name == "MEMSET":
+                items.append(("set", args[0], args[1] & 0xFF, args[2]))
+            elif name == "MEMCPY_D2D":
+                items.append(("copy", args[0], args[1], args[2]))
+            else:
+                raise CudaError(Err.INVALID_VALUE, f"a graph for device launch holds kernels, byte memsets and "
+                                f"copies between device memory only, not {name}")
+        self.bs.device_graph(handle, items)
+        if not hasattr(self, "device_graphs"):
+            self.device_graphs = {}
+        self.device_graphs[handle] = graph
         return []

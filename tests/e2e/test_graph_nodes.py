@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import subprocess
 
-from .conftest import BIN, kv
+import pytest
+
+from .conftest import BACKEND, BIN, kv
 
 
 def test_graph_nodes(server, tmp_path):
@@ -95,3 +97,42 @@ def test_graph_launch_is_one_frame(server):
         if p.poll() is None:
             p.kill()
     assert after["calls"] - before["calls"] == 101
+
+
+def test_kernel_nodes_with_extra(server):
+    """Runtime-face kernel nodes whose arguments come packed in cudaKernelNodeParams.extra
+    (tests/programs/graphs_extra.cu)."""
+    r = server.run("graphs_extra")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = kv(r.stdout)
+    # the node holds the argument values it was given (a = 2, not the 50 written after), given back as
+    # kernelParams by cudaGraphKernelNodeGetParams
+    assert v["get_params"] == "1,2,128"
+    # y = 2x, then y += 1x (the cudaGraphAddNode node)
+    assert v["extra"] == "0,3,381"
+    # cudaGraphExecKernelNodeSetParams with extra: the first node now adds 10x (3x + 11x)
+    assert v["exec_set"] == "14,1778"
+    # a buffer smaller than the parameters, both kernelParams and extra, no buffer pointer (CUDA Runtime API,
+    # cudaKernelNodeParams: "either kernelParams or extra"): cudaErrorInvalidValue, nothing added
+    assert v["bad"] == "cudaErrorInvalidValue,cudaErrorInvalidValue,cudaErrorInvalidValue nodes=2"
+
+
+@pytest.mark.skipif(BACKEND != "emulator", reason="device graph launch runs on the emulator's device runtime")
+def test_device_graph_launch(server):
+    """A graph instantiated with cudaGraphInstantiateFlagDeviceLaunch, launched by a kernel of a host-launched
+    graph (CUDA Programming Guide, "Device Graph Launch"; tests/programs/graphs_devlaunch.cu)."""
+    r = server.run("graphs_devlaunch")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = kv(r.stdout)
+    # the device graph is x += 1 then x *= 2, in that order: fire and forget (0 -> 2), tail launch (2 -> 6),
+    # cudaGraphLaunch returning cudaSuccess in the kernel each time
+    assert v["fire_and_forget"] == "0,2 seen=-1"
+    # a tail launch runs after the whole launching graph: its node after the launcher saw x = 2
+    assert v["tail"] == "0,6 seen=2"
+    # the same executable graph launched from the host
+    assert v["host_launch"] == "14"
+    # cudaGraphLaunch in device code of a graph instantiated for the host only; a host node in a graph
+    # instantiated for device launch (device graphs hold kernels, memsets and copies)
+    assert v["not_for_device"] == "cudaErrorInvalidValue"
+    assert v["host_node"] == "cudaErrorInvalidValue"
+    assert "graphs devlaunch ok" in r.stdout

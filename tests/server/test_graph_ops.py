@@ -137,3 +137,24 @@ def test_conditional_nodes_need_a_backend_that_runs_them(session, monkeypatch) -
     monkeypatch.setattr(type(s.bs), "graph_conditional", None)
     err, _ = call(s, sent, "GRAPH_UPLOAD", 3, msgpack.packb([_cond(0, 0, [[]])]))
     assert err == Err.NOT_SUPPORTED
+
+
+def test_bad_device_graphs_are_refused(session) -> None:
+    """GRAPH_DEVICE (cudaGraphInstantiateFlagDeviceLaunch): an unknown segment, or one with operations a device
+    graph cannot hold, is cudaErrorInvalidValue; a good one registers and GRAPH_FREE forgets it."""
+    s, sent = session
+    [ptr] = call(s, sent, "MALLOC", 0, 64)[1]
+    assert call(s, sent, "GRAPH_DEVICE", 0x1000, 99)[0] == Err.INVALID_VALUE  # no such segment
+    host = [[OP["MEMSET"], [ptr, 1, 64, 0]], [OP["STREAM_HOST_FUNC"], [0, 0]]]
+    assert call(s, sent, "GRAPH_UPLOAD", 8, msgpack.packb(host))[0] == 0
+    assert call(s, sent, "GRAPH_DEVICE", 0x1000, 8)[0] == Err.INVALID_VALUE  # a host function
+    wide = [[OP["MEMSET_WIDE"], [ptr, 4, 7, 1, 1, 4, 0]]]
+    assert call(s, sent, "GRAPH_UPLOAD", 9, msgpack.packb(wide))[0] == 0
+    assert call(s, sent, "GRAPH_DEVICE", 0x1000, 9)[0] == Err.INVALID_VALUE  # a 32-bit memset
+    good = [[OP["MEMSET"], [ptr, 1, 64, 0]], [OP["MEMCPY_D2D"], [ptr + 32, ptr, 16, 0]]]
+    assert call(s, sent, "GRAPH_UPLOAD", 10, msgpack.packb(good))[0] == 0
+    assert call(s, sent, "GRAPH_DEVICE", 0x1000, 10)[0] == 0
+    assert s.device_graphs == {0x1000: 10}
+    assert call(s, sent, "GRAPH_FREE", 10)[0] == 0
+    assert s.device_graphs == {}
+    assert call(s, sent, "MEMSET", ptr, 2, 8, 0)[0] == 0  # the session goes on

@@ -555,6 +555,7 @@ class EmulatorSession(BackendSession):
             hit = self._launches[ck] = [mod, eng, symbols, mem, None]
         args = (g, b, shared, bytes(params))
         entry = hit
+        in_graph = getattr(self, "graph_segment", False)  # a host graph's kernel: its tail launches wait for it
 
         def run() -> None:
             if name in eng.trivial:
@@ -566,7 +567,11 @@ class EmulatorSession(BackendSession):
                     entry[4] = self._count_empty(dev, stats.thread_instructions)
             else:
                 with self.gate(dev) as charge:
-                    stats = eng.launch(name, *args, self._kernel_memory(dev, mem), symbols, self.output)
+                    devrt.set_graph_kernel(in_graph)
+                    try:
+                        stats = eng.launch(name, *args, self._kernel_memory(dev, mem), symbols, self.output)
+                    finally:
+                        devrt.set_graph_kernel(False)
                     charge["work"] = stats.thread_instructions  # fair share charges work, not the host's noise
             self.launches += 1
             self.thread_instructions += stats.thread_instructions
@@ -589,6 +594,47 @@ class EmulatorSession(BackendSession):
             self.thread_instructions += threads
 
         return run
+
+    def device_graph(self, handle: int, items: list[tuple] | None) -> None:
+        """A graph a kernel may launch with cudaGraphLaunch(handle) (gpushim/ptx/devrt.py), or None to forget
+        it: ("kernel", dev, module key, name, grid, block, shared, params), ("set", dst, byte, n) and
+        ("copy", dst, src, n), in order. Its kernels must be in one module, on one device."""
+        if items is None:
+            for mem in self.memories:
+                devrt.set_device_graph(mem, handle, None)
+            return
+        mods, emus, devs, pend = set(), {}, set(), []
+        for it in items:
+            if it[0] == "kernel":
+                _, dev, key, name, grid, block, shared, params = it
+                mod = self._module(key)
+                mod.kernel(name)
+                mods.add(mod.engine(name))
+                emus[id(mod)] = mod
+                devs.add(dev)
+                pend.append(devrt.Pending(name, tuple(grid), tuple(block), shared, bytes(params)))
+            else:
+                pend.append(devrt.Pending("", (1, 1, 1), (1, 1, 1), 0, b"", tuple(it)))
+        if len(mods) > 1 or len(devs) > 1:
+            raise CudaError(Err.NOT_SUPPORTED, "device graph launch of a graph whose kernels are in several "
+                            "modules or on several devices")
+        dev = devs.pop() if devs else 0
+        devrt.set_device_graph(self._mem(dev), handle, (mods.pop() if mods else None, pend,
+                                                        (next(iter(emus.values()), None), dev)))
+
+    def flush_device_tails(self, stream: Stream | None) -> None:
+        """At the end of a host-launched graph, in its stream's order: the device graphs its kernels tail-launched
+        (CUDA runs a tail launch once the launching graph is complete)."""
+
+        def run() -> None:
+            for mem in self.memories:
+                for rec in devrt.take_deferred(mem):
+                    emu, dev = rec[2]
+                    symbols = emu.place_symbols(dev, mem) if emu is not None else {}
+                    with self.gate(dev):
+                        devrt.run_graph(self._kernel_memory(dev, mem), symbols, self.output, rec)
+
+        self.sched.work(self._stream(stream, 0), run)
 
     def set_peer_access(self, dev: int, peer: int, enable: bool) -> None:
         """cudaDeviceEnablePeerAccess / DisablePeerAccess: whether kernels on dev may access peer's memory
