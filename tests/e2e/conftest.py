@@ -88,6 +88,11 @@ class Server:
 
         return query_status(self.url)
 
+    def session_of(self, pid: int) -> dict:
+        """The STATUS entry of the client process pid (sessions of earlier tests may still be closing)."""
+        [entry] = [s for s in self.status()["sessions"] if s.get("pid") == pid]
+        return entry
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

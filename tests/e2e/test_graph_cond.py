@@ -47,11 +47,11 @@ def test_conditional_graph_launch_is_one_frame(server):
             if line == "phase=ready":
                 break
         assert line == "phase=ready"
-        [before] = server.status()["sessions"]
+        before = server.session_of(p.pid)
         p.stdin.write("\n")
         p.stdin.flush()
         assert _line(p) == "phase=launched"
-        [after] = server.status()["sessions"]
+        after = server.session_of(p.pid)
         p.stdin.write("\n")
         p.stdin.flush()
         assert _line(p) == "count_steps=60"  # 20 launches: one step and +2 each

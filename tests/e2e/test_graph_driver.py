@@ -74,12 +74,12 @@ def test_driver_graph_launch_is_one_frame(drv: Server) -> None:
         while line != "phase=ready":
             assert line, p.stderr.read() if p.stderr else ""
             line = _line(p)
-        [before] = drv.status()["sessions"]
+        before = drv.session_of(p.pid)
         assert p.stdin is not None
         p.stdin.write("\n")
         p.stdin.flush()
         assert _line(p) == "phase=launched"
-        [after] = drv.status()["sessions"]
+        after = drv.session_of(p.pid)
         p.stdin.write("\n")
         p.stdin.flush()
         assert p.wait(60) == 0

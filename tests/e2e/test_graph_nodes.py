@@ -84,11 +84,11 @@ def test_graph_launch_is_one_frame(server):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert _line(p) == "phase=ready"
-        [before] = server.status()["sessions"]
+        before = server.session_of(p.pid)
         p.stdin.write("\n")
         p.stdin.flush()
         assert _line(p) == "phase=launched"
-        [after] = server.status()["sessions"]
+        after = server.session_of(p.pid)
         p.stdin.write("\n")
         p.stdin.flush()
         assert _line(p) == "count=101"  # the first launch and 100 more
