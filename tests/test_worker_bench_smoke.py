@@ -16,5 +16,5 @@ def test_worker_bench_reports_every_case() -> None:
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     rows = re.findall(r"^\s+(\S+).*worker CPU\s+([\d.]+) µs\s+wall per call\s+([\d.]+) µs$", p.stdout, re.M)
-    assert [r[0] for r in rows] == ["STREAM_QUERY", "EVENT_QUERY", "MEMSET"], p.stdout
+    assert [r[0] for r in rows] == ["STREAM_QUERY", "EVENT_QUERY", "MEMSET", "LAUNCH"], p.stdout
     assert all(float(cpu) > 0 and float(wall) > 0 for _, cpu, wall in rows)
