@@ -625,23 +625,9 @@ def run_graph(memory, symbols, output, rec) -> None:
 
 
 def compile_graph_launch(ctx: Ctx, ins: Instr):
-    rets, args = ins.args
-    rexec = _slot_reader(ctx, args.items[0], 8)
-    rstream = _slot_reader(ctx, args.items[1], 8)
-    wret = _slot_writer(ctx, rets.items[0], 4) if rets.items else None
-
-    def graph_launch(st, idx):
-        g = _grid()
-        n, threads = _threads(st, idx)
-        execs = np.broadcast_to(rexec(st, idx), (n,))
-        streams = np.broadcast_to(rstream(st, idx), (n,))
-        rc = np.zeros(n, np.uint32)
-        for i in range(n):
-            _finish(st, g, threads, rc, i, _graph_launch(st, g, int(execs[i]), int(streams[i])))
-        if wret is not None:
-            wret(st, idx, rc)
-
-    return graph_launch
+    """cudaGraphLaunch(exec, stream) in device code (a graph instantiated for device launch)."""
+    return _status_call(ctx, ins, [(0, 8), (1, 8)],
+                        lambda st, g, t, exec_, stream: _graph_launch(st, g, exec_, stream))
 
 
 HANDLERS = {
