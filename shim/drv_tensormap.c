@@ -8,6 +8,19 @@
 
 enum { TENSOR_MAP_BYTES = 128, MAX_RANK = 5 };
 
+/* Runs a tensor-map call and copies the descriptor the server's driver made into map. */
+static CUresult run_into_map(gs_call *c, void *map) {
+    cudaError_t e = gs_call_run(c);
+    if (!e) {
+        const uint8_t *bytes;
+        uint32_t n;
+        if (!gs_r_bin(&c->r, &bytes, &n) || n != TENSOR_MAP_BYTES) e = cudaErrorUnknown;
+        else memcpy(map, bytes, TENSOR_MAP_BYTES);
+    }
+    gs_call_end(c);
+    return gs_drv_err(e);
+}
+
 GS_DRV CUresult gs_cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *addr, const uint64_t *dims,
                                           const uint64_t *strides, const unsigned *box, const unsigned *elem,
                                           int interleave, int swizzle, int l2, int oob) {
@@ -34,15 +47,7 @@ GS_DRV CUresult gs_cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, v
     gs_w_uint(c.w, (unsigned)swizzle);
     gs_w_uint(c.w, (unsigned)l2);
     gs_w_uint(c.w, (unsigned)oob);
-    cudaError_t e = gs_call_run(&c);
-    if (!e) {
-        const uint8_t *bytes;
-        uint32_t n;
-        if (!gs_r_bin(&c.r, &bytes, &n) || n != TENSOR_MAP_BYTES) e = cudaErrorUnknown;
-        else memcpy(map, bytes, TENSOR_MAP_BYTES);
-    }
-    gs_call_end(&c);
-    return gs_drv_err(e);
+    return run_into_map(&c, map);
 }
 
 /* cuTensorMapReplaceAddress: the same driver changes the address inside the descriptor. */
@@ -57,13 +62,5 @@ GS_DRV CUresult gs_cuTensorMapReplaceAddress(void *map, void *addr) {
     gs_w_uint(c.w, (uint64_t)(uintptr_t)addr);
     c.bulk = map;
     c.bulk_len = TENSOR_MAP_BYTES;
-    cudaError_t e = gs_call_run(&c);
-    if (!e) {
-        const uint8_t *bytes;
-        uint32_t n;
-        if (!gs_r_bin(&c.r, &bytes, &n) || n != TENSOR_MAP_BYTES) e = cudaErrorUnknown;
-        else memcpy(map, bytes, TENSOR_MAP_BYTES);
-    }
-    gs_call_end(&c);
-    return gs_drv_err(e);
+    return run_into_map(&c, map);
 }
