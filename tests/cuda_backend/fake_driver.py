@@ -44,6 +44,7 @@ class FakeDriver:
         self.unloaded: list[int] = []  # modules given to cuModuleUnload
         self.physical: dict[int, bytearray] = {}  # cuMemCreate handle -> its bytes
         self.created: list[tuple[int, int]] = []  # (device, size) of each cuMemCreate
+        self.exported: list[tuple[int, int]] = []  # (handle, handle type) of each cuMemExportToShareableHandle
         self.access: list[tuple[int, int, int, int]] = []  # (ptr, size, device, flags) of each access descriptor
 
     # -- plumbing ----------------------------------------------------------------------------------------
@@ -142,6 +143,12 @@ class FakeDriver:
         self.physical[h] = bytearray(size)
         self.created.append((int(prop.location.id), size))
         return real.CUresult(SUCCESS), real.CUmemGenericAllocationHandle(h)
+
+    def _cuMemExportToShareableHandle(self, h: Any, handle_type: Any, flags: int) -> tuple:
+        import os
+
+        self.exported.append((int(h), int(handle_type)))
+        return real.CUresult(SUCCESS), os.open(os.devnull, os.O_RDONLY)  # a descriptor, as the driver's is
 
     def _cuMemRelease(self, h: Any) -> tuple:
         return (real.CUresult(SUCCESS if self.physical.pop(int(h), None) is not None else INVALID_VALUE),)
