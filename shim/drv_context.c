@@ -327,7 +327,8 @@ GS_DRV CUresult gs_cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned flags,
 }
 
 /* What contexts made with cuCtxCreate allocated: device, managed and pinned host memory made, and host
- * memory registered, while one was current on the allocating thread. */
+ * memory registered, while one was current on the allocating thread; streams, events and modules made in
+ * the driver face while one was current (kind GS_OWN_*). */
 typedef struct owned_range {
     uintptr_t base;
     int kind, owned;
@@ -348,10 +349,21 @@ void gs_drv_range_added(const gs_range *r) {
     pthread_mutex_unlock(&owned_lock);
 }
 
-void gs_drv_range_removed(uintptr_t base) {
+void gs_drv_own(uintptr_t handle, int kind) {
+    gs_ctx *c = depth ? stack[depth - 1] : NULL;
+    if (!c || c->primary) return;
+    owned_range *o = malloc(sizeof *o);
+    if (!o) return;
+    pthread_mutex_lock(&owned_lock);
+    *o = (owned_range){handle, kind, 0, c, owned_ranges};
+    owned_ranges = o;
+    pthread_mutex_unlock(&owned_lock);
+}
+
+static void forget_owned(uintptr_t base, int kind) { /* kind 0: any memory range */
     pthread_mutex_lock(&owned_lock);
     for (owned_range **p = &owned_ranges; *p; p = &(*p)->next) {
-        if ((*p)->base != base) continue;
+        if ((*p)->base != base || (kind ? (*p)->kind != kind : (*p)->kind >= GS_OWN_STREAM)) continue;
         owned_range *o = *p;
         *p = o->next;
         free(o);
@@ -360,9 +372,13 @@ void gs_drv_range_removed(uintptr_t base) {
     pthread_mutex_unlock(&owned_lock);
 }
 
-/* cuCtxDestroy: "all resources allocated in the context are freed". Memory is; streams, events and modules
- * made in it are not yet tracked per context and stay until the session ends. */
-static void free_context_memory(gs_ctx *ctx) {
+void gs_drv_range_removed(uintptr_t base) { forget_owned(base, 0); }
+void gs_drv_disown(uintptr_t handle, int kind) { forget_owned(handle, kind); }
+
+/* cuCtxDestroy: "all resources allocated in the context are freed": its memory, and the streams, events
+ * and modules the driver face made in it (the server destroys them; their handles are then invalid).
+ * Objects made through the runtime face while the context was current are not tracked and stay. */
+static void free_context_resources(gs_ctx *ctx) {
     for (;;) {
         owned_range o = {0};
         pthread_mutex_lock(&owned_lock);
@@ -377,7 +393,13 @@ static void free_context_memory(gs_ctx *ctx) {
         pthread_mutex_unlock(&owned_lock);
         if (!o.ctx) break;
         void *ptr = (void *)o.base;
-        if (o.kind == cudaMemoryTypeHost)
+        if (o.kind == GS_OWN_STREAM)
+            (void)GS_DRV_CALL(gs_cudaStreamDestroy(ptr)); /* its queued work still completes, as CUDA's does */
+        else if (o.kind == GS_OWN_EVENT)
+            (void)GS_DRV_CALL(gs_cudaEventDestroy(ptr));
+        else if (o.kind == GS_OWN_MODULE)
+            (void)gs_drv_module_unload(ptr);
+        else if (o.kind == cudaMemoryTypeHost)
             (void)GS_DRV_CALL(o.owned ? gs_cudaFreeHost(ptr) : gs_cudaHostUnregister(ptr));
         else
             (void)GS_DRV_CALL(gs_cudaFree(ptr)); /* a cuMemAddressReserve range is refused: not the context's */
@@ -387,7 +409,7 @@ static void free_context_memory(gs_ctx *ctx) {
 GS_DRV CUresult gs_cuCtxDestroy_v2(CUcontext ctx) {
     if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_VALUE;
     if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
-    free_context_memory(ctx);
+    free_context_resources(ctx);
     for (int i = 0; i < depth; i++) {
         if (stack[i] == ctx) {
             memmove(&stack[i], &stack[i + 1], (size_t)(depth - i - 1) * sizeof *stack);
