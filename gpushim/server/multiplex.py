@@ -647,6 +647,10 @@ class Multiplexer:
         for u in self.ups:
             self._private(u.index, op_name, args, one(u.index))
 
+    def _op_runtime_version(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        # every server records the client's runtime (status, log), not only the first device's
+        self._fan_out(kind, seq, "RUNTIME_VERSION", [a["runtime"]], lambda rs: [])
+
     def _op_module_query(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
         self._fan_out(kind, seq, "MODULE_QUERY", [a["hash"]], lambda rs: [int(all(r[0] for r in rs))])
 
