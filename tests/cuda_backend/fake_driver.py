@@ -45,6 +45,7 @@ class FakeDriver:
         self.physical: dict[int, bytearray] = {}  # cuMemCreate handle -> its bytes
         self.created: list[tuple[int, int]] = []  # (device, size) of each cuMemCreate
         self.exported: list[tuple[int, int]] = []  # (handle, handle type) of each cuMemExportToShareableHandle
+        self.func_attrs: list[tuple[str, int, int]] = []  # (kernel, attribute, value) of each cuFuncSetAttribute
         self.access: list[tuple[int, int, int, int]] = []  # (ptr, size, device, flags) of each access descriptor
 
     # -- plumbing ----------------------------------------------------------------------------------------
@@ -382,6 +383,7 @@ class FakeDriver:
         return real.CUresult(SUCCESS), 1024 if int(attr) == 0 else 0
 
     def _cuFuncSetAttribute(self, f: Any, attr: Any, value: int) -> tuple:
+        self.func_attrs.append((self.functions[int(f)], int(attr), value))
         return (real.CUresult(SUCCESS),)
 
     def _cuLaunchKernel(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int, s: Any,
