@@ -12,6 +12,7 @@
 
 #include "drv_api.h"
 #include "gen/drv_errors.h"
+#include "gs_transport.h"
 
 #define GS_CTX_MAGIC 0x43545847u /* "GXTC" */
 #define GS_CTX_STACK 32
@@ -128,11 +129,14 @@ GS_DRV CUresult gs_cuDeviceGet(CUdevice *dev, int ordinal) {
 }
 
 /* Attributes only the driver API has (cudaDeviceAttr lacks these values): virtual memory management is
- * supported (drv_vmm.c); exporting it as shareable handles, compression and GPUDirect RDMA with it are not. */
+ * supported (drv_vmm.c), and sharing it as a POSIX file descriptor when the client reaches one server over a
+ * Unix socket (the descriptor passes with the frame); Windows handles, compression and GPUDirect RDMA with it
+ * are not. */
 static int driver_only_attribute(int attr, int *value) {
     switch (attr) {
     case 102: *value = 1; return 1; /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-    case 103: case 104: case 105:   /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR / WIN32 / WIN32_KMT_SUPPORTED */
+    case 103: *value = gs_transport_is_unix(); return 1; /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
+    case 104: case 105:             /* HANDLE_TYPE_WIN32 / WIN32_KMT_SUPPORTED */
     case 107:                       /* GENERIC_COMPRESSION_SUPPORTED */
     case 110:                       /* GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
         *value = 0;

@@ -108,6 +108,9 @@ int main(void) {
     close(sv[1]);
     CUdevice dev;
     use_primary_context(&dev);
+    int posix = 0;
+    CU_CHECK(cuDeviceGetAttribute(&posix, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev));
+    REQUIRE(posix == 1); /* one server over a Unix socket */
     CUmemAllocationProp prop = device_prop(dev, 1);
     size_t g = 0;
     CU_CHECK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
