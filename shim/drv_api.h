@@ -66,6 +66,7 @@ gs_ctx *gs_drv_primary(int dev);
 enum { GS_OWN_STREAM = 100, GS_OWN_EVENT, GS_OWN_MODULE };
 void gs_drv_own(uintptr_t handle, int kind);
 void gs_drv_disown(uintptr_t handle, int kind);
+gs_ctx *gs_drv_owner(uintptr_t handle, int kind); /* the cuCtxCreate context it belongs to, or NULL */
 CUresult gs_drv_module_unload(void *module); /* cuModuleUnload (drv_module.c) */
 
 /* The context-local values of a context that is destroyed or reset (drv_export.c): their destructors run. */

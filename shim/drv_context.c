@@ -376,6 +376,15 @@ static void forget_owned(uintptr_t base, int kind) { /* kind 0: any memory range
     pthread_mutex_unlock(&owned_lock);
 }
 
+gs_ctx *gs_drv_owner(uintptr_t handle, int kind) {
+    gs_ctx *c = NULL;
+    pthread_mutex_lock(&owned_lock);
+    for (owned_range *o = owned_ranges; o && !c; o = o->next)
+        if (o->base == handle && o->kind == kind) c = o->ctx;
+    pthread_mutex_unlock(&owned_lock);
+    return c;
+}
+
 void gs_drv_range_removed(uintptr_t base) { forget_owned(base, 0); }
 void gs_drv_disown(uintptr_t handle, int kind) { forget_owned(handle, kind); }
 

@@ -69,7 +69,8 @@ GS_DRV CUresult gs_cuLaunchHostFunc_ptsz(CUstream s, cudaHostFn_t fn, void *data
     RT(gs_cudaLaunchHostFunc_ptsz(s, fn, data));
 }
 
-/* A stream belongs to the context current when it was made: here the device's (primary) context. */
+/* A stream belongs to the context current when it was made: a cuCtxCreate context's for a stream the driver
+ * face made in it, else the device's primary context. */
 GS_DRV CUresult gs_cuStreamGetCtx(CUstream s, CUcontext *ctx) {
     if (!ctx) return CUDA_ERROR_INVALID_VALUE;
     int dev;
@@ -77,7 +78,9 @@ GS_DRV CUresult gs_cuStreamGetCtx(CUstream s, CUcontext *ctx) {
     if (r) return r;
     unsigned flags;
     r = GS_DRV_CALL(gs_cudaStreamGetFlags(s, &flags)); /* validates the handle */
-    if (!r) *ctx = gs_drv_primary(dev);
+    if (r) return r;
+    gs_ctx *owner = gs_drv_owner((uintptr_t)s, GS_OWN_STREAM);
+    *ctx = owner ? owner : gs_drv_primary(dev);
     return r;
 }
 GS_DRV CUresult gs_cuStreamGetCtx_ptsz(CUstream s, CUcontext *ctx) { return gs_cuStreamGetCtx(s, ctx); }

@@ -42,6 +42,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) CU_CHECK(cuEventCreate(&events[i], 0));
     CU_CHECK(cuStreamDestroy(streams[2])); /* destroyed by the program: not destroyed again */
     CU_CHECK(cuEventRecord(events[0], streams[0]));
+    CUcontext of = NULL;
+    CU_CHECK(cuStreamGetCtx(streams[0], &of));
+    REQUIRE(of == ctx); /* cuStreamGetCtx: the context the stream was created in */
+    CU_CHECK(cuStreamGetCtx(kept_stream, &of));
+    REQUIRE(of == primary);
     CUmodule mod = NULL;
     CUfunction fn;
     if (kernels) {
