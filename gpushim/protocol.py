@@ -243,7 +243,7 @@ ARG_SPECS: dict[str, Field] = {
     "kind": _int(U32), "bodies": Field(bytes, 1, MAX_FRAME),
     # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
     "fields": Field(list, 21, 21, item_range=U64),
-    "types": Field(int, 1, 0xF),  # VMM_CREATE_SHAREABLE: CUmemAllocationHandleType bits
+    "types": Field(int, 0, 0xF),  # VMM_CREATE_SHAREABLE: CUmemAllocationHandleType bits
     "what": Field(int, 0, 1),  # VMM_FREE: 0 an address range, 1 an allocation handle
     "runtime": Field(int, 0, 999_999),  # RUNTIME_VERSION: as the HELLO's
     "attrs": Field(list, 4, 4 * 32, item_range=U64),  # LAUNCH_EX: [id, a, b, c] per attribute, at most 32

@@ -136,8 +136,8 @@ def test_shareable_memory_frames_bad_input_quota_and_files(backend: EmulatorBack
     assert c.call("VMM_IMPORT", 0)[0] == Err.INVALID_VALUE  # no descriptor came with the frame
     for args in [("VMM_RETAIN", 0x1234), ("VMM_GET_ACCESS", 0x1234, 0), ("VMM_EXPORT", 999)]:
         assert c.call(*args)[0] == Err.INVALID_VALUE, args  # type: ignore[arg-type]
-    with pytest.raises(ProtocolError):  # types must name at least one handle type
-        c.call("VMM_CREATE_SHAREABLE", 0, G, 0)
+    with pytest.raises(ProtocolError):  # types: CUmemAllocationHandleType bits, below 0x10
+        c.call("VMM_CREATE_SHAREABLE", 0, G, 0x10)
     [h] = c.ok("VMM_CREATE_SHAREABLE", 0, 2 * G, 1)
     [pid, fd] = c.ok("VMM_EXPORT", h)
     assert pid == os.getpid() and os.fstat(fd).st_size == 2 * G
