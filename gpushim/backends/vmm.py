@@ -1,7 +1,9 @@
 """Virtual memory management of the driver face (CUDA Driver API reference, "Virtual Memory Management":
 cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess / cuMemUnmap / cuMemRelease / cuMemAddressFree),
 the bookkeeping both backends share: one session's reservations, physical allocations (by handles of this
-session, never the driver's own) and mappings, the argument checks, and which mapped ranges are accessible.
+session, never the driver's own, with their references: cuMemRetainAllocationHandle adds one) and mappings,
+the argument checks, which mapped ranges are accessible (cuMemGetAccess), and the allocations' own files for
+POSIX-descriptor sharing (cuMemExportToShareableHandle / cuMemImportFromShareableHandle).
 
 Accessible ranges are registered with the backend session's pointer table (adjacent accessible mappings as
 one range), so copies and kernels are checked against them like any allocation and may cross the boundary
