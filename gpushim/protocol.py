@@ -155,6 +155,15 @@ OPS: tuple[Op, ...] = (
     _op(88, "VMM_UNMAP", "ptr size", "", "cuMemUnmap of whole mappings"),
     _op(89, "VMM_SET_ACCESS", "ptr size dev flags", "", "cuMemSetAccess of whole mappings for dev (flags: "
         "CUmemAccess_flags)"),
+    _op(145, "VMM_CREATE_SHAREABLE", "dev size types", "handle", "cuMemCreate with requestedHandleTypes (types; "
+        "bit 1: a POSIX file descriptor): memory that cuMemExportToShareableHandle can hand out"),
+    _op(146, "VMM_RETAIN", "ptr", "handle dev size types", "cuMemRetainAllocationHandle: the handle mapped at ptr, "
+        "one more reference (cuMemRelease gives it back), with the allocation's device, size and handle types"),
+    _op(147, "VMM_GET_ACCESS", "ptr dev", "flags", "cuMemGetAccess: dev's CUmemAccess_flags at mapped ptr"),
+    _op(148, "VMM_EXPORT", "handle", "pid fd", "cuMemExportToShareableHandle (POSIX fd): the server process and "
+        "its descriptor of the allocation's file, which a client on this host opens through /proc"),
+    _op(149, "VMM_IMPORT", "dev", "handle size", "cuMemImportFromShareableHandle (POSIX fd): the descriptor comes "
+        "with the frame (SCM_RIGHTS); the allocation becomes one of dev's, charged to this session too"),
     _op(86, "MODULE_UNLOAD", "hash", "", "cuModuleUnload of the client's last handle to a module: the session "
         "releases it (its variables too) once its devices are idle; a later use loads it again"),
     # the client's runtime (issue 13)
@@ -234,6 +243,7 @@ ARG_SPECS: dict[str, Field] = {
     "kind": _int(U32), "bodies": Field(bytes, 1, MAX_FRAME),
     # textures (ops_texture.py): the descriptor's fields, texdesc.Desc from restype on
     "fields": Field(list, 21, 21, item_range=U64),
+    "types": Field(int, 0, 0xF),  # VMM_CREATE_SHAREABLE: CUmemAllocationHandleType bits
     "what": Field(int, 0, 1),  # VMM_FREE: 0 an address range, 1 an allocation handle
     "runtime": Field(int, 0, 999_999),  # RUNTIME_VERSION: as the HELLO's
     "attrs": Field(list, 4, 4 * 32, item_range=U64),  # LAUNCH_EX: [id, a, b, c] per attribute, at most 32

@@ -61,6 +61,14 @@ void gs_drv_mark_initialised(void);
 /* The primary context of dev (never freed). */
 gs_ctx *gs_drv_primary(int dev);
 
+/* Streams, events and modules made while a context from cuCtxCreate is current belong to it: cuCtxDestroy
+ * destroys them (drv_context.c). gs_drv_own records one, gs_drv_disown forgets one destroyed by the program. */
+enum { GS_OWN_STREAM = 100, GS_OWN_EVENT, GS_OWN_MODULE };
+void gs_drv_own(uintptr_t handle, int kind);
+void gs_drv_disown(uintptr_t handle, int kind);
+gs_ctx *gs_drv_owner(uintptr_t handle, int kind); /* the cuCtxCreate context it belongs to, or NULL */
+CUresult gs_drv_module_unload(void *module); /* cuModuleUnload (drv_module.c) */
+
 /* The context-local values of a context that is destroyed or reset (drv_export.c): their destructors run. */
 void gs_drv_cls_destroy(gs_ctx *ctx);
 

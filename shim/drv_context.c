@@ -12,6 +12,7 @@
 
 #include "drv_api.h"
 #include "gen/drv_errors.h"
+#include "gs_transport.h"
 
 #define GS_CTX_MAGIC 0x43545847u /* "GXTC" */
 #define GS_CTX_STACK 32
@@ -128,11 +129,14 @@ GS_DRV CUresult gs_cuDeviceGet(CUdevice *dev, int ordinal) {
 }
 
 /* Attributes only the driver API has (cudaDeviceAttr lacks these values): virtual memory management is
- * supported (drv_vmm.c); exporting it as shareable handles, compression and GPUDirect RDMA with it are not. */
+ * supported (drv_vmm.c), and sharing it as a POSIX file descriptor when the client reaches one server over a
+ * Unix socket (the descriptor passes with the frame); Windows handles, compression and GPUDirect RDMA with it
+ * are not. */
 static int driver_only_attribute(int attr, int *value) {
     switch (attr) {
     case 102: *value = 1; return 1; /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-    case 103: case 104: case 105:   /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR / WIN32 / WIN32_KMT_SUPPORTED */
+    case 103: *value = gs_transport_is_unix(); return 1; /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
+    case 104: case 105:             /* HANDLE_TYPE_WIN32 / WIN32_KMT_SUPPORTED */
     case 107:                       /* GENERIC_COMPRESSION_SUPPORTED */
     case 110:                       /* GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
         *value = 0;
@@ -327,7 +331,8 @@ GS_DRV CUresult gs_cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned flags,
 }
 
 /* What contexts made with cuCtxCreate allocated: device, managed and pinned host memory made, and host
- * memory registered, while one was current on the allocating thread. */
+ * memory registered, while one was current on the allocating thread; streams, events and modules made in
+ * the driver face while one was current (kind GS_OWN_*). */
 typedef struct owned_range {
     uintptr_t base;
     int kind, owned;
@@ -348,10 +353,21 @@ void gs_drv_range_added(const gs_range *r) {
     pthread_mutex_unlock(&owned_lock);
 }
 
-void gs_drv_range_removed(uintptr_t base) {
+void gs_drv_own(uintptr_t handle, int kind) {
+    gs_ctx *c = depth ? stack[depth - 1] : NULL;
+    if (!c || c->primary) return;
+    owned_range *o = malloc(sizeof *o);
+    if (!o) return;
+    pthread_mutex_lock(&owned_lock);
+    *o = (owned_range){handle, kind, 0, c, owned_ranges};
+    owned_ranges = o;
+    pthread_mutex_unlock(&owned_lock);
+}
+
+static void forget_owned(uintptr_t base, int kind) { /* kind 0: any memory range */
     pthread_mutex_lock(&owned_lock);
     for (owned_range **p = &owned_ranges; *p; p = &(*p)->next) {
-        if ((*p)->base != base) continue;
+        if ((*p)->base != base || (kind ? (*p)->kind != kind : (*p)->kind >= GS_OWN_STREAM)) continue;
         owned_range *o = *p;
         *p = o->next;
         free(o);
@@ -360,9 +376,22 @@ void gs_drv_range_removed(uintptr_t base) {
     pthread_mutex_unlock(&owned_lock);
 }
 
-/* cuCtxDestroy: "all resources allocated in the context are freed". Memory is; streams, events and modules
- * made in it are not yet tracked per context and stay until the session ends. */
-static void free_context_memory(gs_ctx *ctx) {
+gs_ctx *gs_drv_owner(uintptr_t handle, int kind) {
+    gs_ctx *c = NULL;
+    pthread_mutex_lock(&owned_lock);
+    for (owned_range *o = owned_ranges; o && !c; o = o->next)
+        if (o->base == handle && o->kind == kind) c = o->ctx;
+    pthread_mutex_unlock(&owned_lock);
+    return c;
+}
+
+void gs_drv_range_removed(uintptr_t base) { forget_owned(base, 0); }
+void gs_drv_disown(uintptr_t handle, int kind) { forget_owned(handle, kind); }
+
+/* cuCtxDestroy: "all resources allocated in the context are freed": its memory, and the streams, events
+ * and modules the driver face made in it (the server destroys them; their handles are then invalid).
+ * Objects made through the runtime face while the context was current are not tracked and stay. */
+static void free_context_resources(gs_ctx *ctx) {
     for (;;) {
         owned_range o = {0};
         pthread_mutex_lock(&owned_lock);
@@ -377,7 +406,13 @@ static void free_context_memory(gs_ctx *ctx) {
         pthread_mutex_unlock(&owned_lock);
         if (!o.ctx) break;
         void *ptr = (void *)o.base;
-        if (o.kind == cudaMemoryTypeHost)
+        if (o.kind == GS_OWN_STREAM)
+            (void)GS_DRV_CALL(gs_cudaStreamDestroy(ptr)); /* its queued work still completes, as CUDA's does */
+        else if (o.kind == GS_OWN_EVENT)
+            (void)GS_DRV_CALL(gs_cudaEventDestroy(ptr));
+        else if (o.kind == GS_OWN_MODULE)
+            (void)gs_drv_module_unload(ptr);
+        else if (o.kind == cudaMemoryTypeHost)
             (void)GS_DRV_CALL(o.owned ? gs_cudaFreeHost(ptr) : gs_cudaHostUnregister(ptr));
         else
             (void)GS_DRV_CALL(gs_cudaFree(ptr)); /* a cuMemAddressReserve range is refused: not the context's */
@@ -387,7 +422,7 @@ static void free_context_memory(gs_ctx *ctx) {
 GS_DRV CUresult gs_cuCtxDestroy_v2(CUcontext ctx) {
     if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_VALUE;
     if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
-    free_context_memory(ctx);
+    free_context_resources(ctx);
     for (int i = 0; i < depth; i++) {
         if (stack[i] == ctx) {
             memmove(&stack[i], &stack[i + 1], (size_t)(depth - i - 1) * sizeof *stack);

@@ -148,6 +148,7 @@ static CUresult load_image(drv_module **out, const void *image) {
     all_modules = m;
     pthread_mutex_unlock(&drv_lock);
     *out = m;
+    gs_drv_own((uintptr_t)m, GS_OWN_MODULE); /* a module of a cuCtxCreate context goes with it */
     return CUDA_SUCCESS;
 }
 
@@ -234,8 +235,12 @@ GS_DRV CUresult gs_cuModuleUnload(drv_module *h) {
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
     if (m->of_library) return 800; /* CUDA_ERROR_NOT_PERMITTED, as cuModuleUnload documents */
     /* function handles stay allocated so a stale one is recognised rather than read after free */
-    return release_image(m);
+    CUresult r = release_image(m);
+    gs_drv_disown((uintptr_t)m, GS_OWN_MODULE); /* the handle is dead now, whatever the server said */
+    return r;
 }
+
+CUresult gs_drv_module_unload(void *module) { return gs_cuModuleUnload(module); }
 
 GS_DRV CUresult gs_cuModuleGetLoadingMode(int *mode) {
     if (!mode) return CUDA_ERROR_INVALID_VALUE;

@@ -14,16 +14,34 @@
 
 /* ---- streams ---- */
 
+/* What the call made (*handle, once it returned) belongs to the current context (cuCtxDestroy destroys it). */
+static CUresult owned(CUresult r, void *const *handle, int kind) {
+    if (!r) gs_drv_own((uintptr_t)*handle, kind);
+    return r;
+}
+
+static CUresult disowned(CUresult r, void *handle, int kind) {
+    if (!r) gs_drv_disown((uintptr_t)handle, kind);
+    return r;
+}
+
 GS_DRV CUresult gs_cuStreamCreate(CUstream *s, unsigned flags) {
     if (!s) return CUDA_ERROR_INVALID_VALUE;
-    RT(gs_cudaStreamCreateWithFlags(s, flags));
+    DRV_ENTER();
+    CUresult r = GS_DRV_CALL(gs_cudaStreamCreateWithFlags(s, flags));
+    return owned(r, (void *const *)s, GS_OWN_STREAM);
 }
 GS_DRV CUresult gs_cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority) {
     if (!s) return CUDA_ERROR_INVALID_VALUE;
-    RT(gs_cudaStreamCreateWithPriority(s, flags, priority));
+    DRV_ENTER();
+    CUresult r = GS_DRV_CALL(gs_cudaStreamCreateWithPriority(s, flags, priority));
+    return owned(r, (void *const *)s, GS_OWN_STREAM);
 }
-GS_DRV CUresult gs_cuStreamDestroy_v2(CUstream s) { RT(gs_cudaStreamDestroy(s)); }
-GS_DRV CUresult gs_cuStreamDestroy(CUstream s) { RT(gs_cudaStreamDestroy(s)); }
+GS_DRV CUresult gs_cuStreamDestroy_v2(CUstream s) {
+    DRV_ENTER();
+    return disowned(GS_DRV_CALL(gs_cudaStreamDestroy(s)), s, GS_OWN_STREAM);
+}
+GS_DRV CUresult gs_cuStreamDestroy(CUstream s) { return gs_cuStreamDestroy_v2(s); }
 GS_DRV CUresult gs_cuStreamSynchronize(CUstream s) { RT(gs_cudaStreamSynchronize(s)); }
 GS_DRV CUresult gs_cuStreamSynchronize_ptsz(CUstream s) { RT(gs_cudaStreamSynchronize_ptsz(s)); }
 GS_DRV CUresult gs_cuStreamQuery(CUstream s) { RT(gs_cudaStreamQuery(s)); }
@@ -51,7 +69,8 @@ GS_DRV CUresult gs_cuLaunchHostFunc_ptsz(CUstream s, cudaHostFn_t fn, void *data
     RT(gs_cudaLaunchHostFunc_ptsz(s, fn, data));
 }
 
-/* A stream belongs to the context current when it was made: here the device's (primary) context. */
+/* A stream belongs to the context current when it was made: a cuCtxCreate context's for a stream the driver
+ * face made in it, else the device's primary context. */
 GS_DRV CUresult gs_cuStreamGetCtx(CUstream s, CUcontext *ctx) {
     if (!ctx) return CUDA_ERROR_INVALID_VALUE;
     int dev;
@@ -59,7 +78,9 @@ GS_DRV CUresult gs_cuStreamGetCtx(CUstream s, CUcontext *ctx) {
     if (r) return r;
     unsigned flags;
     r = GS_DRV_CALL(gs_cudaStreamGetFlags(s, &flags)); /* validates the handle */
-    if (!r) *ctx = gs_drv_primary(dev);
+    if (r) return r;
+    gs_ctx *owner = gs_drv_owner((uintptr_t)s, GS_OWN_STREAM);
+    *ctx = owner ? owner : gs_drv_primary(dev);
     return r;
 }
 GS_DRV CUresult gs_cuStreamGetCtx_ptsz(CUstream s, CUcontext *ctx) { return gs_cuStreamGetCtx(s, ctx); }
@@ -94,7 +115,9 @@ GS_DRV CUresult gs_cuStreamGetId_ptsz(CUstream s, unsigned long long *id) {
 
 GS_DRV CUresult gs_cuEventCreate(CUevent *e, unsigned flags) {
     if (!e) return CUDA_ERROR_INVALID_VALUE;
-    RT(gs_cudaEventCreateWithFlags(e, flags));
+    DRV_ENTER();
+    CUresult r = GS_DRV_CALL(gs_cudaEventCreateWithFlags(e, flags));
+    return owned(r, (void *const *)e, GS_OWN_EVENT);
 }
 GS_DRV CUresult gs_cuEventRecord(CUevent e, CUstream s) { RT(gs_cudaEventRecord(e, s)); }
 GS_DRV CUresult gs_cuEventRecord_ptsz(CUevent e, CUstream s) { RT(gs_cudaEventRecord_ptsz(e, s)); }
@@ -108,8 +131,11 @@ GS_DRV CUresult gs_cuEventQuery(CUevent e) { RT(gs_cudaEventQuery(e)); }
 GS_DRV CUresult gs_cuEventSynchronize(CUevent e) { RT(gs_cudaEventSynchronize(e)); }
 GS_DRV CUresult gs_cuEventElapsedTime(float *ms, CUevent a, CUevent b) { RT(gs_cudaEventElapsedTime(ms, a, b)); }
 GS_DRV CUresult gs_cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { RT(gs_cudaEventElapsedTime(ms, a, b)); }
-GS_DRV CUresult gs_cuEventDestroy_v2(CUevent e) { RT(gs_cudaEventDestroy(e)); }
-GS_DRV CUresult gs_cuEventDestroy(CUevent e) { RT(gs_cudaEventDestroy(e)); }
+GS_DRV CUresult gs_cuEventDestroy_v2(CUevent e) {
+    DRV_ENTER();
+    return disowned(GS_DRV_CALL(gs_cudaEventDestroy(e)), e, GS_OWN_EVENT);
+}
+GS_DRV CUresult gs_cuEventDestroy(CUevent e) { return gs_cuEventDestroy_v2(e); }
 
 /* ---- stream memory operations ---- */
 

@@ -2,16 +2,26 @@
  * cuMemGetAllocationGranularity, cuMemAddressReserve/Free, cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess,
  * cuMemGetAllocationPropertiesFromHandle. The server reserves, creates and maps (gpushim/server/ops_vmm.py);
  * here the arguments are checked, and a reservation is a device range of the pointer table (cudaMemcpyDefault
- * and pointer attributes see device memory there). cuMemExportToShareableHandle and the other IPC entry points
- * stay NOT_SUPPORTED stubs. */
+ * and pointer attributes see device memory there). cuMemGetAccess and cuMemRetainAllocationHandle ask the
+ * server; shareable handles are POSIX file descriptors only: exporting opens the server's file of the
+ * allocation through /proc (the server must be on this host), importing passes the descriptor to the server
+ * with the frame (a Unix socket to one server). Other handle types are refused with a logged reason. */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gs_transport.h"
 
 #include "drv_api.h"
 
 #define VMM_GRANULARITY ((size_t)2 << 20) /* minimum and recommended, as current GPUs report */
 
-enum { VMM_ALLOC_PINNED = 1, VMM_LOCATION_DEVICE = 1, VMM_HANDLE_TYPE_MAX = 0x10 };
+enum { VMM_ALLOC_PINNED = 1, VMM_LOCATION_DEVICE = 1, VMM_HANDLE_TYPE_MAX = 0x10, VMM_HANDLE_POSIX_FD = 1 };
 
 typedef struct {
     int type;                 /* CUmemAllocationType */
@@ -33,10 +43,12 @@ typedef struct {
     int flags; /* CUmemAccess_flags */
 } vmm_access_desc; /* CUmemAccessDesc */
 
-/* Handles the server made, with what cuMemGetAllocationPropertiesFromHandle reports. */
+/* Handles the server made, with what cuMemGetAllocationPropertiesFromHandle reports, and how many references
+ * this process holds (cuMemCreate / import: one; each cuMemRetainAllocationHandle: one more). */
 typedef struct {
     uint64_t handle;
     vmm_prop prop;
+    unsigned refs;
 } vmm_handle_entry;
 static vmm_handle_entry *vmm_handles;
 static size_t vmm_nhandles, vmm_handles_cap;
@@ -44,6 +56,12 @@ static pthread_mutex_t vmm_handles_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void vmm_handle_add(uint64_t h, const vmm_prop *prop) {
     pthread_mutex_lock(&vmm_handles_lock);
+    for (size_t i = 0; i < vmm_nhandles; i++)
+        if (vmm_handles[i].handle == h) {
+            vmm_handles[i].refs++;
+            pthread_mutex_unlock(&vmm_handles_lock);
+            return;
+        }
     if (vmm_nhandles == vmm_handles_cap) {
         size_t ncap = vmm_handles_cap ? vmm_handles_cap * 2 : 64;
         vmm_handle_entry *n = realloc(vmm_handles, ncap * sizeof *n);
@@ -52,11 +70,12 @@ static void vmm_handle_add(uint64_t h, const vmm_prop *prop) {
             vmm_handles_cap = ncap;
         }
     }
-    if (vmm_nhandles < vmm_handles_cap) vmm_handles[vmm_nhandles++] = (vmm_handle_entry){h, *prop};
+    if (vmm_nhandles < vmm_handles_cap) vmm_handles[vmm_nhandles++] = (vmm_handle_entry){h, *prop, 1};
     pthread_mutex_unlock(&vmm_handles_lock);
 }
 
-/* Copies the handle's properties to *out (when out is not NULL) and forgets it when drop is set. */
+/* Copies the handle's properties to *out (when out is not NULL); drop gives back one reference, and the
+ * handle is forgotten with its last. */
 static int vmm_handle_find(uint64_t h, vmm_prop *out, int drop) {
     int found = 0;
     pthread_mutex_lock(&vmm_handles_lock);
@@ -64,7 +83,7 @@ static int vmm_handle_find(uint64_t h, vmm_prop *out, int drop) {
         if (vmm_handles[i].handle != h) continue;
         found = 1;
         if (out) *out = vmm_handles[i].prop;
-        if (drop) vmm_handles[i] = vmm_handles[--vmm_nhandles];
+        if (drop && --vmm_handles[i].refs == 0) vmm_handles[i] = vmm_handles[--vmm_nhandles];
         break;
     }
     pthread_mutex_unlock(&vmm_handles_lock);
@@ -136,9 +155,16 @@ GS_DRV CUresult gs_cuMemCreate(uint64_t *handle, size_t size, const vmm_prop *pr
     if (!r) r = gs_drv_enter(NULL);
     if (r) return r;
     gs_call c;
-    gs_call_begin(&c, GS_OP_VMM_CREATE, 2);
-    gs_w_int(c.w, prop->location.id);
-    gs_w_uint(c.w, size);
+    if (prop->requestedHandleTypes & VMM_HANDLE_POSIX_FD) { /* memory cuMemExportToShareableHandle can share */
+        gs_call_begin(&c, GS_OP_VMM_CREATE_SHAREABLE, 3);
+        gs_w_int(c.w, prop->location.id);
+        gs_w_uint(c.w, size);
+        gs_w_uint(c.w, (unsigned)prop->requestedHandleTypes);
+    } else {
+        gs_call_begin(&c, GS_OP_VMM_CREATE, 2);
+        gs_w_int(c.w, prop->location.id);
+        gs_w_uint(c.w, size);
+    }
     cudaError_t e = gs_call_run(&c);
     if (!e) {
         *handle = gs_u64(&c);
@@ -204,4 +230,105 @@ GS_DRV CUresult gs_cuMemSetAccess(CUdeviceptr ptr, size_t size, const vmm_access
         if ((r = vmm_run(&c))) return r;
     }
     return CUDA_SUCCESS;
+}
+
+typedef struct {
+    int type, id;
+} vmm_location; /* CUmemLocation */
+
+GS_DRV CUresult gs_cuMemGetAccess(unsigned long long *flags, const vmm_location *location, CUdeviceptr ptr) {
+    if (!flags || !location || location->type != VMM_LOCATION_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gs_drv_enter(NULL);
+    if (r) return r;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_VMM_GET_ACCESS, 2);
+    gs_w_uint(c.w, ptr);
+    gs_w_int(c.w, location->id);
+    cudaError_t e = gs_call_run(&c);
+    if (!e) *flags = gs_u64(&c);
+    gs_call_end(&c);
+    return gs_drv_err(e);
+}
+
+GS_DRV CUresult gs_cuMemRetainAllocationHandle(uint64_t *handle, void *addr) {
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gs_drv_enter(NULL);
+    if (r) return r;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_VMM_RETAIN, 1);
+    gs_w_uint(c.w, (uintptr_t)addr);
+    cudaError_t e = gs_call_run(&c);
+    if (!e) {
+        *handle = gs_u64(&c);
+        vmm_prop prop = {.type = VMM_ALLOC_PINNED, .location = {VMM_LOCATION_DEVICE, (int)gs_u64(&c)}};
+        (void)gs_u64(&c); /* the size */
+        prop.requestedHandleTypes = (int)gs_u64(&c);
+        vmm_handle_add(*handle, &prop); /* known already: one more reference */
+    }
+    gs_call_end(&c);
+    return gs_drv_err(e);
+}
+
+static CUresult vmm_handle_type_refused(const char *fn, int type) {
+    gs_warn_once(fn, "%s: handle type %d is not supported by gpushim (only CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); "
+                 "it returns CUDA_ERROR_NOT_SUPPORTED", fn, type);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+GS_DRV CUresult gs_cuMemExportToShareableHandle(void *shareable, uint64_t handle, int type, unsigned long long flags) {
+    if (!shareable || flags) return CUDA_ERROR_INVALID_VALUE;
+    if (type != VMM_HANDLE_POSIX_FD) return vmm_handle_type_refused("cuMemExportToShareableHandle", type);
+    CUresult r = gs_drv_enter(NULL);
+    if (r) return r;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_VMM_EXPORT, 1);
+    gs_w_uint(c.w, handle);
+    cudaError_t e = gs_call_run(&c);
+    long pid = 0;
+    int sfd = -1;
+    if (!e) {
+        pid = (long)gs_u64(&c);
+        sfd = (int)gs_u64(&c);
+    }
+    gs_call_end(&c);
+    if (e) return gs_drv_err(e);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/fd/%d", pid, sfd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        gs_log(1, "cuMemExportToShareableHandle: cannot open the server's file of the allocation %s: %s (the "
+               "server must run on this host, as the same user)", path, strerror(errno));
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    *(int *)shareable = fd;
+    return CUDA_SUCCESS;
+}
+
+GS_DRV CUresult gs_cuMemImportFromShareableHandle(uint64_t *handle, void *os_handle, int type) {
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    if (type != VMM_HANDLE_POSIX_FD) return vmm_handle_type_refused("cuMemImportFromShareableHandle", type);
+    int fd = (int)(intptr_t)os_handle; /* the descriptor itself, cast to a pointer, as CUDA documents */
+    if (fd < 0 || fcntl(fd, F_GETFD) < 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!gs_transport_is_unix()) {
+        gs_warn_once("cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle needs a Unix socket to one "
+                     "server (a descriptor cannot travel over TCP or through several servers); it returns "
+                     "CUDA_ERROR_NOT_SUPPORTED");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    int dev = 0;
+    CUresult r = gs_drv_enter(&dev);
+    if (r) return r;
+    gs_call c;
+    gs_call_begin(&c, GS_OP_VMM_IMPORT, 1);
+    gs_w_int(c.w, dev);
+    c.pass_fd = fd; /* the server gets its own copy; the caller still owns fd */
+    cudaError_t e = gs_call_run(&c);
+    if (!e) {
+        *handle = gs_u64(&c);
+        vmm_prop prop = {.type = VMM_ALLOC_PINNED, .requestedHandleTypes = VMM_HANDLE_POSIX_FD,
+                         .location = {VMM_LOCATION_DEVICE, dev}};
+        vmm_handle_add(*handle, &prop);
+    }
+    gs_call_end(&c);
+    return gs_drv_err(e);
 }

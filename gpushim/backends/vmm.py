@@ -1,7 +1,9 @@
 """Virtual memory management of the driver face (CUDA Driver API reference, "Virtual Memory Management":
 cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess / cuMemUnmap / cuMemRelease / cuMemAddressFree),
 the bookkeeping both backends share: one session's reservations, physical allocations (by handles of this
-session, never the driver's own) and mappings, the argument checks, and which mapped ranges are accessible.
+session, never the driver's own, with their references: cuMemRetainAllocationHandle adds one) and mappings,
+the argument checks, which mapped ranges are accessible (cuMemGetAccess), and the allocations' own files for
+POSIX-descriptor sharing (cuMemExportToShareableHandle / cuMemImportFromShareableHandle).
 
 Accessible ranges are registered with the backend session's pointer table (adjacent accessible mappings as
 one range), so copies and kernels are checked against them like any allocation and may cross the boundary
@@ -11,6 +13,7 @@ is gpushim/backends/emulator/vmm.py, the cuda backend's gpushim/backends/cuda/vm
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +21,7 @@ from gpushim.cuda_errors import CudaError, Err
 
 GRANULARITY = 2 << 20  # cuMemGetAllocationGranularity on current GPUs (minimum and recommended); shim/drv_vmm.c
 ACCESS_NONE, ACCESS_READ, ACCESS_READWRITE = 0, 1, 3  # CUmemAccess_flags
+HANDLE_POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (CUmemAllocationHandleType)
 
 
 @dataclass
@@ -25,8 +29,10 @@ class Physical:
     dev: int
     size: int
     obj: Any  # the backend's: a pool offset, a driver handle
-    released: bool = False
+    refs: int = 1  # cuMemCreate / import: 1; cuMemRetainAllocationHandle +1; cuMemRelease -1
     mappings: int = 0
+    types: int = 0  # CUmemAllocationProp.requestedHandleTypes: what it may be exported as
+    fd: int | None = None  # its own file (exportable or imported memory), else None
 
 
 @dataclass
@@ -79,30 +85,70 @@ class VmmTable:
         del self.reservations[ptr]
 
     # -- physical memory ----------------------------------------------------------------------------------
-    def create(self, dev: int, size: int) -> int:
+    def create(self, dev: int, size: int, types: int = 0) -> int:
         granular("cuMemCreate size", size)
-        obj = self._phys_create(dev, size)
+        return self._add(self._phys_create(dev, size, types))
+
+    def _add(self, p: Physical) -> int:
         handle = self._next_handle
         self._next_handle += 1
-        self.handles[handle] = Physical(dev, size, obj)
+        self.handles[handle] = p
         return handle
 
     def _live(self, what: str, handle: int) -> Physical:
         p = self.handles.get(handle)
-        if p is None or p.released:
+        if p is None or p.refs <= 0:
             raise CudaError(Err.INVALID_VALUE, f"{what}: {handle:#x} is not a live allocation handle of this session")
         return p
 
     def release(self, handle: int) -> None:
         p = self._live("cuMemRelease", handle)
-        p.released = True
+        p.refs -= 1
         self._maybe_free(handle, p)
 
     def _maybe_free(self, handle: int, p: Physical) -> None:
-        # CUDA: the memory is freed once the handle is released and no mapping uses it any more
-        if p.released and p.mappings == 0:
+        # CUDA: the memory is freed once every reference is released and no mapping uses it any more
+        if p.refs <= 0 and p.mappings == 0:
             del self.handles[handle]
             self._phys_free(p)
+
+    # -- queries (CUDA Driver API, "Virtual Memory Management") -------------------------------------------
+    def _mapping_at(self, what: str, ptr: int) -> Mapping:
+        for r in self.reservations.values():
+            for a, m in r.maps.items():
+                if a <= ptr < a + m.size:
+                    return m
+        raise CudaError(Err.INVALID_VALUE, f"{what}: {ptr:#x} is not inside a range mapped by cuMemMap")
+
+    def get_access(self, ptr: int, dev: int) -> int:
+        """cuMemGetAccess: the access flags dev has to the mapping that holds ptr."""
+        return ACCESS_READWRITE if dev in self._mapping_at("cuMemGetAccess", ptr).access else ACCESS_NONE
+
+    def retain(self, ptr: int) -> tuple[int, Physical]:
+        """cuMemRetainAllocationHandle: the handle mapped at ptr (any address in the mapping), one more
+        reference that cuMemRelease gives back; valid even after the creator released its own."""
+        m = self._mapping_at("cuMemRetainAllocationHandle", ptr)
+        p = self.handles[m.handle]
+        p.refs += 1
+        return m.handle, p
+
+    def export(self, handle: int) -> int:
+        """cuMemExportToShareableHandle as a POSIX file descriptor: the descriptor, in this process, of the
+        allocation's own file."""
+        p = self._live("cuMemExportToShareableHandle", handle)
+        if not p.types & HANDLE_POSIX_FD or p.fd is None:
+            raise CudaError(Err.INVALID_VALUE, "cuMemExportToShareableHandle: the allocation was not created with "
+                            "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in CUmemAllocationProp.requestedHandleTypes")
+        return p.fd
+
+    def import_fd(self, dev: int, fd: int) -> tuple[int, Physical]:
+        """cuMemImportFromShareableHandle of a POSIX file descriptor (this process's copy, which it then owns)."""
+        try:
+            p = self._phys_import(dev, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return self._add(p), p
 
     # -- mappings -----------------------------------------------------------------------------------------
     def _reservation(self, what: str, ptr: int, size: int) -> Reservation:
@@ -191,7 +237,7 @@ class VmmTable:
             self.address_free(r.addr, r.size)
         for h, p in list(self.handles.items()):
             if dev is None or p.dev == dev:
-                p.released = True
+                p.refs = 0
                 self._maybe_free(h, p)
 
     # -- what a backend provides --------------------------------------------------------------------------
@@ -201,7 +247,10 @@ class VmmTable:
     def _va_free(self, r: Reservation) -> None:
         raise NotImplementedError
 
-    def _phys_create(self, dev: int, size: int) -> Any:
+    def _phys_create(self, dev: int, size: int, types: int) -> Physical:
+        raise NotImplementedError
+
+    def _phys_import(self, dev: int, fd: int) -> Physical:
         raise NotImplementedError
 
     def _phys_free(self, p: Physical) -> None:

@@ -3,6 +3,8 @@
 Each malloc is one `memory.alloc(size, kind=HEAP_KIND)`; the bytes handed out are counted per memory object
 against HEAP_LIMIT (CUDA's default cudaLimitMallocHeapSize, 8 MiB), beyond which malloc returns NULL as on
 the GPU. free() of NULL does nothing; free() of anything but a live device-heap block is ignored.
+With peer access on, a launch sees a PeerView (backends/emulator/peers.py) made for that launch: the heap is
+its launching device's memory (`view.own`), so blocks and the limit persist across launches as in CUDA.
 """
 
 from __future__ import annotations
@@ -17,18 +19,24 @@ HEAP_LIMIT = 8 << 20
 _used: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _device(memory):
+    """The device memory that owns the heap: a per-launch peer view's own device, else the memory itself."""
+    return getattr(memory, "own", memory)
+
+
 def set_heap_limit(memory, nbytes: int) -> None:
     """cudaDeviceSetLimit(cudaLimitMallocHeapSize) for one device memory."""
-    _used.setdefault(memory, {"used": 0, "limit": HEAP_LIMIT})["limit"] = int(nbytes)
+    _used.setdefault(_device(memory), {"used": 0, "limit": HEAP_LIMIT})["limit"] = int(nbytes)
 
 
 def heap_used(memory) -> int:
     """Bytes of device heap the kernels of this memory's session hold."""
-    s = _used.get(memory)
+    s = _used.get(_device(memory))
     return s["used"] if s else 0
 
 
 def _state(memory) -> dict:
+    memory = _device(memory)
     s = _used.get(memory)
     if s is None:
         s = _used[memory] = {"used": 0, "limit": HEAP_LIMIT}
@@ -50,6 +58,7 @@ def malloc(memory, sizes: np.ndarray) -> np.ndarray:
 
 
 def free(memory, addrs: np.ndarray) -> None:
+    memory = _device(memory)  # a peer's heap block is not this device's to free: ignored like any other pointer
     s = _state(memory)
     for a in addrs.tolist():
         if a == 0:

@@ -97,6 +97,7 @@ class Multiplexer:
         self.next_handle = HANDLE_BASE
         self.vmm_handles: dict[int, tuple[int, int]] = {}  # our cuMemCreate handle -> (upstream, its handle)
         self.next_vmm_handle = 0
+        self.vmm_refs: dict[int, int] = {}  # our handle -> references when more than one (retained)
         self.callbacks: dict[int, int] = {}  # callback id -> upstream that will want CALLBACK_DONE
         self.next_private = PRIVATE_SEQ
         self.busy = 0  # staged copies in progress: the client's later frames wait
@@ -646,6 +647,10 @@ class Multiplexer:
         for u in self.ups:
             self._private(u.index, op_name, args, one(u.index))
 
+    def _op_runtime_version(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        # every server records the client's runtime (status, log), not only the first device's
+        self._fan_out(kind, seq, "RUNTIME_VERSION", [a["runtime"]], lambda rs: [])
+
     def _op_module_query(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
         self._fan_out(kind, seq, "MODULE_QUERY", [a["hash"]], lambda rs: [int(all(r[0] for r in rs))])
 
@@ -741,6 +746,39 @@ class Multiplexer:
 
         self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args], ours)
 
+    _op_vmm_create_shareable = _op_vmm_create
+
+    def _op_vmm_retain(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        k = self._owner(a["ptr"])
+
+        def ours(r: list[Any]) -> list[Any]:  # the client's handle for it again, one more reference
+            mine = next((m for m, v in self.vmm_handles.items() if v == (k, r[0])), None)
+            if mine is None:
+                self.next_vmm_handle += 1
+                mine = self.next_vmm_handle
+                self.vmm_handles[mine] = (k, r[0])  # one reference: the one retained now
+            else:
+                self.vmm_refs[mine] = self.vmm_refs.get(mine, 1) + 1
+            dev = self.devs.index((k, r[1])) if (k, r[1]) in self.devs else r[1]
+            return [mine, dev, *r[2:]]
+
+        self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args], ours)
+
+    def _op_vmm_get_access(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        k = self._owner(a["ptr"])
+        kd, a["dev"] = self._dev(a["dev"])
+        if kd != k:
+            raise _Refuse(Err.NOT_SUPPORTED, "cuMemGetAccess: access from a device of another server")
+        self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args])
+
+    def _op_vmm_export(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        k, a["handle"] = self._vmm_handle(a["handle"])
+        self._forward(k, kind, seq, op, [a[n] for n in OPS_BY_ID[op].args])
+
+    def _op_vmm_import(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
+        raise _Refuse(Err.NOT_SUPPORTED, "cuMemImportFromShareableHandle: a file descriptor cannot pass through "
+                      "the multiplexer of several servers")
+
     def _op_vmm_map(self, kind: int, seq: int, op: int, a: dict[str, Any]) -> None:
         k, h = self._vmm_handle(a["handle"])
         if self._owner(a["ptr"]) != k:
@@ -752,7 +790,11 @@ class Multiplexer:
         if a["what"] == 1:
             key = a["obj"]
             k, a["obj"] = self._vmm_handle(key)
-            self.vmm_handles.pop(key)  # a failed release names no handle the client may use again either
+            refs = self.vmm_refs.pop(key, 1) - 1  # cuMemRetainAllocationHandle adds references
+            if refs > 0:
+                self.vmm_refs[key] = refs
+            else:  # a failed last release names no handle the client may use again either
+                self.vmm_handles.pop(key)
         else:
             k = self._owner(a["obj"])
             self._forget(a["obj"])

@@ -83,6 +83,9 @@ class ModuleOps:
     def op_func_set_attr(self, dev: int, hash: bytes, name: str, attr: int, value: int) -> list[Any]:
         self._ensure_module(hash)
         self.bs.function_info(self._dev(dev), hash, name)  # the kernel must exist
+        set_attr = getattr(self.bs, "func_set_attr", None)  # a real driver takes every attribute (cuda backend)
+        if set_attr is not None:
+            set_attr(self._dev(dev), hash, name, attr, value)
         if attr == launch_attrs.FUNC_ATTR_NON_PORTABLE_CLUSTER:  # launches with clusters above 8 blocks check it
             allowed = self.__dict__.setdefault("nonportable_clusters", set())
             (allowed.add if value else allowed.discard)((hash, name))

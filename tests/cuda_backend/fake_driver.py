@@ -44,6 +44,8 @@ class FakeDriver:
         self.unloaded: list[int] = []  # modules given to cuModuleUnload
         self.physical: dict[int, bytearray] = {}  # cuMemCreate handle -> its bytes
         self.created: list[tuple[int, int]] = []  # (device, size) of each cuMemCreate
+        self.exported: list[tuple[int, int]] = []  # (handle, handle type) of each cuMemExportToShareableHandle
+        self.func_attrs: list[tuple[str, int, int]] = []  # (kernel, attribute, value) of each cuFuncSetAttribute
         self.access: list[tuple[int, int, int, int]] = []  # (ptr, size, device, flags) of each access descriptor
 
     # -- plumbing ----------------------------------------------------------------------------------------
@@ -142,6 +144,12 @@ class FakeDriver:
         self.physical[h] = bytearray(size)
         self.created.append((int(prop.location.id), size))
         return real.CUresult(SUCCESS), real.CUmemGenericAllocationHandle(h)
+
+    def _cuMemExportToShareableHandle(self, h: Any, handle_type: Any, flags: int) -> tuple:
+        import os
+
+        self.exported.append((int(h), int(handle_type)))
+        return real.CUresult(SUCCESS), os.open(os.devnull, os.O_RDONLY)  # a descriptor, as the driver's is
 
     def _cuMemRelease(self, h: Any) -> tuple:
         return (real.CUresult(SUCCESS if self.physical.pop(int(h), None) is not None else INVALID_VALUE),)
@@ -375,6 +383,7 @@ class FakeDriver:
         return real.CUresult(SUCCESS), 1024 if int(attr) == 0 else 0
 
     def _cuFuncSetAttribute(self, f: Any, attr: Any, value: int) -> tuple:
+        self.func_attrs.append((self.functions[int(f)], int(attr), value))
         return (real.CUresult(SUCCESS),)
 
     def _cuLaunchKernel(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int, s: Any,

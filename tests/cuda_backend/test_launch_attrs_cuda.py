@@ -66,3 +66,31 @@ def test_tensor_map_encoded_by_the_driver() -> None:
     assert len(out) == 128 and out[:16] == p.to_bytes(8, "little") + (2).to_bytes(8, "little")
     moved = s.tensor_map_replace_address(0, p + 4096, out)
     assert moved == (p + 4096).to_bytes(8, "little") + out[8:]
+
+
+def test_function_attributes_reach_the_driver(fatbin: bytes) -> None:
+    """FUNC_SET_ATTR (cudaFuncSetAttribute / cuFuncSetAttribute) sets every attribute on the real function, not
+    only the non-portable-cluster flag the server itself checks; the driver's refusal is the caller's error, and
+    a dynamic shared memory size the application set needs no opt-in of the backend's at launch."""
+    import logging
+    from types import SimpleNamespace
+
+    from gpushim.cuda_errors import CudaError, Err
+    from gpushim.server.ops_modules import ModuleOps
+
+    s, drv, _ = make_session(layouts={"mixed": MIXED})
+    key = hashlib.sha256(fatbin).digest()
+    s.load_module(key, fatbin)
+    # the session's operation, with this backend session under it
+    ops = SimpleNamespace(bs=s, _ensure_module=lambda h: None, _dev=lambda d: d, log=logging.getLogger("t"))
+    for attr, value in [(8, 100 << 10), (9, 50), (11, 2), (12, 1), (13, 1), (15, 1), (14, 1)]:
+        assert ModuleOps.op_func_set_attr(ops, 0, key, "mixed", attr, value) == []  # type: ignore[arg-type]
+    assert drv.func_attrs == [("mixed", 8, 100 << 10), ("mixed", 9, 50), ("mixed", 11, 2), ("mixed", 12, 1),
+                              ("mixed", 13, 1), ("mixed", 15, 1), ("mixed", 14, 1)]
+    assert ops.nonportable_clusters == {(key, "mixed")}  # type: ignore[attr-defined]
+    with pytest.raises(CudaError) as ei:
+        s.func_set_attr(0, key, "mixed", 99, 1)
+    assert ei.value.code == Err.INVALID_VALUE
+    drv.calls.clear()
+    s.launch(0, key, "mixed", [1, 1, 1], [64, 1, 1], 80 << 10, None, bytes(72))  # within what was set
+    assert drv.calls == ["cuLaunchKernel"]

@@ -80,3 +80,36 @@ def test_module_unload(fatbin: bytes) -> None:
         s.write(None, ptr, b"\1\0\0\0")
     s.unload_module(key)  # nothing left: nothing to do
     assert len(drv.unloaded) == 2
+
+
+def test_access_retain_and_posix_export() -> None:
+    """cuMemGetAccess / cuMemRetainAllocationHandle from the shared bookkeeping; a shareable allocation is
+    exported once by the driver (its descriptor is what VMM_EXPORT hands out); import is refused with the
+    reason (the driver reports no size for an imported handle)."""
+    import os
+
+    s, drv, _ = make_session()
+    va = s.vmm.reserve(0, 2 * G, 0, 0)
+    h = s.vmm.create(0, 2 * G, 1)
+    assert len(drv.exported) == 1 and drv.exported[0][1] == 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    fd = s.vmm.export(h)
+    os.fstat(fd)
+    s.vmm.map(va, 2 * G, 0, h)
+    assert s.vmm.get_access(va + 7, 0) == 0
+    s.vmm.set_access(va, 2 * G, 0, 3)
+    assert s.vmm.get_access(va + 7, 0) == 3
+    assert s.vmm.retain(va + G)[0] == h
+    s.vmm.release(h)
+    s.vmm.unmap(va, 2 * G)
+    assert "cuMemRelease" not in drv.calls  # the retained reference keeps it
+    s.vmm.release(h)
+    assert "cuMemRelease" in drv.calls and drv.physical == {}
+    plain = s.vmm.create(0, 2 * G)
+    with pytest.raises(CudaError) as ei:  # not requested as shareable
+        s.vmm.export(plain)
+    assert ei.value.code == Err.INVALID_VALUE
+    r, w = os.pipe()
+    os.close(w)
+    with pytest.raises(CudaError) as ei:
+        s.vmm.import_fd(0, r)
+    assert ei.value.code == Err.NOT_SUPPORTED

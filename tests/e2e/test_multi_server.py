@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.e2e.conftest import BIN, ROOT, emulator_only, kv
 
 ARENA_B = "0x400000000000"
@@ -137,3 +139,19 @@ def test_the_runtime_test_programs_pass_through_two_servers(make_server) -> None
     for program in ("streams", "memory", "sync", "managed"):
         r = a.run(program, GPUSHIM_SERVER=_list(a, b))
         assert r.returncode == 0 and r.stdout.strip().endswith("OK"), (program, r.stdout[-500:], r.stderr[-500:])
+
+
+@emulator_only
+def test_every_server_learns_the_runtime_version(make_server) -> None:
+    """The CUDA 11.8 static runtime connects after an 11.7 look-up and says 11.8 later (RUNTIME_VERSION): each
+    server of the list records it, not only the first device's (tests/fixtures, as test_static.py)."""
+    exe = ROOT / "tests" / "fixtures" / "bin" / "11.8" / "static_e2e_kernels"
+    if not exe.exists():
+        pytest.skip(f"no {exe} (tests/fixtures/build_fixtures.py 11.8 --only=static_e2e_kernels builds it)")
+    a = make_server("--emulate-gpu", "h100")
+    b = make_server("--emulate-gpu", "a100", "--arena-base", ARENA_B)
+    r = subprocess.run([str(exe)], env=a.env(GPUSHIM_SERVER=_list(a, b), GPUSHIM_LOG="2"), capture_output=True,
+                       text=True, timeout=300)
+    assert "told the server this is a CUDA 11080 client (learned after connecting): ok" in r.stderr, r.stderr[-3000:]
+    for s in (a, b):
+        assert "client runtime: CUDA 11080 (learned after the handshake" in s.log.read_text(), s.url

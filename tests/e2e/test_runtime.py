@@ -119,6 +119,25 @@ def test_kernel_reaches_peer_memory_only_with_peer_access(make_server, monkeypat
         assert "ld.global.u32 (line 46): 4 bytes out of bounds" in r.stderr  # the load of device 1's memory
 
 
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_device_heap_persists_across_launches_with_peer_access(make_server, monkeypatch, engine):
+    # CUDA Programming Guide, "Dynamic Global Memory Allocation and Operations": memory from device malloc()
+    # persists for the context's lifetime and the heap is cudaLimitMallocHeapSize. With peer access on, each
+    # launch sees a new view of the memories: the heap (its blocks and its limit) must still be the device's.
+    monkeypatch.setenv("GPUSHIM_PTX_ENGINE", engine)
+    s = make_server("--emulate-devices", "2")
+    r = s.run("peer_heap")
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = kv(r.stdout)
+    assert v["alloc"] == "1"
+    assert v["sum"] == f"{4096 * 4095 // 2} expected={4096 * 4095 // 2}"  # the next launch reads the block
+    assert v["limit"] == str(64 << 10)
+    assert v["malloc_56KiB"] == "0"  # 16 KiB of the 64 KiB heap are still held by the first launch's block
+    assert v["malloc_40KiB"] == "1"
+    assert v["malloc_56KiB_after_free"] == "1"
+    assert r.stdout.strip().endswith("OK")
+
+
 def test_limits_stream_ordered_allocation_peers(make_server):
     s = make_server("--emulate-devices", "2")
     r = s.run("misc")

@@ -34,6 +34,22 @@ def test_vmm_driver_program(tmp_path: Path, built: Path) -> None:
     assert "kernel over the mapped range ok" in p.stdout and "vmm ok" in p.stdout
 
 
+def test_vmm_access_retain_and_sharing_between_processes(tmp_path: Path, built: Path) -> None:
+    """cuMemGetAccess, cuMemRetainAllocationHandle and POSIX-descriptor cuMemExportToShareableHandle /
+    cuMemImportFromShareableHandle between two processes (CUDA Driver API reference, "Virtual Memory
+    Management"): tests/programs/drv_vmm_share.c asserts the values and the refusals."""
+    s = Server(tmp_path)
+    try:
+        p = s.run("drv_vmm_share", timeout=120)
+    finally:
+        s.stop()
+    assert p.returncode == 0, f"drv_vmm_share failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+    assert "access 3" in p.stdout  # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    assert "importer read the exporter's memory and wrote it" in p.stdout
+    assert "exporter sees the importer's writes" in p.stdout and "vmm share ok" in p.stdout
+    assert "handle type 8 is not supported by gpushim" in p.stderr  # the fabric handle's refusal is logged
+
+
 class Client:
     """One session of an emulator backend, driven by CALL frames as the worker does."""
 
@@ -109,6 +125,55 @@ def test_bad_arguments_are_refused_and_the_session_goes_on(backend: EmulatorBack
     assert bytes(c.ok("MEMCPY_D2H", va + G - 8, 16, 0)[0]) == b"\x07" * 16
     assert c.call("FREE", va)[0] == Err.INVALID_VALUE  # cudaFree is not for mapped memory
     c.s.close()
+
+
+def test_shareable_memory_frames_bad_input_quota_and_files(backend: EmulatorBackend, tmp_path: Path) -> None:
+    """The sharing operations driven frame by frame: refusals, the importer's quota, and the allocation's file
+    closed once its last reference and mapping are gone."""
+    import os
+
+    c = Client(backend, tmp_path, 1, [0, 1])
+    assert c.call("VMM_IMPORT", 0)[0] == Err.INVALID_VALUE  # no descriptor came with the frame
+    for args in [("VMM_RETAIN", 0x1234), ("VMM_GET_ACCESS", 0x1234, 0), ("VMM_EXPORT", 999)]:
+        assert c.call(*args)[0] == Err.INVALID_VALUE, args  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError):  # types: CUmemAllocationHandleType bits, below 0x10
+        c.call("VMM_CREATE_SHAREABLE", 0, G, 0x10)
+    [h] = c.ok("VMM_CREATE_SHAREABLE", 0, 2 * G, 1)
+    [pid, fd] = c.ok("VMM_EXPORT", h)
+    assert pid == os.getpid() and os.fstat(fd).st_size == 2 * G
+    c.s.info.transport = "tcp"
+    err, _, note = c.call("VMM_EXPORT", h)
+    assert err == Err.NOT_SUPPORTED and "TCP" in note
+    c.s.info.transport = "unix"
+    [va] = c.ok("VMM_RESERVE", 0, 2 * G, 0, 0)
+    c.ok("VMM_MAP", va, 2 * G, 0, h)
+    assert c.ok("VMM_GET_ACCESS", va, 0) == [0]  # mapped, no access granted yet
+    c.ok("VMM_SET_ACCESS", va, 2 * G, 0, 3)
+    assert c.ok("VMM_GET_ACCESS", va + G, 0) == [3] and c.ok("VMM_GET_ACCESS", va, 1) == [0]
+    assert c.ok("VMM_RETAIN", va + 5) == [h, 0, 2 * G, 1]
+    # another session imports it: charged to it too (its quota is smaller than the allocation)
+    d = Client(backend, tmp_path, 2, [0], quota=G)
+    d.s.received_fds.append(os.dup(fd))
+    assert d.call("VMM_IMPORT", 0)[0] == Err.MEMORY_ALLOCATION
+    e = Client(backend, tmp_path, 3, [0])
+    e.s.received_fds.append(os.dup(fd))
+    [hi, size] = e.ok("VMM_IMPORT", 0)
+    assert size == 2 * G
+    [vb] = e.ok("VMM_RESERVE", 0, 2 * G, 0, 0)
+    e.ok("VMM_MAP", vb, 2 * G, 0, hi)
+    e.ok("VMM_SET_ACCESS", vb, 2 * G, 0, 3)
+    c.ok("MEMCPY_H2D", va + 10, 0, b"shared")
+    assert bytes(e.ok("MEMCPY_D2H", vb + 10, 6, 0)[0]) == b"shared"
+    c.ok("VMM_FREE", 1, h, 0)
+    c.ok("VMM_UNMAP", va, 2 * G)
+    assert c.s.bs.vmm.handles[h].fd == fd  # one reference (retained) is left: the file is open
+    used = c.s.bs.memories[0].account.used
+    c.ok("VMM_FREE", 1, h, 0)
+    assert h not in c.s.bs.vmm.handles  # the last reference: the file is closed, the memory uncharged
+    assert c.s.bs.memories[0].account.used == used - 2 * G
+    assert bytes(e.ok("MEMCPY_D2H", vb + 10, 6, 0)[0]) == b"shared"  # the importer's memory lives on
+    for x in (c, d, e):
+        x.s.close()
 
 
 def test_physical_memory_is_device_memory_and_reset_frees_it(backend: EmulatorBackend, tmp_path: Path) -> None:

@@ -75,3 +75,40 @@ def test_a_malformed_frame_from_the_client_ends_only_its_session() -> None:
     server.setblocking(False)
     with pytest.raises(BlockingIOError):  # nothing reached the server
         server.recv(1)
+
+
+def test_vmm_sharing_operations_route_and_count_references() -> None:
+    """cuMemRetainAllocationHandle through the multiplexer: the client's handle again, one more reference that
+    cuMemRelease gives back; cuMemGetAccess only for a device of the memory's server; an import refused (a
+    descriptor cannot pass through this process)."""
+    from gpushim.protocol import CALL, OPS_BY_NAME, REPLY
+
+    m = _mux()
+    m.ups[0].welcome, m.ups[1].welcome = {"arena": [0x3000, 0x4000]}, {"arena": [0x4000, 0x5000]}
+    m._check_arenas()
+    m.devs = [(0, 0), (1, 0)]
+    sent: list = []
+    m._send_client = sent.append  # type: ignore[method-assign]
+    seq = iter(range(1, 100))
+
+    def call(op: str, *args: object, reply: list | None = None) -> list:
+        s = next(seq)
+        sent.clear()
+        m._dispatch([CALL, s, OPS_BY_NAME[op].id, list(args)])
+        if reply is not None:  # the upstream server's answer
+            up = next(u for u in m.ups if s in u.pending)
+            up.pending.pop(s)([REPLY, s, 0, reply, None, None])
+        [msg] = sent
+        return msg
+
+    assert call("VMM_CREATE_SHAREABLE", 1, 2 << 20, 1, reply=[77])[3] == [1]
+    assert m.vmm_handles[1] == (1, 77)
+    assert call("VMM_RETAIN", 0x4100, reply=[77, 0, 2 << 20, 1])[3] == [1, 1, 2 << 20, 1]  # device 1 is ours
+    assert m.vmm_refs[1] == 2
+    assert call("VMM_FREE", 1, 1, 0, reply=[])[2] == 0
+    assert call("VMM_EXPORT", 1, reply=[1234, 9])[3] == [1234, 9]  # still a live handle: one reference left
+    assert call("VMM_FREE", 1, 1, 0, reply=[])[2] == 0
+    assert 1 not in m.vmm_handles
+    assert call("VMM_EXPORT", 1)[2] == 1  # cudaErrorInvalidValue: released
+    assert call("VMM_GET_ACCESS", 0x4100, 0)[2] == 801  # device 0 is the other server's
+    assert call("VMM_IMPORT", 1)[2] == 801

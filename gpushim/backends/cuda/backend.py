@@ -851,7 +851,7 @@ class CudaSession(BackendSession):
         if attrs is not None and attrs.attrs:  # cuLaunchKernelEx with the application's launch attributes
             dims = attrs.cluster
             if attrs.non_portable and dims and dims[0] * dims[1] * dims[2] > PORTABLE_CLUSTER:
-                # the application allowed it (FUNC_SET_ATTR is not forwarded): opt in as for shared memory
+                # the application allowed it (FUNC_SET_ATTR told the driver too): opt in, as for shared memory
                 attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
                 check(cu.cuFuncSetAttribute(fn.handle, attr, 1), "cuFuncSetAttribute")
             cfg = launch_config(cu, attrs, grid, block, shared, s.handle)
@@ -864,6 +864,20 @@ class CudaSession(BackendSession):
         if self.gate is not None:
             self.gate.after(dev, s)
         self.printf_dirty = True
+
+    def func_set_attr(self, dev: int, key: bytes, name: str, attr: int, value: int) -> None:
+        """cudaFuncSetAttribute / cuFuncSetAttribute: the driver sets it on the kernel's function (the two
+        APIs number the attributes alike) and refuses what it does not take, with its own error."""
+        dev = self._dev(dev)
+        cu = self.cu
+        fn = self._module(dev, key).function(dev, name, self._arch(dev), self.backend.driver_version())
+        try:
+            which = cu.CUfunction_attribute(attr)
+        except ValueError:
+            raise CudaError(Err.INVALID_VALUE, f"cudaFuncSetAttribute: unknown attribute {attr}") from None
+        check(cu.cuFuncSetAttribute(fn.handle, which, value), "cuFuncSetAttribute")
+        if which == cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+            fn.dynamic_shared_limit = value  # launches up to it need no opt-in of ours
 
     def tensor_map_encode(self, dev: int, m: TiledMap) -> bytes:
         """The device's driver encodes the descriptor (its layout is its own); the global address is a device

@@ -6,10 +6,12 @@ table, so copies and launches check them like any allocation."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from gpushim.backends.cuda.errors import check
-from gpushim.backends.vmm import Physical, Reservation, VmmTable
+from gpushim.backends.vmm import HANDLE_POSIX_FD, Physical, Reservation, VmmTable
+from gpushim.cuda_errors import CudaError, Err
 
 
 class CudaVmm(VmmTable):
@@ -26,22 +28,41 @@ class CudaVmm(VmmTable):
         cu = self.s.cu
         check(cu.cuMemAddressFree(cu.CUdeviceptr(r.addr), r.size), "cuMemAddressFree")
 
-    def _phys_create(self, dev: int, size: int) -> Any:
+    def _phys_create(self, dev: int, size: int, types: int) -> Physical:
         cu = self.s.cu
         self.s._use(dev)
         prop = cu.CUmemAllocationProp()
         prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         prop.location.id = int(self.s.cudevs[dev])
+        prop.requestedHandleTypes = cu.CUmemAllocationHandleType(types & HANDLE_POSIX_FD)
         self.s.account.charge(size)
         try:
-            return check(cu.cuMemCreate(size, prop, 0), "cuMemCreate")
+            obj = check(cu.cuMemCreate(size, prop, 0), "cuMemCreate")
         except Exception:
             self.s.account.release(size)
             raise
+        if not types & HANDLE_POSIX_FD:
+            return Physical(dev, size, obj, types=types)
+        try:  # the driver's descriptor, made once: what export hands out (the client opens it through /proc)
+            fd = check(cu.cuMemExportToShareableHandle(obj, cu.CUmemAllocationHandleType(HANDLE_POSIX_FD), 0),
+                       "cuMemExportToShareableHandle")
+        except Exception:
+            check(cu.cuMemRelease(obj), "cuMemRelease")
+            self.s.account.release(size)
+            raise
+        return Physical(dev, size, obj, types=types, fd=int(fd))
+
+    def _phys_import(self, dev: int, fd: int) -> Physical:
+        # The driver would import it (cuMemImportFromShareableHandle), but reports no size for the handle it
+        # gives, and the session's quota and cuMemMap's bounds check need one: refused rather than guessed.
+        raise CudaError(Err.NOT_SUPPORTED, "cuMemImportFromShareableHandle is not available on the cuda backend: "
+                        "the driver does not report the imported allocation's size, which the session's quota needs")
 
     def _phys_free(self, p: Physical) -> None:
         check(self.s.cu.cuMemRelease(p.obj), "cuMemRelease")
+        if p.fd is not None:
+            os.close(p.fd)
         self.s.account.release(p.size)
 
     def _do_map(self, r: Reservation, ptr: int, size: int, p: Physical, offset: int) -> None:

@@ -14,24 +14,34 @@ addressable from its own device, and from another one whose kernels have peer ac
 (cudaDeviceEnablePeerAccess), which is how CUDA programs that grant peers access (PyTorch does) use it.
 Refused with NOT_SUPPORTED: read-only access, and mapping one device's physical memory into a range
 reserved on another device.
+
+Shareable allocations (requestedHandleTypes with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) get a memfd of
+their own instead of pool pages, sealed against shrinking and growing, so a client holding the exported
+descriptor can never make the server's mapping fault. cuMemExportToShareableHandle hands out that file
+(the client opens it through /proc, as managed memory's); cuMemImportFromShareableHandle takes such a file
+from any session (it comes with the frame, SCM_RIGHTS) and charges it to the importer too, so no session
+holds memory its quota does not count.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import mmap
 import os
 from collections.abc import Callable
 
 from gpushim.backends.emulator.memory import DeviceMemory
 from gpushim.backends.emulator.peers import PeerSpace
-from gpushim.backends.vmm import ACCESS_READ, GRANULARITY, Physical, Reservation, VmmTable
+from gpushim.backends.vmm import ACCESS_READ, GRANULARITY, HANDLE_POSIX_FD, Physical, Reservation, VmmTable
 from gpushim.cuda_errors import CudaError, Err
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 MAP_FIXED = 0x10
+# the file of a shareable allocation keeps its size for good: no shrink, no growth, no seals removed
+SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
 class EmuVmm(VmmTable):
@@ -77,23 +87,77 @@ class EmuVmm(VmmTable):
                 merged.append((a, n))
         holes[:] = merged
 
-    def _phys_create(self, dev: int, size: int) -> int:
+    def _phys_create(self, dev: int, size: int, types: int) -> Physical:
         mem = self.memories[dev]
         if mem.fd is None:
             raise CudaError(Err.NOT_SUPPORTED, "cuMemCreate: virtual memory management needs device memory in a "
                             "memfd (memfd_create failed)")
         if size > mem.free_bytes:
             raise CudaError(Err.MEMORY_ALLOCATION, f"cuMemCreate: {size} bytes requested, {mem.free_bytes} free")
+        if types & HANDLE_POSIX_FD:
+            return self._own_file(dev, size, types)
         pool = self.pools.get(dev)
         if pool is None:
             pool = self.pools[dev] = DeviceMemory(mem.capacity, 0, mem.account, span=mem.capacity)
         offset = pool.alloc(size, kind="physical", align=mmap.PAGESIZE)  # charges the session's account
         self._used(mem, size)
-        return offset
+        return Physical(dev, size, offset, types=types)
+
+    def _own_file(self, dev: int, size: int, types: int) -> Physical:
+        mem = self.memories[dev]
+        mem.account.charge(size)
+        try:
+            fd = os.memfd_create("gpushim-vmm", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        except OSError as e:
+            mem.account.release(size)
+            raise CudaError(Err.MEMORY_ALLOCATION, f"cuMemCreate: memfd_create failed: {e.strerror}") from e
+        try:
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+        except OSError as e:
+            os.close(fd)
+            mem.account.release(size)
+            raise CudaError(Err.MEMORY_ALLOCATION, f"cuMemCreate: cannot size its file: {e.strerror}") from e
+        self._used(mem, size)
+        return Physical(dev, size, 0, types=types, fd=fd)
+
+    def _phys_import(self, dev: int, fd: int) -> Physical:
+        what = "cuMemImportFromShareableHandle"
+        try:
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+            size = os.fstat(fd).st_size
+        except OSError as e:
+            raise CudaError(Err.INVALID_VALUE, f"{what}: the descriptor is not an exported allocation "
+                            f"({e.strerror})") from e
+        if seals & SEALS != SEALS or seals & (fcntl.F_SEAL_WRITE | getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x10)):
+            raise CudaError(Err.INVALID_VALUE, f"{what}: the descriptor is not a file cuMemExportToShareableHandle "
+                            "made (its size is not sealed, or it is not writable)")
+        if size <= 0 or size % GRANULARITY:
+            raise CudaError(Err.INVALID_VALUE, f"{what}: the file's {size} bytes are not a multiple of the "
+                            f"allocation granularity ({GRANULARITY:#x})")
+        mem = self.memories[dev]
+        if size > mem.free_bytes:
+            raise CudaError(Err.MEMORY_ALLOCATION, f"{what}: {size} bytes, {mem.free_bytes} free on device {dev}")
+        mem.account.charge(size)  # the importer holds the memory too: its quota counts it
+        self._used(mem, size)
+        return Physical(dev, size, 0, types=HANDLE_POSIX_FD, fd=fd)
 
     def _phys_free(self, p: Physical) -> None:
-        self.pools[p.dev].free(p.obj)
-        self._used(self.memories[p.dev], -p.size)
+        mem = self.memories[p.dev]
+        if p.fd is not None:
+            os.close(p.fd)
+            mem.account.release(p.size)
+        else:
+            self.pools[p.dev].free(p.obj)
+        self._used(mem, -p.size)
+
+    def _backing(self, p: Physical, offset: int) -> tuple[int, int]:
+        """The file and file offset of byte `offset` of the physical allocation."""
+        if p.fd is not None:
+            return p.fd, offset
+        pool = self.pools[p.dev]
+        assert pool.fd is not None
+        return pool.fd, p.obj + offset
 
     @staticmethod
     def _used(mem: DeviceMemory, delta: int) -> None:
@@ -114,12 +178,11 @@ class EmuVmm(VmmTable):
         if p.dev != r.dev:
             raise CudaError(Err.NOT_SUPPORTED, f"cuMemMap: the emulator maps device {p.dev}'s memory only into "
                             f"ranges reserved while device {p.dev} was current (this one: device {r.dev})")
-        pool = self.pools[p.dev]
-        assert pool.fd is not None
-        self._mmap(self.memories[r.dev], ptr, size, pool.fd, p.obj + offset)
+        fd, at = self._backing(p, offset)
+        self._mmap(self.memories[r.dev], ptr, size, fd, at)
         space = self.peer_space()
         if space is not None:
-            space.overlay(ptr, size, pool.fd, p.obj + offset)
+            space.overlay(ptr, size, fd, at)
 
     def _do_unmap(self, r: Reservation, ptr: int, size: int) -> None:
         mem = self.memories[r.dev]
@@ -133,10 +196,7 @@ class EmuVmm(VmmTable):
         """A peer span made now gets the mappings made before it."""
         for r in self.reservations.values():
             for a, m in r.maps.items():
-                p = self.handles[m.handle]
-                pool = self.pools[p.dev]
-                assert pool.fd is not None
-                space.overlay(a, m.size, pool.fd, p.obj + m.offset)
+                space.overlay(a, m.size, *self._backing(self.handles[m.handle], m.offset))
 
     def _do_access(self, r: Reservation, ptr: int, size: int, dev: int, flags: int) -> None:
         if not 0 <= dev < len(self.memories):
