@@ -265,6 +265,8 @@ class JitKernel:
             "state": np.zeros(tpb, np.int32),
             "arena": _dead,  # the arena, allocations and symbols the context holds now
             "allocs": None,
+            "ver": None,  # the memory's allocation version the table was built at, and that memory
+            "mem": _dead,
             "syms": None,
             "checked": None,  # the parameters of the last launch the check pass found safe
         }
@@ -299,14 +301,19 @@ class JitKernel:
                 ctx[L.BASE] = memory.base
                 ws["arena"] = weakref.ref(arena)
                 ws["checked"] = None
-            allocs = memory.allocations()
-            if allocs != ws["allocs"]:  # identical Allocation objects compare by identity: cheap when unchanged
-                tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
-                ws["tab"] = tab
-                ws["allocs"] = allocs
-                ctx[L.ALLOCS] = _addr(tab)
-                ctx[L.NALLOCS] = len(allocs)
-                ws["checked"] = None
+            # DeviceMemory.version changes with every allocation and free: while it stands (same memory) the
+            # table is current without listing the allocations (None: a peer view, whose list is compared)
+            ver = getattr(memory, "version", None)
+            if ver is None or ver != ws["ver"] or ws["mem"]() is not memory:
+                allocs = memory.allocations()
+                if allocs != ws["allocs"]:  # identical Allocation objects compare by identity
+                    tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
+                    ws["tab"] = tab
+                    ws["allocs"] = allocs
+                    ctx[L.ALLOCS] = _addr(tab)
+                    ctx[L.NALLOCS] = len(allocs)
+                    ws["checked"] = None
+                ws["ver"], ws["mem"] = ver, weakref.ref(memory)
             if self.globals:
                 syms = [symbols[g] for g in self.globals]
                 if syms != ws["syms"]:
