@@ -383,21 +383,14 @@ class _Lane:
                      "weight", "queued", "usage", "vtime", "eligible", "kernels", "memory"):
             setattr(self, name, f[name])
 
-    def _lock(self) -> None:
-        if self.mutex.acquire(False):  # uncontended: no timed wait
-            self.owner[0] = self.arb._me
-        else:
-            self.arb._lock()
-
-    def _unlock(self) -> None:
-        self.owner[0] = 0
-        self.mutex.release()
-
     def acquire(self, queued: int) -> None:
         if self.off:
             return
         sd, d = self.sd, self.dev
-        self._lock()
+        if self.mutex.acquire(False):  # _lock(), written out
+            self.owner[0] = self.arb._me
+        else:
+            self.arb._lock()
         try:
             now = time.monotonic_ns()
             self.queued[sd] = queued
@@ -413,12 +406,16 @@ class _Lane:
             if self.arb._acquire_slow(self.slot, d, now):
                 return
         finally:
-            self._unlock()
+            self.owner[0] = 0
+            self.mutex.release()
         self.arb._wait(self.slot, d)
 
     def release(self, elapsed_ns: int, memory: int | None, work: float) -> None:
         sd, d, s = self.sd, self.dev, self.slot
-        self._lock()
+        if self.mutex.acquire(False):  # _lock(), written out
+            self.owner[0] = self.arb._me
+        else:
+            self.arb._lock()
         try:
             self.usage[sd] += elapsed_ns
             self.total[d] += elapsed_ns
@@ -445,7 +442,8 @@ class _Lane:
             if self.nwait[d]:
                 self.arb._dispatch(d, time.monotonic_ns())
         finally:
-            self._unlock()
+            self.owner[0] = 0
+            self.mutex.release()
 
 
 class _Hold:
