@@ -1,7 +1,7 @@
 """In-process cost of one posted empty <<<1,1>>> launch (and of a one-store kernel's, which takes the scheduler's
-token and runs on the PTX engine) through `Session.dispatch` (validation, the session's op, the emulator backend's bookkeeping, the scheduler's gate with a
-real DeviceArbiter, the PTX engine), and of its layers on their own. CPU time of this process
-(`time.process_time`), best of --repeat runs of --n calls.
+token and runs on the PTX engine) through `Session.dispatch` (validation, the session's op, the emulator backend's
+bookkeeping, the scheduler's gate with a real DeviceArbiter, the PTX engine), and of its layers on their own. CPU
+time of this process (`time.process_time`), best of --repeat runs of --n calls.
 
     python3 bench/launch_bench.py [--n 20000] [--repeat 5] [--sched fair|off|none]
 """
