@@ -177,13 +177,18 @@ class _Watch:
         self._slots: dict[int, tuple[int, int, int]] = {}  # slot -> (pid, start time, pidfd; -1 none; -2 gone)
         self._fd_slot: dict[int, int] = {}
         self._poll = select.poll()
+        self._mutex = threading.Lock()
         self._unwatched: list[tuple[int, int, int]] = []  # the slots without a pidfd
         self.held: list[int] = []  # the slots held by a process when the watch last looked
 
     def gone(self, ids: np.ndarray) -> bool:
         """Whether a process holding a slot (rows `ids`: pids, start times) may have exited."""
+        with self._mutex:  # threads of one worker share the pidfds: one builds or closes them at a time
+            return self._gone(ids)
+
+    def _gone(self, ids: np.ndarray) -> bool:
         if self._owner != os.getpid():
-            self.forget(inherited=True)
+            self._forget(inherited=True)
             self._owner = os.getpid()
         seen = ids.tobytes()
         if seen != self._seen:
@@ -228,17 +233,21 @@ class _Watch:
             del self._fd_slot[fd]
             os.close(fd)
 
-    def forget(self, inherited: bool = False) -> None:
-        """Drops the watch (it is rebuilt at the next look); `inherited`: the pidfds are a parent's copies."""
-        for _, _, fd in self._slots.values():
-            if fd >= 0:
-                if inherited:
-                    os.close(fd)
-                else:
-                    self._close(fd)
-        self._slots, self._fd_slot, self._seen, self._unwatched, self.held = {}, {}, b"", [], []
+    def forget(self) -> None:
+        """Drops the watch (it is rebuilt at the next look)."""
+        with self._mutex:
+            self._forget(False)
+
+    def _forget(self, inherited: bool) -> None:
+        """`inherited`: this process forked from the one that opened the pidfds. Their copies are left open (a
+        few descriptors, close-on-exec): this process may have reused a number since, closing it could be
+        closing something else."""
         if inherited:
             self._poll = select.poll()
+        else:
+            for _, _, fd in self._slots.values():
+                self._close(fd)
+        self._slots, self._fd_slot, self._seen, self._unwatched, self.held = {}, {}, b"", [], []
 
 
 class MemoryAccount:

@@ -177,3 +177,25 @@ def test_the_unlocked_total_follows_other_processes(pidfds: bool, monkeypatch: p
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+
+
+def test_a_forked_process_builds_its_own_watch() -> None:
+    """The watch's pidfds belong to the process that opened them: a worker forked after its parent read the
+    total builds its own (and still sees the parent's share, and its own)."""
+    ledger = HostLedger(100 * MIB)
+    mine = MemoryAccount(None, ledger)
+    mine.charge(3 * MIB)
+    assert ledger.used() == 3 * MIB
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child = MemoryAccount(None, ledger)
+            child.charge(5 * MIB)
+            code = 0 if ledger.used() == 8 * MIB and ledger._watch._owner == os.getpid() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert ledger.used() == 3 * MIB  # the child's slot went with it
+    mine.close()
