@@ -1,7 +1,7 @@
-"""In-process cost of one posted empty <<<1,1>>> launch (and, for comparison, of a one-store kernel's) through
-`Session.dispatch` (validation, the session's op, the emulator backend's bookkeeping, the scheduler's gate with a
-real DeviceArbiter, the PTX engine), and of its layers on their own. CPU time of this process
-(`time.process_time`), best of --repeat runs of --n calls.
+"""In-process cost of one posted empty <<<1,1>>> launch (and of a one-store kernel's, which takes the scheduler's
+token and runs on the PTX engine) through `Session.dispatch` (validation, the session's op, the emulator backend's
+bookkeeping, the scheduler's gate with a real DeviceArbiter, the PTX engine), and of its layers on their own. CPU
+time of this process (`time.process_time`), best of --repeat runs of --n calls.
 
     python3 bench/launch_bench.py [--n 20000] [--repeat 5] [--sched fair|off|none]
 """
@@ -109,6 +109,17 @@ def main() -> int:
         for _ in range(n):
             eng.launch("empty", (1, 1, 1), (1, 1, 1), 0, b"", mem, syms, print)
 
+    pstore = ptr.to_bytes(8, "little")
+
+    def engine_store(n: int) -> None:
+        for _ in range(n):
+            eng.launch("store", (1, 1, 1), (1, 1, 1), 0, pstore, mem, syms, print)
+
+    def gate_store(n: int) -> None:  # what a kernel that is not empty pays around the engine
+        for _ in range(n):
+            with bs.gate(0) as charge:
+                charge["work"] = 1
+
     dispatch(1000)
     stored(1000)
     assert not sent and s.sticky is None and s.deferred is None, (sent, s.sticky, s.deferred)
@@ -117,7 +128,9 @@ def main() -> int:
     for name, fn in (("Session.dispatch (all of it)", dispatch), ("Session.op_launch", op),
                      ("EmulatorBackend session .launch", backend), ("the scheduler's gate alone", gate),
                      ("PtxModule.launch alone", engine),
-                     ("Session.dispatch, store<<<1,1>>> (one st.global)", stored)):
+                     ("Session.dispatch, store<<<1,1>>> (one st.global)", stored),
+                     ("  the scheduler's gate, charging work", gate_store),
+                     ("  PtxModule.launch alone, store", engine_store)):
         print(f"  {name:50s} {best(fn, args.n, args.repeat):7.2f}")
     return 0
 

@@ -7,6 +7,11 @@ capped at what the host can back (`--memory-cap`, by default MemAvailable at sta
 are forked processes, so the ledger is a small shared mapping (a memfd created before the fork) with one
 slot per worker process, guarded by a POSIX record lock: the kernel drops the lock of a process that dies,
 and a slot whose process is gone is reclaimed, so a killed worker never leaks its share.
+
+Reading the total (`cudaMemGetInfo`, twice per call) takes no lock: each worker watches the processes of the
+ledger's slots through pidfds (opened once per process it sees; readable once that process has exited, zombie
+or not), so an unchanged ledger of live processes costs one `poll` and a sum. A slot whose process has
+exited sends the reader through the locked reclaim, as before.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
+import select
 import threading
 import weakref
 
@@ -76,7 +82,10 @@ class HostLedger:
         # rows: pid, start time, bytes (the bytes row is contiguous: summing it is the hot path)
         table = np.frombuffer(self._map, dtype=np.int64).reshape(self._FIELDS, self.SLOTS)
         self.pids, self.starts, self.bytes = table[0], table[1], table[2]
+        self._ids = table[:2]  # pids and start times: which processes hold slots
+        self._bytes_mv = memoryview(self.bytes)
         self._thread_lock = threading.Lock()  # record locks do not exclude threads of one process
+        self._watch = _Watch()
 
     def _lock(self) -> None:
         self._thread_lock.acquire()
@@ -142,12 +151,103 @@ class HostLedger:
         self._clear(slot)
 
     def used(self) -> int:
-        self._lock()
-        try:
-            self._reclaim()
-            return int(self.bytes.sum())
-        finally:
-            self._unlock()
+        """Bytes held by live processes. Without the lock unless a slot's process has exited: each slot's bytes
+        are one aligned 8-byte word that only its process changes, so the sum counts every allocation that
+        completed before the call (and perhaps some in progress), as the locked sum did."""
+        if self._watch.gone(self._ids):  # a process exited: reclaim its slot, sum under the lock (as before)
+            self._lock()
+            try:
+                self._reclaim()
+                return int(self.bytes.sum())
+            finally:
+                self._unlock()
+                self._watch.forget()
+        bv = self._bytes_mv  # only the slots held when the watch looked: a free slot holds 0 bytes
+        return sum([bv[i] for i in self._watch.held])
+
+
+class _Watch:
+    """This process's view of which ledger slots' processes have exited: a pidfd per process seen in the table
+    (checked against its start time once, so a reused pid is not mistaken for it), polled together. Slots whose
+    process could not be given a pidfd (too many open files, an old kernel) are checked through /proc."""
+
+    def __init__(self) -> None:
+        self._owner = 0  # the process the pidfds belong to (a forked child starts afresh)
+        self._seen = b""  # the pid and start-time rows the watch was built from
+        self._slots: dict[int, tuple[int, int, int]] = {}  # slot -> (pid, start time, pidfd; -1 none; -2 gone)
+        self._fd_slot: dict[int, int] = {}
+        self._poll = select.poll()
+        self._mutex = threading.Lock()
+        self._unwatched: list[tuple[int, int, int]] = []  # the slots without a pidfd
+        self.held: list[int] = []  # the slots held by a process when the watch last looked
+
+    def gone(self, ids: np.ndarray) -> bool:
+        """Whether a process holding a slot (rows `ids`: pids, start times) may have exited."""
+        with self._mutex:  # threads of one worker share the pidfds: one builds or closes them at a time
+            return self._gone(ids)
+
+    def _gone(self, ids: np.ndarray) -> bool:
+        if self._owner != os.getpid():
+            self._forget(inherited=True)
+            self._owner = os.getpid()
+        seen = ids.tobytes()
+        if seen != self._seen:
+            self._build(np.frombuffer(seen, np.int64).reshape(2, -1))
+            self._seen = seen
+        if self._unwatched and any(fd == -2 or _start_time(pid) != start for pid, start, fd in self._unwatched):
+            return True
+        return bool(self._poll.poll(0))
+
+    def _build(self, ids: np.ndarray) -> None:
+        old, self._slots = self._slots, {}
+        for i in np.nonzero(ids[0])[0].tolist():
+            pid, start = int(ids[0, i]), int(ids[1, i])
+            had = old.pop(i, None)
+            if had is not None and had[:2] == (pid, start):
+                self._slots[i] = had
+                continue
+            if had is not None:
+                self._close(had[2])
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                fd = -2
+            except (OSError, AttributeError):
+                fd = -1
+            if fd >= 0:
+                if _start_time(pid) != start:  # exited, or its pid now names another process
+                    os.close(fd)
+                    fd = -2
+                else:
+                    self._poll.register(fd, select.POLLIN)
+                    self._fd_slot[fd] = i
+            self._slots[i] = (pid, start, fd)
+        for had in old.values():
+            self._close(had[2])
+        self._unwatched = [x for x in self._slots.values() if x[2] < 0]
+        self.held = list(self._slots)
+
+    def _close(self, fd: int) -> None:
+        if fd >= 0:
+            self._poll.unregister(fd)
+            del self._fd_slot[fd]
+            os.close(fd)
+
+    def forget(self) -> None:
+        """Drops the watch (it is rebuilt at the next look)."""
+        with self._mutex:
+            self._forget(False)
+
+    def _forget(self, inherited: bool) -> None:
+        """`inherited`: this process forked from the one that opened the pidfds. Their copies are left open (a
+        few descriptors, close-on-exec): this process may have reused a number since, closing it could be
+        closing something else."""
+        if inherited:
+            self._poll = select.poll()
+        else:
+            for _, _, fd in self._slots.values():
+                self._close(fd)
+        self._slots, self._fd_slot, self._seen, self._unwatched, self.held = {}, {}, b"", [], []
 
 
 class MemoryAccount:

@@ -210,28 +210,30 @@ class PtxModule:
             self.apply_relocations(memory, symbols)
         if kernel in self.trivial:  # nothing runs: neither engine needs to start
             return LaunchStats(plan.nblocks * plan.geo.tpb, time.perf_counter() - t0, plan.nblocks)
-        pbuf = bytearray(params)
-        pbuf.extend(plan.param_pad)
-        pbuf = np.frombuffer(pbuf, np.uint8)
         psize = len(params)
+        jk = None
         if self.engine != "interp" and self.source_hash and not plan.grid_sync:
             jk = self._jit.get(kernel, _UNSEEN)
             if jk is _UNSEEN:
                 jk = self.jit_kernel(kernel)
-            if jk is not None and self.engine == "diff":
-                from gpushim.ptx.jit.diff import launch_both
+            if jk is not None and self.engine != "diff":  # the JIT copies the bytes: no numpy buffer to build
+                count = jk.launch(plan, shared_bytes, memory, symbols, bytes(params) + plan.param_pad, psize,
+                                  self.watchdog_s)
+                return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
+        pbuf = bytearray(params)
+        pbuf.extend(plan.param_pad)
+        pbuf = np.frombuffer(pbuf, np.uint8)
+        if jk is not None:  # the "diff" engine: both run, memory compared
+            from gpushim.ptx.jit.diff import launch_both
 
-                count = launch_both(
-                    jk,
-                    lambda: self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output),
-                    lambda: jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s),
-                    kernel,
-                    memory,
-                )
-                return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
-            if jk is not None:
-                count = jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s)
-                return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
+            count = launch_both(
+                jk,
+                lambda: self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output),
+                lambda: jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s),
+                kernel,
+                memory,
+            )
+            return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
         if not plan.grid_sync:
             count = self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output)
             return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)

@@ -107,12 +107,16 @@ class DeviceArbiter:
         self._map = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: inherited by forked workers
         off = 0
         self._mv: dict[str, memoryview] = {}  # the same arrays as memoryviews: fast element access (hot path)
+        self._flat: dict[str, memoryview] = {}  # ... and one-dimensional ones (a lane's precomputed indices)
         for name, t, shape in layout:
             n = int(np.prod(shape))
             nbytes = n * np.dtype(t).itemsize
             setattr(self, name, np.frombuffer(self._map, dtype=t, count=n, offset=off).reshape(shape))
-            self._mv[name] = memoryview(self._map)[off : off + nbytes].cast(np.dtype(t).char, list(shape))
+            flat = memoryview(self._map)[off : off + nbytes].cast(np.dtype(t).char)
+            self._flat[name] = flat
+            self._mv[name] = flat.cast("B").cast(np.dtype(t).char, list(shape))
             off += nbytes
+        self._lanes: dict[tuple[int, int], _Lane] = {}
         self.holder[:] = -1
         self.granted[:] = -1
         ctx = multiprocessing.get_context("fork")
@@ -159,31 +163,39 @@ class DeviceArbiter:
         self._me = os.getpid()
         self.pid[slot] = self._me
 
+    def lane(self, slot: int, dev: int) -> _Lane:
+        """The fast path of `slot`'s kernels on `dev` (made once per process and pair)."""
+        ln = self._lanes.get((slot, dev))
+        if ln is None:
+            if not (0 <= slot < self.nslots and 0 <= dev < self.ndev):
+                raise IndexError(f"no slot {slot} / device {dev} in the scheduler's table")
+            ln = self._lanes[(slot, dev)] = _Lane(self, slot, dev)
+        return ln
+
     def acquire(self, slot: int, dev: int, queued: int = 1) -> None:
         """Blocks until `slot` holds device `dev`'s token."""
         if self.config.policy == "off" or slot < 0:
             return
+        self.lane(slot, dev).acquire(queued)
+
+    def _acquire_slow(self, slot: int, dev: int, now: int) -> bool:
+        """acquire() when the device is not free for the taking (lock held): the slot waits; True when it was
+        granted the device at once."""
         m = self._mv
-        self._lock()
-        try:
-            now = time.monotonic_ns()
-            m["queued"][slot, dev] = queued
-            if m["holder"][dev] < 0 and m["nwait"][dev] == 0 and m["eligible"][slot, dev] <= now:
-                self._grant(slot, dev, now)  # the fast path: a free device nobody else waits for
-                return
-            m["waiting"][slot, dev] = now
-            m["nwait"][dev] += 1
-            # A session that was idle does not bank credit: it starts at most CREDIT_NS behind the device's
-            # virtual clock. The slack keeps the credit of a session that was away only for its round trip
-            # (reply, client, next launch), which would otherwise lose its turn each time it is a little late.
-            credit = CREDIT_NS / self._ns_per_unit(dev)
-            m["vtime"][slot, dev] = max(m["vtime"][slot, dev], m["vclock"][dev] - credit)
-            if m["holder"][dev] < 0:
-                self._dispatch(dev, now, me=slot)
-            if m["granted"][slot] == dev:
-                return
-        finally:
-            self._unlock()
+        m["waiting"][slot, dev] = now
+        m["nwait"][dev] += 1
+        # A session that was idle does not bank credit: it starts at most CREDIT_NS behind the device's
+        # virtual clock. The slack keeps the credit of a session that was away only for its round trip
+        # (reply, client, next launch), which would otherwise lose its turn each time it is a little late.
+        credit = CREDIT_NS / self._ns_per_unit(dev)
+        m["vtime"][slot, dev] = max(m["vtime"][slot, dev], m["vclock"][dev] - credit)
+        if m["holder"][dev] < 0:
+            self._dispatch(dev, now, me=slot)
+        return m["granted"][slot] == dev
+
+    def _wait(self, slot: int, dev: int) -> None:
+        """Sleeps until the slot is granted the device (it is registered as waiting)."""
+        m = self._mv
         while True:
             wait = POLL_S
             el = (m["eligible"][slot, dev] - time.monotonic_ns()) / 1e9
@@ -205,40 +217,12 @@ class DeviceArbiter:
         of equal kernels varies with the host's load, and an unlucky session should not fall behind."""
         if slot < 0:
             return
-        m = self._mv
-        self._lock()
-        try:
-            m["usage"][slot, dev] += elapsed_ns
-            m["total"][dev] += elapsed_ns
-            m["kernels"][slot, dev] += 1
-            m["queued"][slot, dev] = 0
-            if memory is not None:
-                m["memory"][slot, dev] = memory
-            if self.config.policy == "off":
-                return
-            if work > 0:  # virtual time counts work units where kernels report them, else ns
-                m["work_ns"][dev] += elapsed_ns
-                m["work_units"][dev] += work
-                cost = float(work)
-            else:
-                cost = elapsed_ns / self._ns_per_unit(dev)
-            m["vtime"][slot, dev] += cost / max(m["weight"][slot], 1e-9)
-            share = self.config.max_share
-            now = time.monotonic_ns()
-            if share is not None and share < 1:
-                m["eligible"][slot, dev] = now + elapsed_ns * (1 - share) / share
-            if m["holder"][dev] == slot:
-                m["holder"][dev] = -1
-            m["granted"][slot] = -1
-            if m["nwait"][dev]:
-                self._dispatch(dev, now)
-        finally:
-            self._unlock()
+        self.lane(slot, dev).release(elapsed_ns, memory, work)
 
     def hold(self, slot: int, dev: int, queued: int = 1, memory: Callable[[], int] | None = None) -> _Hold:
         """A context manager holding the device's token around a kernel and charging its duration to the
         session; the caller may set the kernel's work in the dict it gets (see release)."""
-        return _Hold(self, slot, dev, queued, memory)
+        return _Hold(self.lane(slot, dev) if slot >= 0 else None, queued, memory)
 
     def kernel_counter(self, slot: int) -> Callable[[int], None]:
         """A function of dev counting a kernel of `slot` that ran without the token (the emulator's empty
@@ -379,25 +363,110 @@ class DeviceArbiter:
             self._wake[best].release()
 
 
+class _Lane:
+    """One slot's use of one device: what acquire and release do on the common path (a free device nobody
+    waits for; a release nobody waits on), with the table's cells as one-dimensional memoryviews and their
+    indices worked out once. A kernel pays one lock, the cells it must change, and an unlock on each side;
+    anything else (waiting, waking, reclaiming) goes to the DeviceArbiter's general code under the same lock."""
+
+    __slots__ = ("arb", "slot", "dev", "sd", "mutex", "owner", "off", "share", "holder", "holder_since",
+                 "vclock", "total", "work_ns", "work_units", "nwait", "granted", "weight", "queued", "usage",
+                 "vtime", "eligible", "kernels", "memory")
+
+    def __init__(self, arb: DeviceArbiter, slot: int, dev: int) -> None:
+        self.arb, self.slot, self.dev, self.sd = arb, slot, dev, slot * arb.ndev + dev
+        self.mutex, self.owner = arb._mutex, arb._flat["lock_owner"]
+        self.off = arb.config.policy == "off"
+        self.share = arb.config.max_share if arb.config.max_share is not None and arb.config.max_share < 1 else None
+        f = arb._flat
+        for name in ("holder", "holder_since", "vclock", "total", "work_ns", "work_units", "nwait", "granted",
+                     "weight", "queued", "usage", "vtime", "eligible", "kernels", "memory"):
+            setattr(self, name, f[name])
+
+    def acquire(self, queued: int) -> None:
+        if self.off:
+            return
+        sd, d = self.sd, self.dev
+        if self.mutex.acquire(False):  # _lock(), written out
+            self.owner[0] = self.arb._me
+        else:
+            self.arb._lock()
+        try:
+            now = time.monotonic_ns()
+            self.queued[sd] = queued
+            if self.holder[d] < 0 and self.nwait[d] == 0 and self.eligible[sd] <= now:
+                # the fast path: a free device nobody else waits for (DeviceArbiter._grant, written out)
+                self.holder[d] = self.slot
+                self.holder_since[d] = now
+                self.granted[self.slot] = d
+                vt = self.vtime[sd]
+                if vt > self.vclock[d]:
+                    self.vclock[d] = vt
+                return
+            if self.arb._acquire_slow(self.slot, d, now):
+                return
+        finally:
+            self.owner[0] = 0
+            self.mutex.release()
+        self.arb._wait(self.slot, d)
+
+    def release(self, elapsed_ns: int, memory: int | None, work: float) -> None:
+        sd, d, s = self.sd, self.dev, self.slot
+        if self.mutex.acquire(False):  # _lock(), written out
+            self.owner[0] = self.arb._me
+        else:
+            self.arb._lock()
+        try:
+            self.usage[sd] += elapsed_ns
+            self.total[d] += elapsed_ns
+            self.kernels[sd] += 1
+            self.queued[sd] = 0
+            if memory is not None:
+                self.memory[sd] = memory
+            if self.off:
+                return
+            if work > 0:  # virtual time counts work units where kernels report them, else ns
+                self.work_ns[d] += elapsed_ns
+                self.work_units[d] += work
+                cost = float(work)
+            else:
+                units = self.work_units[d]
+                cost = elapsed_ns / (self.work_ns[d] / units if units else 1.0)
+            self.vtime[sd] += cost / max(self.weight[s], 1e-9)
+            share = self.share
+            if share is not None:
+                self.eligible[sd] = time.monotonic_ns() + elapsed_ns * (1 - share) / share
+            if self.holder[d] == s:
+                self.holder[d] = -1
+            self.granted[s] = -1
+            if self.nwait[d]:
+                self.arb._dispatch(d, time.monotonic_ns())
+        finally:
+            self.owner[0] = 0
+            self.mutex.release()
+
+
 class _Hold:
     """DeviceArbiter.hold (a class, not @contextmanager: it runs around every kernel)."""
 
-    __slots__ = ("arbiter", "slot", "dev", "queued", "memory", "t0", "charge")
+    __slots__ = ("lane", "queued", "memory", "t0", "charge")
 
-    def __init__(self, arbiter: DeviceArbiter, slot: int, dev: int, queued: int,
-                 memory: Callable[[], int] | None) -> None:
-        self.arbiter, self.slot, self.dev, self.queued, self.memory = arbiter, slot, dev, queued, memory
+    def __init__(self, lane: _Lane | None, queued: int, memory: Callable[[], int] | None) -> None:
+        self.lane, self.queued, self.memory = lane, queued, memory
         self.charge: dict[str, float] = {}
         self.t0 = 0
 
     def __enter__(self) -> dict[str, float]:
-        self.arbiter.acquire(self.slot, self.dev, self.queued)
+        if self.lane is not None:
+            self.lane.acquire(self.queued)
         self.t0 = time.monotonic_ns()
         return self.charge
 
     def __exit__(self, *exc: object) -> None:
-        self.arbiter.release(self.slot, self.dev, time.monotonic_ns() - self.t0,
-                             self.memory() if self.memory else None, self.charge.get("work", 0))
+        elapsed = time.monotonic_ns() - self.t0
+        memory = self.memory() if self.memory else None
+        if self.lane is not None:
+            self.lane.release(elapsed, memory, self.charge.get("work", 0))
 
 
 class InflightGate:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 
 import pytest
 
 from gpushim.backends.emulator.models import MODELS
 
-from .conftest import emulator_only, kv
+from .conftest import BIN, emulator_only, kv
 from .test_isolation import wait_line, wait_sessions
 
 MIB = 1 << 20
@@ -76,6 +77,43 @@ def test_cap_clamps_the_device_and_is_shared_by_all_sessions(make_server):
     v = kv(s.run("quota", "malloc", "40").stdout)  # the killed session's share came back
     assert v["malloc.first"] == "0" and v["malloc.second"] == "0"  # 80 of 96 MiB
 
+
+
+@emulator_only
+def test_a_long_lived_sessions_meminfo_follows_the_other_sessions(make_server):
+    # The server answers cudaMemGetInfo from a per-worker view of the sessions sharing its host-RAM ledger
+    # (gpushim/backends/accounting.py, built at the first query): sessions that start, allocate and end after
+    # the view was built must still change the answer, at once.
+    s = make_server("--memory-cap", "96M")
+    watch = subprocess.Popen([str(BIN / "meminfo_watch")], env=s.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def free() -> int:
+        watch.stdin.write("?\n")
+        watch.stdin.flush()
+        return int(wait_line(watch, "free=").split()[0].partition("=")[2])
+
+    try:
+        assert free() == 96 * MIB  # nobody holds anything
+        holder = s.start("hold", "64", "3", "60")
+        try:
+            wait_line(holder, "ready")
+            assert free() <= 32 * MIB  # a session that started after the view was built
+        finally:
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait()
+        wait_sessions(s, 1)
+        assert free() == 96 * MIB  # ... and ended
+        second = s.start("hold", "16", "5", "60")
+        try:
+            wait_line(second, "ready")
+            assert 64 * MIB <= free() <= 80 * MIB
+        finally:
+            os.kill(second.pid, signal.SIGKILL)
+            second.wait()
+    finally:
+        watch.stdin.close()
+        assert watch.wait(30) == 0, watch.stderr.read()
 
 @emulator_only
 def test_default_cap_follows_the_hosts_available_memory(server):

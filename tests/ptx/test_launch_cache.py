@@ -139,3 +139,21 @@ def test_many_configurations_evict_and_stay_correct(lc):
             n = g * block[0]
             assert np.array_equal(lc.get(out, np.int32, n), _ids_ref((g, 1, 1), block, g + rnd)), (g, block)
     assert len(lc.mod._plans) <= 64 and len(lc.mod._geometries) <= 33
+
+
+def test_allocations_made_or_freed_between_launches_are_seen(lc):
+    """The JIT keeps its allocation table while the memory's allocations are unchanged (DeviceMemory.version):
+    a buffer freed after a launch faults at the next launch, one allocated after it is accessible."""
+    keep = lc.empty(4 * 64)
+    out = lc.empty(4 * 64)
+    for _ in range(2):
+        lc.launch("sharedFresh", 1, 64, out, 1)
+    assert lc.get(out, np.int32, 64).tolist() == list(range(100, 164))
+    lc.mem.free(out)
+    with pytest.raises(CudaError) as e:
+        lc.launch("sharedFresh", 1, 64, out, 1)
+    assert e.value.code == Err.ILLEGAL_ADDRESS
+    lc.launch("sharedFresh", 1, 64, keep, 1)
+    fresh = lc.empty(4 * 64)
+    lc.launch("sharedFresh", 1, 64, fresh, 1)
+    assert lc.get(fresh, np.int32, 64).tolist() == list(range(100, 164))

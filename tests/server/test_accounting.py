@@ -117,3 +117,85 @@ def test_a_killed_workers_share_is_reclaimed(reap_first: bool) -> None:
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+
+
+@pytest.mark.parametrize("pidfds", [True, False])
+def test_the_unlocked_total_follows_other_processes(pidfds: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HostLedger.used() (cudaMemGetInfo) keeps a per-process watch of the ledger's slots and sums them without
+    the lock: a process that joins, allocates, frees or is killed after the watch was built is still seen at
+    once. Without pidfds (too many open files, an old kernel) the slots are checked through /proc instead."""
+    if not pidfds:
+        def no_pidfd(pid: int, flags: int = 0) -> int:
+            raise OSError(24, "Too many open files")
+
+        monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    ledger = HostLedger(100 * MIB)
+    mine = MemoryAccount(None, ledger)
+    mine.charge(MIB)
+    assert ledger.used() == MIB  # the watch is built: this process alone
+    from_parent, to_child = os.pipe()
+    from_child, to_parent = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # another worker: joins now, charges (c) and releases (r) 10 MiB on command
+        try:
+            acct = MemoryAccount(None, ledger)
+            os.write(to_parent, b"k")
+            while cmd := os.read(from_parent, 1):
+                acct.charge(10 * MIB) if cmd == b"c" else acct.release(10 * MIB)
+                os.write(to_parent, b"k")
+        finally:
+            os._exit(0)
+
+    def child(cmd: bytes) -> None:
+        os.write(to_child, cmd)
+        assert os.read(from_child, 1) == b"k"
+
+    try:
+        assert os.read(from_child, 1) == b"k"
+        assert ledger.used() == MIB
+        child(b"c")
+        assert ledger.used() == 11 * MIB
+        assert mine.headroom() == 89 * MIB
+        child(b"c")
+        assert ledger.used() == 21 * MIB
+        child(b"r")
+        assert ledger.used() == 11 * MIB
+        os.kill(pid, signal.SIGKILL)
+        while _state(pid) != "Z":  # killed, not reaped: its 10 MiB are no one's
+            time.sleep(0.01)
+        assert ledger.used() == MIB
+        assert (ledger.pids == pid).sum() == 0  # its slot was reclaimed
+        os.waitpid(pid, 0)
+        assert ledger.used() == MIB
+        mine.close()
+        assert ledger.used() == 0
+    finally:
+        for fd in (to_child, from_parent, from_child, to_parent):
+            os.close(fd)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def test_a_forked_process_builds_its_own_watch() -> None:
+    """The watch's pidfds belong to the process that opened them: a worker forked after its parent read the
+    total builds its own (and still sees the parent's share, and its own)."""
+    ledger = HostLedger(100 * MIB)
+    mine = MemoryAccount(None, ledger)
+    mine.charge(3 * MIB)
+    assert ledger.used() == 3 * MIB
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child = MemoryAccount(None, ledger)
+            child.charge(5 * MIB)
+            code = 0 if ledger.used() == 8 * MIB and ledger._watch._owner == os.getpid() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert ledger.used() == 3 * MIB  # the child's slot went with it
+    mine.close()

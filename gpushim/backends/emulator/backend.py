@@ -148,9 +148,11 @@ class EmulatorSession(BackendSession):
             mem.on_change = lambda used, d=dev: arbiter.note_memory(slot, d, used)
             arbiter.note_memory(slot, dev, mem.used)
 
+        used = [(lambda m=mem: m.used) for mem in self.memories]  # the device memory held, reported at release
+
         def gate(dev: int) -> AbstractContextManager[dict[str, float]]:
-            queued = 1 + sum(len(s.queue) for s in self.sched.streams if s.device == dev)
-            return arbiter.hold(slot, dev, queued, lambda: self.memories[dev].used)
+            queued = 1 + sum([len(s.queue) for s in self.sched.streams if s.device == dev])
+            return arbiter.hold(slot, dev, queued, used[dev])
 
         self.gate = gate
         self.note_kernel = arbiter.kernel_counter(slot)

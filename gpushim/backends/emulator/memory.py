@@ -76,6 +76,7 @@ class DeviceMemory:
         self.arena = np.frombuffer(self._map, dtype=np.uint8)
         self._starts: list[int] = []  # sorted allocation addresses
         self._allocs: dict[int, Allocation] = {}
+        self.version = 0  # bumped by every change of the allocations (the JIT's launch reuses its table until then)
         self._free: list[tuple[int, int]] = [(0, capacity)]  # sorted (offset, size) holes
         self.used = 0
         self.on_change: Callable[[int], None] | None = None  # told `used` after each change (the scheduler)
@@ -103,6 +104,7 @@ class DeviceMemory:
                 addr = self.base + start
                 bisect.insort(self._starts, addr)
                 self._allocs[addr] = Allocation(addr, size, reserved, kind)
+                self.version += 1
                 self.used += reserved
                 if self.on_change is not None:
                     self.on_change(self.used)
@@ -118,6 +120,7 @@ class DeviceMemory:
             raise CudaError(Err.INVALID_VALUE, f"{addr:#x} is not the start of a live device allocation")
         del self._allocs[addr]
         del self._starts[bisect.bisect_left(self._starts, addr)]
+        self.version += 1
         off = addr - self.base
         # Give the pages back to the host; the range reads as zeros if reused, as fresh cudaMalloc may.
         page = mmap.PAGESIZE
@@ -150,10 +153,12 @@ class DeviceMemory:
         mapped ranges); nothing is charged."""
         bisect.insort(self._starts, addr)
         self._allocs[addr] = Allocation(addr, size, size, kind)
+        self.version += 1
 
     def untrack(self, addr: int) -> None:
         del self._allocs[addr]
         del self._starts[bisect.bisect_left(self._starts, addr)]
+        self.version += 1
 
     @property
     def free_bytes(self) -> int:

@@ -66,6 +66,8 @@ class PeerSpace:
 class PeerView:
     """The memory a kernel on `own`'s device sees while peer access to `peers` is enabled."""
 
+    version = None  # no single allocation version: the JIT compares the allocations themselves
+
     def __init__(self, space: PeerSpace, own: DeviceMemory, peers: list[DeviceMemory]) -> None:
         self.own = own
         self.mems = [own, *peers]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import itertools
 import os
 import queue
 import threading
@@ -65,34 +64,39 @@ def _optimise(ref, tm, tier: int) -> None:
 
 class _Watchdog:
     """One thread for all launches: sets the abort flag of launches past their deadline (the compiled code
-    polls it on backward branches and between blocks). Registering a launch is a dict insertion (atomic under
-    the GIL, no lock: this is on every launch's path)."""
+    polls it on backward branches and between blocks). A workspace registers its context once, with a cell
+    holding the deadline of the launch it runs (0: none): a launch only writes that cell, at its start and end."""
 
     def __init__(self) -> None:
-        self._active: dict[int, tuple[float, np.ndarray]] = {}
-        self._tokens = itertools.count(1)
+        self._watched: list[tuple[list[float], weakref.ref]] = []  # (deadline cell, the context it aborts)
         self._thread: threading.Thread | None = None
         self._start = threading.Lock()
 
-    def watch(self, ctx: np.ndarray, deadline: float) -> int:
-        token = next(self._tokens)
-        self._active[token] = (deadline, ctx)
-        if self._thread is None:
-            with self._start:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
-                    self._thread.start()
-        return token
-
-    def done(self, token: int) -> None:
-        self._active.pop(token, None)
+    def register(self, ctx: np.ndarray) -> list[float]:
+        """The deadline cell of a workspace's context (kept while the context lives)."""
+        cell = [0.0]
+        with self._start:
+            self._watched.append((cell, weakref.ref(ctx)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
+                self._thread.start()
+        return cell
 
     def _loop(self) -> None:
         while True:  # checks four times a second: deadlines are met within 0.25 s
             now = time.monotonic()
-            for deadline, ctx in list(self._active.values()):
-                if now >= deadline:
-                    ctx[L.ABORT] = 1
+            with self._start:
+                watched = self._watched
+                if any(ref() is None for _, ref in watched):  # workspaces that are gone
+                    watched = self._watched = [w for w in watched if w[1]() is not None]
+            for cell, ref in watched:
+                deadline = cell[0]
+                if deadline and now >= deadline:
+                    ctx = ref()
+                    if ctx is not None:
+                        ctx[L.ABORT] = 1
+                        if cell[0] != deadline:  # that launch ended meanwhile: the next one must not be aborted
+                            ctx[L.ABORT] = 0
             time.sleep(0.25)
 
 
@@ -261,6 +265,8 @@ class JitKernel:
             "state": np.zeros(tpb, np.int32),
             "arena": _dead,  # the arena, allocations and symbols the context holds now
             "allocs": None,
+            "ver": None,  # the memory's allocation version the table was built at, and that memory
+            "mem": _dead,
             "syms": None,
             "checked": None,  # the parameters of the last launch the check pass found safe
         }
@@ -280,10 +286,12 @@ class JitKernel:
         ws["pb"] = np.zeros(64, np.uint8)  # the parameter buffer of the launch (launch() copies it in)
         ws["pmv"] = memoryview(ws["pb"])
         ctx[L.PARAM] = _addr(ws["pb"])
+        ws["deadline"] = _watchdog.register(ctx)
         return ws
 
-    def launch(self, plan, shared_bytes: int, memory, symbols, pbuf: np.ndarray, psize: int, watchdog_s: float) -> int:
-        """Run every block of a launch; the thread-instructions executed. Raises CudaError as the interpreter."""
+    def launch(self, plan, shared_bytes: int, memory, symbols, pbuf, psize: int, watchdog_s: float) -> int:
+        """Run every block of a launch; the thread-instructions executed. Raises CudaError as the interpreter.
+        pbuf: the parameters and their zero padding (bytes, or a numpy array of uint8)."""
         ws = self._workspace(plan, shared_bytes)
         try:
             ctx = ws["ctx"]
@@ -293,14 +301,19 @@ class JitKernel:
                 ctx[L.BASE] = memory.base
                 ws["arena"] = weakref.ref(arena)
                 ws["checked"] = None
-            allocs = memory.allocations()
-            if allocs != ws["allocs"]:  # identical Allocation objects compare by identity: cheap when unchanged
-                tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
-                ws["tab"] = tab
-                ws["allocs"] = allocs
-                ctx[L.ALLOCS] = _addr(tab)
-                ctx[L.NALLOCS] = len(allocs)
-                ws["checked"] = None
+            # DeviceMemory.version changes with every allocation and free: while it stands (same memory) the
+            # table is current without listing the allocations (None: a peer view, whose list is compared)
+            ver = getattr(memory, "version", None)
+            if ver is None or ver != ws["ver"] or ws["mem"]() is not memory:
+                allocs = memory.allocations()
+                if allocs != ws["allocs"]:  # identical Allocation objects compare by identity
+                    tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
+                    ws["tab"] = tab
+                    ws["allocs"] = allocs
+                    ctx[L.ALLOCS] = _addr(tab)
+                    ctx[L.NALLOCS] = len(allocs)
+                    ws["checked"] = None
+                ws["ver"], ws["mem"] = ver, weakref.ref(memory)
             if self.globals:
                 syms = [symbols[g] for g in self.globals]
                 if syms != ws["syms"]:
@@ -321,11 +334,12 @@ class JitKernel:
             if code is not None and self.unchecked is None:
                 # tier 2's check pass reads no memory (taint.py): its verdict holds for every launch with the
                 # same parameters, configuration (the workspace's), allocations and symbols
-                params = pbuf[:psize].tobytes()
+                params = bytes(pbuf[:psize])
                 mv[L.SKIPCHECK] = self.reuse_checks and ws["checked"] == params
             mv[L.ERR] = 0
             mv[L.ABORT] = 0
-            token = _watchdog.watch(ctx, time.monotonic() + watchdog_s)
+            deadline = ws["deadline"]
+            deadline[0] = time.monotonic() + watchdog_s
             try:
                 if code is not None:
                     self.tier2_runs += 1
@@ -345,7 +359,7 @@ class JitKernel:
                     else:
                         rc = code.run(ws["ctx_addr"])
             finally:
-                _watchdog.done(token)
+                deadline[0] = 0.0
             if rc:
                 geo = plan.geo
                 raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
