@@ -558,7 +558,7 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     g.unchecked = why_unchecked(prog)
     if tier == 1 or g.unchecked is not None:
         exact = g._thread_fn("exact")
-        g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers)))
+        g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers), yieldable=tier == 1))
         return g
     check = g._check_fn(g._thread_fn("check"), g.check_sites)
     fast = g._thread_fn("fast")

@@ -18,6 +18,7 @@ from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.jit import diskcache, log
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
+from gpushim.ptx.jit.tierup import tierup
 from gpushim.ptx.link import Program, align_up
 from gpushim.ptx.nodes import Module
 
@@ -196,6 +197,7 @@ class JitKernel:
         self.t2: _Code | None = None
         self.t2_state = "none"
         self.tier2_runs = self.tier2_declined = 0  # launches on tier 2; of those, run by tier 1 after the check
+        self.tier2_switches = 0  # launches begun on tier 1 and finished on tier 2 (tierup.py)
         self.reuse_checks = True  # False: every launch runs the check pass (bench/ptx_bench.py measures it)
         self._hot = 0.0
         self._t2_lock = threading.Lock()
@@ -226,14 +228,55 @@ class JitKernel:
                 return None
             log.debug("PTX kernel %s: tier 2 compiled in %.1f ms", self.kernel, code.compile_s * 1e3)
             self.t2 = code
+            tierup.ready(self)  # running tier-1 launches go on in tier 2 from their next block
             self.t2_state = "ready"
             return code
 
     def _ran(self, seconds: float) -> None:
         self._hot += seconds
-        if self._hot >= HOT_S and self.t2_state == "none":
+        if self._hot >= HOT_S:
+            self.queue_tier2()
+
+    def queue_tier2(self) -> None:
+        """Compile tier 2 in the background (once)."""
+        if self.t2_state == "none":
             self.t2_state = "queued"
             _tier2_queue.put(self)
+
+    def _tier1_then_tier2(self, ws: dict) -> tuple[int, _Code]:
+        """Run the launch on tier 1 while tier 2 is not there yet; when tier 2 becomes ready meanwhile (compiled
+        in the background, queued once this kernel ran HOT_S on tier 1, this launch included: tierup.py), the
+        blocks not yet run go to tier 2. (rc, the code whose sites describe a fault.)"""
+        mv = ws["mv"]
+        hot_in = max(HOT_S - self._hot, 0.0) if self.t2_state == "none" else None
+        token = tierup.watch(self, ws["ctx"], hot_in)
+        t0 = time.perf_counter()
+        try:
+            rc = self.t1.run(ws["ctx_addr"])
+        finally:
+            tierup.done(token)
+            mv[L.YIELD] = 0  # (set during the last block: no later launch of this workspace may see it)
+        if self.t2_state == "none":
+            self._ran(time.perf_counter() - t0)
+        if rc != 3:
+            return rc, self.t1
+        # blocks [0, BEGIN) ran on tier 1; tier 2 (its check pass over the remaining blocks first) runs the rest
+        count = mv[L.COUNT]
+        mv[L.SKIPCHECK] = 0  # a verdict covers whole launches; this one is checked anew
+        code = self.t2
+        assert code is not None  # YIELD is set only once tier 2 is there
+        self.tier2_runs += 1
+        self.tier2_switches += 1
+        try:
+            rc = code.run(ws["ctx_addr"])
+            if rc == 2:  # an access of the remaining blocks may fail: the exact code runs them
+                self.tier2_declined += 1
+                code = self.t1
+                rc = code.run(ws["ctx_addr"])
+            mv[L.COUNT] += count
+        finally:
+            mv[L.BEGIN] = 0
+        return rc, code
 
     def _workspace(self, plan, shared_bytes: int) -> dict:
         """Buffers and the context of a launch, reused by later launches of the same configuration (a pool:
@@ -336,14 +379,11 @@ class JitKernel:
                         rc = code.run(ws["ctx_addr"])
                     elif rc == 0 and params is not None:
                         ws["checked"] = params
+                elif self.t2_state in ("none", "queued"):  # tier 2 may become ready during the launch
+                    rc, code = self._tier1_then_tier2(ws)
                 else:
                     code = self.t1
-                    if self.t2_state == "none":
-                        t0 = time.perf_counter()
-                        rc = code.run(ws["ctx_addr"])
-                        self._ran(time.perf_counter() - t0)
-                    else:
-                        rc = code.run(ws["ctx_addr"])
+                    rc = code.run(ws["ctx_addr"])
             finally:
                 _watchdog.done(token)
             if rc:
