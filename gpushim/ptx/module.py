@@ -17,6 +17,8 @@ from gpushim.ptx import devrt
 from gpushim.ptx.compiler import Kernel, compile_kernel
 from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.jit import engine as jit_engine
+from gpushim.ptx.jit.pending import Handoff, Pending
+from gpushim.ptx.jit.pending import background as jit_background
 from gpushim.ptx.link import align_up, function_address, link_kernel
 from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
 from gpushim.ptx.operands import GRID_WORKSPACE, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
@@ -217,7 +219,11 @@ class PtxModule:
         if self.engine != "interp" and self.source_hash and not plan.grid_sync:
             jk = self._jit.get(kernel, _UNSEEN)
             if jk is _UNSEEN:
-                jk = self.jit_kernel(kernel)
+                jk = self.jit_kernel(kernel, wait=self.engine != "auto" or not jit_background())
+                if isinstance(jk, Pending):  # compiling in the background: the interpreter starts the launch
+                    count = self._interpret_until_compiled(jk, plan, kernel, shared_bytes, memory, symbols, pbuf,
+                                                           psize, output)  # fmt: skip
+                    return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
             if jk is not None and self.engine == "diff":
                 from gpushim.ptx.jit.diff import launch_both
 
@@ -320,13 +326,28 @@ class PtxModule:
         deadline = time.monotonic() + self.watchdog_s
         return _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline)
 
-    def jit_kernel(self, kernel: str):
-        """The kernel compiled to native code (gpushim.ptx.jit), or None when it runs on the interpreter."""
+    def jit_kernel(self, kernel: str, wait: bool = True):
+        """The kernel compiled to native code (gpushim.ptx.jit), or None when it runs on the interpreter; with
+        wait=False a jit.pending.Pending while it compiles in the background."""
         from gpushim.ptx.jit.kernel import get_kernel
 
-        jk = get_kernel(self._mod, self._compiled[kernel].prog, self.source_hash, f"{self.name}:{kernel}")
-        self._jit[kernel] = jk  # what launches use from now on (asking get_kernel costs a launch ~1 µs)
+        jk = get_kernel(self._mod, self._compiled[kernel].prog, self.source_hash, f"{self.name}:{kernel}", wait)
+        if not isinstance(jk, Pending):
+            self._jit[kernel] = jk  # what launches use from now on (asking get_kernel costs a launch ~1 µs)
         return jk
+
+    def _interpret_until_compiled(self, pending: Pending, plan, kernel, shared_bytes, memory, symbols, pbuf, psize,
+                                  output) -> int:  # fmt: skip
+        """The interpreter runs the launch batch after batch until the kernel's compile is done; the compiled
+        code runs the blocks left (blocks are independent: the JIT runs no grid sync or printf)."""
+        deadline = time.monotonic() + self.watchdog_s
+        try:
+            return _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline,
+                                    pending.ready)  # fmt: skip
+        except Handoff as h:
+            jk = self.jit_kernel(kernel)  # compiled: at once
+            left = max(deadline - time.monotonic(), 1e-3)
+            return h.count + jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, left, begin=h.block)
 
     def apply_relocations(self, memory, symbols: dict[str, int]) -> None:
         """Write the address initialisers (GlobalVar.relocs) of the module's variables placed at `symbols`.
@@ -352,12 +373,16 @@ class PtxModule:
         self._relocated.add(key)
 
 
-def _run(plan: _Plan, kernel: str, shared_bytes: int, memory, symbols, pbuf, psize: int, output, deadline) -> int:
-    """Run every batch of a launch; the thread-instructions executed."""
+def _run(plan: _Plan, kernel: str, shared_bytes: int, memory, symbols, pbuf, psize: int, output, deadline,
+         handoff=None) -> int:  # fmt: skip
+    """Run every batch of a launch; the thread-instructions executed. handoff(): asked between batches, True
+    raises jit.pending.Handoff (the compiled code runs the rest)."""
     kern = plan.kern
     count = 0
     nblocks, k = plan.nblocks, plan.k
     for b0 in range(0, nblocks, k):
+        if b0 and handoff is not None and handoff():
+            raise Handoff(count, b0)
         batch = plan.batch or Batch(plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes, plan.specials)
         st = State(kern, batch, memory, symbols, pbuf, psize, output)
         try:

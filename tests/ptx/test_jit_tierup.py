@@ -14,6 +14,7 @@ from harness import ENGINE, Dev, compile_ptx
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.jit import kernel as jit_kernel
 from gpushim.ptx.jit import tierup
+from gpushim.ptx.jit.pending import Pending
 
 
 @pytest.fixture
@@ -96,6 +97,7 @@ def test_hot_first_launch_gets_tier_2_while_it_runs(tiers, engine, monkeypatch):
     n = 8 * 64
     data = np.arange(n, dtype=np.float32)
     flag, p = dev.empty(4), dev.array(data)
+    dev.mod.watchdog_s = 60  # (a failure to switch ends in LAUNCH_TIMEOUT instead of a hang)
     jk = dev.mod.jit_kernel("waitThenScale")
     assert jk is not None and jk.t2_state == "none"
 
@@ -114,3 +116,94 @@ def test_hot_first_launch_gets_tier_2_while_it_runs(tiers, engine, monkeypatch):
     assert jk.t2_state == "ready" and jk.tier2_switches == 1 and jk.tier2_runs == 1
     want = data * 2 + np.arange(n) // 64
     assert np.array_equal(dev.get(p, np.float32, n), want.astype(np.float32))
+
+
+# -- the interpreter starts a first launch while tier 1 compiles in the background (jit/pending.py) -------------
+
+
+def _launch(dev: Dev, kernel: str, grid: int, block: int, *args):
+    """A launch with the default engine, "auto" (Dev.launch would compile the kernel first)."""
+    dev.mod.engine = "auto"
+    return dev.mod.launch(kernel, (grid, 1, 1), (block, 1, 1), 0, dev.pack(kernel, *args), dev.mem, dev.symbols,
+                          dev.out.append)  # fmt: skip
+
+
+@pytest.fixture
+def background(monkeypatch):
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER1", "background")
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", "off")
+    jit_kernel._cache.clear()
+    yield
+    jit_kernel._cache.clear()
+
+
+@pytest.mark.parametrize("engine", ["auto"], indirect=True)
+def test_first_launch_runs_on_the_interpreter_while_tier_1_compiles(engine, background, monkeypatch):
+    gate = threading.Event()
+    compile_ = jit_kernel._compile
+
+    def held(*a):  # the compile waits until the test lets it go
+        assert gate.wait(120)
+        return compile_(*a)
+
+    monkeypatch.setattr(jit_kernel, "_compile", held)
+    dev = Dev(compile_ptx("jittierup"))
+    n = 4 * 64
+    data = np.arange(n, dtype=np.float32)
+    flag, p = dev.array(np.ones(1, np.int32)), dev.array(data)
+    _launch(dev, "waitThenScale", 4, 64, flag, p, n)  # returns without the compiled code: the interpreter ran it
+    want = data * 2 + np.arange(n) // 64
+    assert np.array_equal(dev.get(p, np.float32, n), want)
+    pending = jit_kernel._cache[(dev.mod.source_hash, "waitThenScale")]
+    assert isinstance(pending, Pending) and not pending.ready() and "waitThenScale" not in dev.mod._jit
+    gate.set()
+    assert pending.wait(120) and pending.ready()
+    _launch(dev, "waitThenScale", 4, 64, flag, p, n)  # the compiled code runs this one
+    jk = dev.mod._jit["waitThenScale"]
+    assert isinstance(jk, jit_kernel.JitKernel) and jk._pools and jk.handoffs == 0
+    assert np.array_equal(dev.get(p, np.float32, n), want * 2 + np.arange(n) // 64)
+
+
+@pytest.mark.parametrize("engine", ["auto"], indirect=True)
+def test_long_first_launch_hands_its_remaining_blocks_to_tier_1(engine, background):
+    """Block 0 (in the interpreter's first batch of 512 blocks) waits until tier 1 is compiled; the next batch
+    boundary hands blocks 512.. to the compiled code."""
+    dev = Dev(compile_ptx("jittierup"))
+    dev.mod.watchdog_s = 60  # (a failure to hand off ends in LAUNCH_TIMEOUT instead of a hang)
+    nb, tpb = 2048, 64
+    n = nb * tpb
+    data = np.arange(n, dtype=np.float32) % 1000
+    flag, p = dev.array(np.zeros(1, np.int32)), dev.array(data)
+    key = (dev.mod.source_hash, "waitThenScale")
+
+    def release() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            hit = jit_kernel._cache.get(key)
+            if isinstance(hit, jit_kernel.JitKernel) or (isinstance(hit, Pending) and hit.ready()):
+                break
+            time.sleep(0.01)
+        dev.mem.write(flag, np.int32(1).tobytes())
+
+    th = threading.Thread(target=release)
+    th.start()
+    try:
+        _launch(dev, "waitThenScale", nb, tpb, flag, p, n)
+    finally:
+        th.join()
+    jk = dev.mod._jit["waitThenScale"]
+    assert jk.handoffs == 1
+    assert np.array_equal(dev.get(p, np.float32, n), data * 2 + np.arange(n) // tpb)
+
+
+@pytest.mark.parametrize("engine", ["auto"], indirect=True)
+def test_background_compile_of_an_unsupported_kernel_falls_back(engine, background):
+    dev = Dev(compile_ptx("jittierup"))
+    _launch(dev, "sayHello", 1, 4, 2)
+    hit = jit_kernel._cache[(dev.mod.source_hash, "sayHello")]
+    if isinstance(hit, Pending):
+        assert hit.wait(120) and not hit.ready()
+    assert "printf" in (jit_kernel.fallback_reason(dev.mod.source_hash, "sayHello") or "")
+    _launch(dev, "sayHello", 1, 4, 1)
+    assert dev.mod._jit["sayHello"] is None
+    assert dev.text() == "hello 0\nhello 1\nhello 0\n"

@@ -18,13 +18,15 @@ from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.jit import diskcache, log
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
+from gpushim.ptx.jit.pending import Pending
 from gpushim.ptx.jit.tierup import tierup
 from gpushim.ptx.link import Program, align_up
 from gpushim.ptx.nodes import Module
 
 _lock = threading.Lock()
+_lock_init = threading.Lock()
 _initialised = False
-_cache: dict[tuple[str, str], JitKernel | str] = {}  # (PTX hash, kernel) -> compiled kernel or why not
+_cache: dict[tuple[str, str], JitKernel | str | Pending] = {}  # (PTX hash, kernel) -> compiled kernel or why not
 _CACHE_MAX = 512
 _dead = weakref.ref(np.zeros(0))  # a weak reference to nothing
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
@@ -39,9 +41,11 @@ def _tm(tier: int = 2):
     (LLVM's -O0 instruction selection would save a third of tier 1's compile time but runs 3-5x slower.)"""
     global _initialised
     if not _initialised:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _initialised = True
+        with _lock_init:  # compiles run in several threads
+            if not _initialised:
+                llvm.initialize_native_target()
+                llvm.initialize_native_asmprinter()
+                _initialised = True
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
         cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2
@@ -198,6 +202,7 @@ class JitKernel:
         self.t2_state = "none"
         self.tier2_runs = self.tier2_declined = 0  # launches on tier 2; of those, run by tier 1 after the check
         self.tier2_switches = 0  # launches begun on tier 1 and finished on tier 2 (tierup.py)
+        self.handoffs = 0  # launches begun on the interpreter while this kernel compiled (pending.py)
         self.reuse_checks = True  # False: every launch runs the check pass (bench/ptx_bench.py measures it)
         self._hot = 0.0
         self._t2_lock = threading.Lock()
@@ -325,8 +330,11 @@ class JitKernel:
         ctx[L.PARAM] = _addr(ws["pb"])
         return ws
 
-    def launch(self, plan, shared_bytes: int, memory, symbols, pbuf: np.ndarray, psize: int, watchdog_s: float) -> int:
-        """Run every block of a launch; the thread-instructions executed. Raises CudaError as the interpreter."""
+    def launch(
+        self, plan, shared_bytes: int, memory, symbols, pbuf: np.ndarray, psize: int, watchdog_s: float, begin: int = 0
+    ) -> int:
+        """Run every block of a launch (from block `begin`: the interpreter ran the others, pending.py); the
+        thread-instructions executed. Raises CudaError as the interpreter."""
         ws = self._workspace(plan, shared_bytes)
         try:
             ctx = ws["ctx"]
@@ -368,6 +376,11 @@ class JitKernel:
                 mv[L.SKIPCHECK] = self.reuse_checks and ws["checked"] == params
             mv[L.ERR] = 0
             mv[L.ABORT] = 0
+            if begin:  # (a check verdict covers whole launches: none is recorded for this one)
+                self.handoffs += 1
+                mv[L.BEGIN] = begin
+                params = None
+                mv[L.SKIPCHECK] = 0
             token = _watchdog.watch(ctx, time.monotonic() + watchdog_s)
             try:
                 if code is not None:
@@ -386,6 +399,8 @@ class JitKernel:
                     rc = code.run(ws["ctx_addr"])
             finally:
                 _watchdog.done(token)
+                if begin:
+                    mv[L.BEGIN] = 0
             if rc:
                 geo = plan.geo
                 raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
@@ -409,27 +424,88 @@ class JitKernel:
         return CudaError(code, f"{msg} at {addr:#x} by {who}")
 
 
-def get_kernel(mod: Module, prog: Program, source_hash: str, name: str) -> JitKernel | None:
-    """The compiled kernel, or None when the JIT does not support it (logged once per PTX and kernel)."""
+def _compile(mod: Module, prog: Program, name: str, key: str) -> JitKernel | str:
+    """Tier 1 of a kernel, or why the JIT does not run it (logged)."""
+    try:
+        jk = JitKernel(mod, prog, name, key)
+        log.debug("compiled %s in %.1f ms", prog.kernel, jk.compile_s * 1e3)
+        return jk
+    except JitUnsupported as e:
+        log.info("PTX kernel %s runs on the interpreter: the JIT does not support %s", prog.kernel, e)
+        return f"{e}"
+    except Exception as e:  # a JIT bug: the interpreter still runs the kernel
+        why = f"internal error of the JIT: {type(e).__name__}: {e}"
+        log.warning("PTX kernel %s runs on the interpreter: %s", prog.kernel, why)
+        return why
+
+
+def _put(key: tuple[str, str], hit: JitKernel | str | Pending) -> None:
+    if len(_cache) >= _CACHE_MAX:
+        _cache.clear()
+    _cache[key] = hit
+
+
+class _Tier1Queue:
+    """Background tier-1 compiles (pending.py), one at a time, in their own thread (not behind tier 2's)."""
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, job) -> None:
+        self._q.put(job)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ptx-jit-tier1", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self._q.get()()
+            except Exception:  # (_compile catches the JIT's errors; this thread must outlive anything else)
+                log.exception("background compile of a PTX kernel failed")
+
+
+_tier1_queue = _Tier1Queue()
+
+
+def get_kernel(
+    mod: Module, prog: Program, source_hash: str, name: str, wait: bool = True
+) -> JitKernel | Pending | None:
+    """The compiled kernel, or None when the JIT does not support it (logged once per PTX and kernel). With
+    wait=False a kernel not compiled yet (and not in the disk cache) compiles in the background and the answer
+    is a Pending; later calls answer the same Pending until the compile is done (wait=True waits for it)."""
     key = (source_hash, prog.kernel)
     hit = _cache.get(key)  # the common case, without the lock
-    if hit is not None:
-        return hit if isinstance(hit, JitKernel) else None
-    with _lock:
-        hit = _cache.get(key)
-        if hit is None:
-            try:
-                hit = JitKernel(mod, prog, name, diskcache.key(source_hash, prog.kernel))
-                log.debug("compiled %s in %.1f ms", prog.kernel, hit.compile_s * 1e3)
-            except JitUnsupported as e:
-                hit = f"{e}"
-                log.info("PTX kernel %s runs on the interpreter: the JIT does not support %s", prog.kernel, e)
-            except Exception as e:  # a JIT bug: the interpreter still runs the kernel
-                hit = f"internal error of the JIT: {type(e).__name__}: {e}"
-                log.warning("PTX kernel %s runs on the interpreter: %s", prog.kernel, hit)
-            if len(_cache) >= _CACHE_MAX:
-                _cache.clear()
-            _cache[key] = hit
+    if hit is None:
+        with _lock:
+            hit = _cache.get(key)
+            if hit is None:
+                dkey = diskcache.key(source_hash, prog.kernel)
+                if wait or diskcache.load(dkey) is not None:  # (from the disk: milliseconds)
+                    hit = _compile(mod, prog, name, dkey)
+                else:
+                    hit = pending = Pending()
+
+                    def job() -> None:
+                        done: JitKernel | str = "the background compile did not finish"
+                        try:
+                            done = _compile(mod, prog, name, dkey)
+                        finally:
+                            with _lock:
+                                if _cache.get(key) is pending:
+                                    _cache[key] = done
+                            pending.finish(isinstance(done, JitKernel))
+
+                    _tier1_queue.put(job)
+                _put(key, hit)
+    if isinstance(hit, Pending):
+        if not wait:
+            return hit
+        hit.wait()
+        return get_kernel(mod, prog, source_hash, name)
     return hit if isinstance(hit, JitKernel) else None
 
 

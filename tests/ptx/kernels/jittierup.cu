@@ -10,3 +10,8 @@ extern "C" __global__ void waitThenScale(int *flag, float *data, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) data[i] = data[i] * 2.0f + blockIdx.x;
 }
+
+// printf: the JIT does not compile it (the background compile ends in a fallback).
+extern "C" __global__ void sayHello(int n) {
+    if (threadIdx.x < n) printf("hello %d\n", threadIdx.x);
+}
