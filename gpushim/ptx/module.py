@@ -35,6 +35,8 @@ MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_SHARED_BYTES = 232448  # 227 KiB, the opt-in maximum per block of sm_80/sm_90
 MAX_PLANS = 64  # cached launch configurations per module
 CO_RESIDENT_THREADS = 132 * 2048  # threads resident at once on the emulated device (SMs x threads per SM)
+BACKGROUND_COMPILE_THREADS = 1 << 15  # launches of at most this many threads do not wait for a kernel's code
+HANDOFF_BATCH_THREADS = 4096  # threads per batch while the kernel compiles in the background (jit/pending.py)
 CACHED_BATCH_THREADS = 4096  # launches of at most this many threads keep their batch constants in the plan
 _BLOCK_SPECIALS = frozenset({"%ctaid.x", "%ctaid.y", "%ctaid.z", "%smid"})
 
@@ -219,7 +221,10 @@ class PtxModule:
         if self.engine != "interp" and self.source_hash and not plan.grid_sync:
             jk = self._jit.get(kernel, _UNSEEN)
             if jk is _UNSEEN:
-                jk = self.jit_kernel(kernel, wait=self.engine != "auto" or not jit_background())
+                # small launches start on the interpreter while the kernel compiles in the background; larger
+                # ones wait for the code (interpreting them costs more than the compile: bench/README.md)
+                background = self.engine == "auto" and plan.nblocks * plan.geo.tpb <= BACKGROUND_COMPILE_THREADS
+                jk = self.jit_kernel(kernel, wait=not (background and jit_background()))
                 if isinstance(jk, Pending):  # compiling in the background: the interpreter starts the launch
                     count = self._interpret_until_compiled(jk, plan, kernel, shared_bytes, memory, symbols, pbuf,
                                                            psize, output)  # fmt: skip
@@ -380,10 +385,14 @@ def _run(plan: _Plan, kernel: str, shared_bytes: int, memory, symbols, pbuf, psi
     kern = plan.kern
     count = 0
     nblocks, k = plan.nblocks, plan.k
+    cached = plan.batch
+    if handoff is not None and k * plan.geo.tpb > HANDOFF_BATCH_THREADS:
+        k = max(1, HANDOFF_BATCH_THREADS // plan.geo.tpb)  # smaller batches: the compiled code takes over sooner
+        cached = None
     for b0 in range(0, nblocks, k):
         if b0 and handoff is not None and handoff():
             raise Handoff(count, b0)
-        batch = plan.batch or Batch(plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes, plan.specials)
+        batch = cached or Batch(plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes, plan.specials)
         st = State(kern, batch, memory, symbols, pbuf, psize, output)
         try:
             run_batch(kern, st, deadline)

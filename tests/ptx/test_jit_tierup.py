@@ -166,11 +166,11 @@ def test_first_launch_runs_on_the_interpreter_while_tier_1_compiles(engine, back
 
 @pytest.mark.parametrize("engine", ["auto"], indirect=True)
 def test_long_first_launch_hands_its_remaining_blocks_to_tier_1(engine, background):
-    """Block 0 (in the interpreter's first batch of 512 blocks) waits until tier 1 is compiled; the next batch
-    boundary hands blocks 512.. to the compiled code."""
+    """Block 0 (in the interpreter's first batch of 64 blocks: 4096 threads while the kernel compiles) waits until
+    tier 1 is compiled; the next batch boundary hands blocks 64.. to the compiled code."""
     dev = Dev(compile_ptx("jittierup"))
     dev.mod.watchdog_s = 60  # (a failure to hand off ends in LAUNCH_TIMEOUT instead of a hang)
-    nb, tpb = 2048, 64
+    nb, tpb = 512, 64  # 32768 threads: the most that start without their code (module.BACKGROUND_COMPILE_THREADS)
     n = nb * tpb
     data = np.arange(n, dtype=np.float32) % 1000
     flag, p = dev.array(np.zeros(1, np.int32)), dev.array(data)
@@ -207,3 +207,16 @@ def test_background_compile_of_an_unsupported_kernel_falls_back(engine, backgrou
     _launch(dev, "sayHello", 1, 4, 1)
     assert dev.mod._jit["sayHello"] is None
     assert dev.text() == "hello 0\nhello 1\nhello 0\n"
+
+
+@pytest.mark.parametrize("engine", ["auto"], indirect=True)
+def test_large_first_launch_waits_for_its_code(engine, background):
+    """Interpreting a launch of more than 32768 threads costs more than compiling the kernel: it waits."""
+    dev = Dev(compile_ptx("jittierup"))
+    nb, tpb = 513, 64
+    n = nb * tpb
+    flag, p = dev.array(np.ones(1, np.int32)), dev.array(np.zeros(n, np.float32))
+    _launch(dev, "waitThenScale", nb, tpb, flag, p, n)
+    jk = dev.mod._jit["waitThenScale"]
+    assert isinstance(jk, jit_kernel.JitKernel) and jk._pools and jk.handoffs == 0
+    assert np.array_equal(dev.get(p, np.float32, n), (np.arange(n) // tpb).astype(np.float32))
