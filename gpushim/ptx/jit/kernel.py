@@ -253,6 +253,12 @@ class JitKernel:
         in the background, queued once this kernel ran HOT_S on tier 1, this launch included: tierup.py), the
         blocks not yet run go to tier 2. (rc, the code whose sites describe a fault.)"""
         mv = ws["mv"]
+        if ws["nblocks"] == 1:  # nothing to switch between: the cheap way (tier 2 queued after it, if hot)
+            t0 = time.perf_counter()
+            rc = self.t1.run(ws["ctx_addr"])
+            if self.t2_state == "none":
+                self._ran(time.perf_counter() - t0)
+            return rc, self.t1
         hot_in = max(HOT_S - self._hot, 0.0) if self.t2_state == "none" else None
         token = tierup.watch(self, ws["ctx"], hot_in)
         t0 = time.perf_counter()
@@ -302,6 +308,7 @@ class JitKernel:
         lo_stride = align_up(max(prog.frame_bytes, 1), 16)
         ws = {
             "key": key,
+            "nblocks": plan.nblocks,
             "ctx": np.zeros(L.SLOTS, np.int64),
             "shbuf": np.zeros(max(plan.shared_total, 1) + 16, np.uint8),
             "lobuf": np.zeros(tpb * lo_stride if prog.frame_bytes else 16, np.uint8),

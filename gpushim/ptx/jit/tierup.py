@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 class TierUp:
     def __init__(self) -> None:
-        self._cv = threading.Condition()
+        self._cv = threading.Condition(threading.Lock())
+        self._wake_at = math.inf  # when the thread looks next (it is woken only for an earlier deadline)
         self._running: dict[int, tuple[float, JitKernel, np.ndarray]] = {}  # token -> (hot at, kernel, ctx)
         self._tokens = itertools.count(1)
         self._thread: threading.Thread | None = None
@@ -41,7 +42,8 @@ class TierUp:
             self._running[token] = (math.inf if hot_in is None else time.monotonic() + hot_in, jk, ctx)
             if jk.t2 is not None:  # ready since the launch looked
                 ctx[L.YIELD] = 1
-            elif hot_in is not None:
+            elif hot_in is not None and self._running[token][0] < self._wake_at:
+                self._wake_at = self._running[token][0]
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._loop, name="ptx-jit-tierup", daemon=True)
                     self._thread.start()
@@ -72,6 +74,7 @@ class TierUp:
                         jk.queue_tier2()
                     else:
                         wait = min(wait, at - now)
+                self._wake_at = now + wait
                 self._cv.wait(None if wait == math.inf else wait)
 
 
