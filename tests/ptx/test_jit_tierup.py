@@ -220,3 +220,39 @@ def test_large_first_launch_waits_for_its_code(engine, background):
     jk = dev.mod._jit["waitThenScale"]
     assert isinstance(jk, jit_kernel.JitKernel) and jk._pools and jk.handoffs == 0
     assert np.array_equal(dev.get(p, np.float32, n), (np.arange(n) // tpb).astype(np.float32))
+
+
+@pytest.mark.parametrize("engine", ["auto"], indirect=True)
+def test_fault_after_the_hand_over_is_reported_as_the_interpreter(engine, background):
+    """The compiled code runs blocks 64.. of the first launch and meets the fault in the last block: the error
+    is the interpreter's, word for word."""
+    dev = Dev(compile_ptx("jittierup"))
+    dev.mod.watchdog_s = 60
+    nb, tpb = 512, 64
+    n = nb * tpb - 10  # threads from n on store past the end
+    p = dev.empty(4 * n)
+    ENGINE["name"] = "interp"
+    with pytest.raises(CudaError) as want:
+        dev.launch("waitThenStore", nb, tpb, dev.array(np.ones(1, np.int32)), p)
+    flag = dev.array(np.zeros(1, np.int32))
+    key = (dev.mod.source_hash, "waitThenStore")
+
+    def release() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            hit = jit_kernel._cache.get(key)
+            if isinstance(hit, jit_kernel.JitKernel) or (isinstance(hit, Pending) and hit.ready()):
+                break
+            time.sleep(0.01)
+        dev.mem.write(flag, np.int32(1).tobytes())
+
+    th = threading.Thread(target=release)
+    th.start()
+    try:
+        with pytest.raises(CudaError) as got:
+            _launch(dev, "waitThenStore", nb, tpb, flag, p)
+    finally:
+        th.join()
+    assert dev.mod._jit["waitThenStore"].handoffs == 1
+    assert got.value.code == want.value.code == Err.ILLEGAL_ADDRESS
+    assert str(got.value) == str(want.value) and "block (511,0,0) thread (54,0,0)" in str(got.value)

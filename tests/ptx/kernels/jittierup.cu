@@ -15,3 +15,13 @@ extern "C" __global__ void waitThenScale(int *flag, float *data, int n) {
 extern "C" __global__ void sayHello(int n) {
     if (threadIdx.x < n) printf("hello %d\n", threadIdx.x);
 }
+
+// As waitThenScale, but every thread stores p[i] without a bounds check: threads past the allocation fault.
+extern "C" __global__ void waitThenStore(int *flag, float *p) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        while (atomicAdd(flag, 0) == 0) {
+        }
+    }
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    p[i] = i;
+}
