@@ -278,6 +278,7 @@ class JitKernel:
         assert code is not None  # YIELD is set only once tier 2 is there
         self.tier2_runs += 1
         self.tier2_switches += 1
+        log.debug("PTX kernel %s: blocks %d.. of a launch run on tier 2", self.kernel, int(mv[L.BEGIN]))
         try:
             rc = code.run(ws["ctx_addr"])
             if rc == 2:  # an access of the remaining blocks may fail: the exact code runs them
@@ -385,6 +386,8 @@ class JitKernel:
             mv[L.ABORT] = 0
             if begin:  # (a check verdict covers whole launches: none is recorded for this one)
                 self.handoffs += 1
+                log.debug("PTX kernel %s: blocks %d.. of a launch run compiled (the interpreter ran the others)",
+                          self.kernel, begin)  # fmt: skip
                 mv[L.BEGIN] = begin
                 params = None
                 mv[L.SKIPCHECK] = 0
