@@ -1,7 +1,7 @@
 """Benchmark of the emulator's PTX engines: the interpreter, the compiling engine (gpushim/ptx/jit) and the same
 work as a plain C loop compiled with -O2, in one run.
 
-    python bench/ptx_bench.py [--repeat N]
+    python bench/ptx_bench.py [--repeat N] [--first-launch]
 
 Cases: vectorAdd on 1M floats (tests/ptx/kernels/basic.cu), the 16x16-tiled matmul at 512^2 (linalg.cu), a
 divergent Collatz kernel and a shared-memory ring smoothed in a loop with two barriers per iteration
@@ -11,7 +11,11 @@ tier 1 (every access checked) and tier 2 (check pass, then unchecked code; barri
 their speedups over the interpreter; tier 2's time as a multiple of the C loop; tier 2 is timed twice: with the
 check pass at every launch ("t2+chk") and as repeated identical launches reuse its verdict ("tier2"); the CPU
 milliseconds each tier
-took to compile (cached launches pay nothing); and the wall time of a <<<1,1>>> launch on each engine.
+took to compile (cached launches pay nothing); the wall time of a kernel's first launch (nothing compiled, disk
+cache off) on the interpreter, on the JIT compiling tier 1 first ("jit") and with the default engine ("auto": the
+interpreter starts while tier 1 compiles in the background; tier 2 follows once the kernel ran 20 ms, and a
+running launch moves on to the better code between blocks); and the wall time of a <<<1,1>>> launch on each
+engine.
 Issue 16's goals: >= 10x the interpreter on vectorAdd and matmul, >= 20x on Collatz and the barrier loop,
 <= 2x the C loop, compile <= 100 ms.
 """
@@ -36,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from gpushim.backends.emulator.memory import DeviceMemory  # noqa: E402
 from gpushim.ptx import load_module  # noqa: E402
 from gpushim.ptx.jit import kernel as jit_kernel  # noqa: E402
+from gpushim.ptx.jit.pending import Pending  # noqa: E402
 
 KERNELS = ROOT / "tests" / "ptx" / "kernels"
 HERE = Path(__file__).parent
@@ -102,10 +107,87 @@ class Case:
         return t, self.result()
 
 
+def first_launch(case: Case, engine: str) -> tuple[float, float]:
+    """Wall seconds and CPU seconds of the launching thread (background compiles not counted: on a machine with a
+    free core they cost the launch nothing) of a launch of a kernel nothing was compiled for (in memory; the disk
+    cache is off); then the background compiles it started are awaited (they would slow the next one down)."""
+    jit_kernel._cache.clear()
+    case.mod._jit.clear()
+    case.reset()
+    t0, c0 = time.perf_counter(), time.thread_time()
+    case.launch(engine)
+    dt, dc = time.perf_counter() - t0, time.thread_time() - c0
+    hit = jit_kernel._cache.get((case.mod.source_hash, case.kernel))
+    if isinstance(hit, Pending):
+        hit.wait()
+        hit = jit_kernel._cache.get((case.mod.source_hash, case.kernel))
+    if isinstance(hit, jit_kernel.JitKernel) and hit.t2_state == "queued":
+        hit.tier2()  # (waits for the background compile)
+    return dt, dc
+
+
+def first_launches(cases, repeat: int) -> None:
+    os.environ["GPUSHIM_PTX_JIT_TIER2"] = "hot"  # the defaults
+    os.environ["GPUSHIM_PTX_JIT_TIER1"] = "background"
+    print(f"\n{'first launch (cold)':30s} {'interp s':>9s} {'jit s':>9s} {'auto s':>9s}   launching thread's CPU s:"
+          f" {'interp':>7s} {'jit':>7s} {'auto':>7s}  (auto: how it ended)")  # fmt: skip
+    for name, case, _ in cases:
+        case.run("interp", 1)
+        want = case.result()
+        best: dict[str, float] = {}
+        cpu: dict[str, float] = {}
+        how = ""
+        for _ in range(repeat):
+            for engine in ("interp", "jit", "auto"):  # interleaved: the load changes from second to second
+                t, tc = first_launch(case, engine)
+                if case.result() != want:
+                    raise SystemExit(f"{name}: the first launch on {engine} differs from the interpreter's result")
+                best[engine] = min(best.get(engine, t), t)
+                cpu[engine] = min(cpu.get(engine, tc), tc)
+                jk = jit_kernel._cache.get((case.mod.source_hash, case.kernel))
+                if engine == "auto" and isinstance(jk, jit_kernel.JitKernel):
+                    how = f"handed over to the JIT: {jk.handoffs}, on to tier 2: {jk.tier2_switches}"
+        print(f"{name:30s} {best['interp']:9.4f} {best['jit']:9.4f} {best['auto']:9.4f}   {'':26s}"
+              f"{cpu['interp']:7.4f} {cpu['jit']:7.4f} {cpu['auto']:7.4f}  ({how}, last run)")  # fmt: skip
+    os.environ["GPUSHIM_PTX_JIT_TIER2"] = "off"
+
+
+def long_first_launch(case: Case, repeat: int) -> None:
+    """A first launch long enough for tier 2 to be compiled while it runs: tier 1 alone (tier 2 off) against
+    the default (tier 2 compiled in the background once the launch ran 20 ms; the blocks left run on it)."""
+    print(f"{'':30s} {'wall s':>9s} {'thread s':>9s} {'process s':>9s}  moved on to tier 2")
+    want = None
+    rows = {}
+    for _ in range(repeat):
+        for policy in ("off", "hot"):
+            os.environ["GPUSHIM_PTX_JIT_TIER2"] = policy
+            jit_kernel._cache.clear()
+            case.mod._jit.clear()
+            case.reset()
+            t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
+            case.launch("jit")
+            t = (time.perf_counter() - t0, time.thread_time() - c0, time.process_time() - p0)
+            jk = case.mod._jit[case.kernel]
+            switched = jk.tier2_switches
+            if jk.t2_state == "queued":
+                jk.tier2()  # (waits for the background compile)
+            want = want or case.result()
+            if case.result() != want:
+                raise SystemExit("the long first launch's results differ between the tier-2 policies")
+            old = rows.get(policy)
+            if old is None or t[0] < old[0][0]:
+                rows[policy] = (t, switched)
+    for policy, label in (("off", "tier 1 alone"), ("hot", "tier 1, then tier 2")):
+        (w, c, p), switched = rows[policy]
+        print(f"  {label:28s} {w:9.2f} {c:9.2f} {p:9.2f}  {'yes' if switched else 'no'}")
+    os.environ["GPUSHIM_PTX_JIT_TIER2"] = "off"
+
+
 def main() -> None:
     os.environ.setdefault("GPUSHIM_PTX_JIT_CACHE", "off")  # compile times, not disk loads
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--first-launch", action="store_true", help="only the first-launch table")
     args = ap.parse_args()
     rng = np.random.default_rng(1)
     mem = DeviceMemory(1 << 30)
@@ -146,6 +228,16 @@ def main() -> None:
         "smem barrier loop 64x256x100", Case(mem, bench, "smemLoop", (blocks, 1, 1), (256, 1, 1), [data, iters], [0]),
         lambda: ref.smem_loop(ptr(data_c), blocks, iters),
     ))  # fmt: skip
+    tiny = Case(mem, basic, "vectorAdd", (1, 1, 1), (1, 1, 1), [a[:1].copy(), b[:1].copy(), c[:1].copy(), 1], [2])
+    big = 1024
+    A2 = rng.standard_normal((big, big)).astype(np.float32)
+    C2 = np.zeros((big, big), np.float32)
+    long_case = Case(mem, linalg, "matmul", (big // 16, big // 16, 1), (16, 16, 1), [A2, A2, C2, big], [2])
+    if args.first_launch:
+        first_launches(cases + [("<<<1,1>>> vectorAdd", tiny, None)], args.repeat)
+        print("\nlong first launch: matmul 1024x1024 (cold)")
+        long_first_launch(long_case, 2)
+        return
     os.environ["GPUSHIM_PTX_JIT_TIER2"] = "off"  # tier 2 compiled below, explicitly, to time it
     print(f"{'case':30s} {'interp s':>9s} {'tier1 s':>9s} {'t2+chk s':>9s} {'tier2 s':>9s} {'t1 x':>6s} {'t2c x':>6s} "
           f"{'t2 x':>6s} {'C -O2 s':>9s} {'t2c/C':>6s} {'t2/C':>6s} {'t1 ms':>6s} {'t2 ms':>6s}")  # fmt: skip
@@ -173,7 +265,9 @@ def main() -> None:
         print(f"{name:30s} {ti:9.4f} {t1:9.4f} {t2c:9.4f} {t2:9.4f} {ti / t1:5.1f}x {ti / t2c:5.1f}x {ti / t2:5.1f}x "
               f"{tc:9.5f} {t2c / tc:5.1f}x {t2 / tc:5.1f}x {c1:6.0f} {c2:6.0f}"
               + ("" if jk.unchecked is None else f"  (no check pass: {jk.unchecked})"))
-    tiny = Case(mem, basic, "vectorAdd", (1, 1, 1), (1, 1, 1), [a[:1].copy(), b[:1].copy(), c[:1].copy(), 1], [2])
+    first_launches(cases + [("<<<1,1>>> vectorAdd", tiny, None)], args.repeat)
+    print("\nlong first launch: matmul 1024x1024 (cold)")
+    long_first_launch(long_case, 2)
     print(f"\n{'<<<1,1>>> vectorAdd launch':30s} {'interp us':>9s} {'jit us':>9s}")
     us = {}
     for engine in ("interp", "jit"):

@@ -17,6 +17,8 @@ from gpushim.ptx import devrt
 from gpushim.ptx.compiler import Kernel, compile_kernel
 from gpushim.ptx.errors import PtxError, PtxUnsupported
 from gpushim.ptx.jit import engine as jit_engine
+from gpushim.ptx.jit.pending import Handoff, Pending
+from gpushim.ptx.jit.pending import background as jit_background
 from gpushim.ptx.link import align_up, function_address, link_kernel
 from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
 from gpushim.ptx.operands import GRID_WORKSPACE, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
@@ -33,6 +35,8 @@ MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_SHARED_BYTES = 232448  # 227 KiB, the opt-in maximum per block of sm_80/sm_90
 MAX_PLANS = 64  # cached launch configurations per module
 CO_RESIDENT_THREADS = 132 * 2048  # threads resident at once on the emulated device (SMs x threads per SM)
+BACKGROUND_COMPILE_THREADS = 1 << 15  # launches of at most this many threads do not wait for a kernel's code
+HANDOFF_BATCH_THREADS = 4096  # threads per batch while the kernel compiles in the background (jit/pending.py)
 CACHED_BATCH_THREADS = 4096  # launches of at most this many threads keep their batch constants in the plan
 _BLOCK_SPECIALS = frozenset({"%ctaid.x", "%ctaid.y", "%ctaid.z", "%smid"})
 
@@ -215,7 +219,15 @@ class PtxModule:
         if self.engine != "interp" and self.source_hash and not plan.grid_sync:
             jk = self._jit.get(kernel, _UNSEEN)
             if jk is _UNSEEN:
-                jk = self.jit_kernel(kernel)
+                # small launches start on the interpreter while the kernel compiles in the background; larger
+                # ones wait for the code (interpreting them costs more than the compile: bench/README.md)
+                background = self.engine == "auto" and plan.nblocks * plan.geo.tpb <= BACKGROUND_COMPILE_THREADS
+                jk = self.jit_kernel(kernel, wait=not (background and jit_background()))
+                if isinstance(jk, Pending):  # compiling in the background: the interpreter starts the launch
+                    pbuf = np.frombuffer(bytearray(params) + plan.param_pad, np.uint8)
+                    count = self._interpret_until_compiled(jk, plan, kernel, shared_bytes, memory, symbols, pbuf,
+                                                           psize, output)  # fmt: skip
+                    return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
             if jk is not None and self.engine != "diff":  # the JIT copies the bytes: no numpy buffer to build
                 count = jk.launch(plan, shared_bytes, memory, symbols, bytes(params) + plan.param_pad, psize,
                                   self.watchdog_s)
@@ -322,13 +334,28 @@ class PtxModule:
         deadline = time.monotonic() + self.watchdog_s
         return _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline)
 
-    def jit_kernel(self, kernel: str):
-        """The kernel compiled to native code (gpushim.ptx.jit), or None when it runs on the interpreter."""
+    def jit_kernel(self, kernel: str, wait: bool = True):
+        """The kernel compiled to native code (gpushim.ptx.jit), or None when it runs on the interpreter; with
+        wait=False a jit.pending.Pending while it compiles in the background."""
         from gpushim.ptx.jit.kernel import get_kernel
 
-        jk = get_kernel(self._mod, self._compiled[kernel].prog, self.source_hash, f"{self.name}:{kernel}")
-        self._jit[kernel] = jk  # what launches use from now on (asking get_kernel costs a launch ~1 µs)
+        jk = get_kernel(self._mod, self._compiled[kernel].prog, self.source_hash, f"{self.name}:{kernel}", wait)
+        if not isinstance(jk, Pending):
+            self._jit[kernel] = jk  # what launches use from now on (asking get_kernel costs a launch ~1 µs)
         return jk
+
+    def _interpret_until_compiled(self, pending: Pending, plan, kernel, shared_bytes, memory, symbols, pbuf, psize,
+                                  output) -> int:  # fmt: skip
+        """The interpreter runs the launch batch after batch until the kernel's compile is done; the compiled
+        code runs the blocks left (blocks are independent: the JIT runs no grid sync or printf)."""
+        deadline = time.monotonic() + self.watchdog_s
+        try:
+            return _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline,
+                                    pending.ready)  # fmt: skip
+        except Handoff as h:
+            jk = self.jit_kernel(kernel)  # compiled: at once
+            left = max(deadline - time.monotonic(), 1e-3)
+            return h.count + jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, left, begin=h.block)
 
     def apply_relocations(self, memory, symbols: dict[str, int]) -> None:
         """Write the address initialisers (GlobalVar.relocs) of the module's variables placed at `symbols`.
@@ -354,13 +381,21 @@ class PtxModule:
         self._relocated.add(key)
 
 
-def _run(plan: _Plan, kernel: str, shared_bytes: int, memory, symbols, pbuf, psize: int, output, deadline) -> int:
-    """Run every batch of a launch; the thread-instructions executed."""
+def _run(plan: _Plan, kernel: str, shared_bytes: int, memory, symbols, pbuf, psize: int, output, deadline,
+         handoff=None) -> int:  # fmt: skip
+    """Run every batch of a launch; the thread-instructions executed. handoff(): asked between batches, True
+    raises jit.pending.Handoff (the compiled code runs the rest)."""
     kern = plan.kern
     count = 0
     nblocks, k = plan.nblocks, plan.k
+    cached = plan.batch
+    if handoff is not None and k * plan.geo.tpb > HANDOFF_BATCH_THREADS:
+        k = max(1, HANDOFF_BATCH_THREADS // plan.geo.tpb)  # smaller batches: the compiled code takes over sooner
+        cached = None
     for b0 in range(0, nblocks, k):
-        batch = plan.batch or Batch(plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes, plan.specials)
+        if b0 and handoff is not None and handoff():
+            raise Handoff(count, b0)
+        batch = cached or Batch(plan.geo, b0, min(k, nblocks - b0), plan.shared_total, shared_bytes, plan.specials)
         st = State(kern, batch, memory, symbols, pbuf, psize, output)
         try:
             run_batch(kern, st, deadline)

@@ -152,6 +152,8 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
             a = b.alloca(lt, name=name.replace("%", "r_"))
             b.store(ir.Constant(lt, 0), a)
             self.regs[name] = (a, lt)
+        self._known: dict[str, ir.Value] = {}  # register -> its value, valid in block self._known_blk (_reg)
+        self._known_blk = None
         self.pending = 0  # instructions counted since the count was last updated (updated per straight run)
         # constants of the launch
         self.arena = self._ctx_ptr(L.ARENA)
@@ -240,10 +242,29 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
             self.b.branch(self.exit_blk)
 
     # -- operands -------------------------------------------------------------------------------------------
+    def _reg(self, name: str):
+        """The value of a register: the value last stored or loaded in the current LLVM block, else a load (less
+        IR for Python to build and print and for LLVM to parse and promote). Every store to a register's alloca
+        in a block goes through write(), or happens in a block of its own (barrier resume points)."""
+        if self._known_blk is not self.b.block:
+            self._known = {}
+            self._known_blk = self.b.block
+        v = self._known.get(name)
+        if v is None:
+            v = self._known[name] = self.b.load(self.regs[name][0])
+        return v
+
     def _conv_bits(self, v, to: ir.IntType, signed: bool):
         w, tw = v.type.width, to.width
         if w == tw:
             return v
+        if isinstance(v, ir.Constant) and isinstance(v.constant, int):  # folded here: less IR
+            x = v.constant & ((1 << w) - 1)
+            if tw == 1:
+                return ir.Constant(to, int(x != 0))
+            if signed and w > 1 and x >> (w - 1):
+                x -= 1 << w
+            return ir.Constant(to, x & ((1 << tw) - 1))
         if tw == 1:
             return self.b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
         if w > tw:
@@ -257,7 +278,7 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
             return b.not_(self.read(op.inner, "pred"))
         if isinstance(op, Reg):
             if op.name in self.regs:
-                v = b.load(self.regs[op.name][0])
+                v = self._reg(op.name)
             else:
                 v = self._special(op.name)
             return self._from_bits(v, typ, lt)
@@ -318,7 +339,12 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
             bits = b.bitcast(v, ir.IntType(32 if v.type == F32 else 64))
         else:
             bits = v
-        b.store(self._conv_bits(bits, rt, typ[0] == "s"), a)
+        v = self._conv_bits(bits, rt, typ[0] == "s")
+        b.store(v, a)
+        if self._known_blk is not b.block:
+            self._known = {}
+            self._known_blk = b.block
+        self._known[op.name] = v
 
     def _special(self, name: str):
         b = self.b
@@ -376,10 +402,10 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
             return self._sym_space(base.name), self._sym_addr(base.name, base.offset + op.offset)
         if base.name not in self.regs:
             raise JitUnsupported(f"address register {base.name}")
-        a, rt = self.regs[base.name]
+        _, rt = self.regs[base.name]
         if rt.width not in (32, 64):
             raise JitUnsupported("narrow address register")
-        v = self.b.load(a)
+        v = self._reg(base.name)
         if op.offset & ((1 << rt.width) - 1):  # (no add of 0: less IR to compile)
             v = self.b.add(v, ir.Constant(rt, op.offset & ((1 << rt.width) - 1)))
         return None, self.b.zext(v, I64) if rt.width == 32 else v
@@ -525,6 +551,7 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         self.barriers.append(blk)
         self.dispatch.add_case(ir.Constant(I32, k), blk)
         b.position_at_end(blk)
+        self._known_blk = None  # (stores below bypass write())
         for j, (a, rt) in live:
             v = self._tag(b.load(self._spill_slot(j)), "spill")
             b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
@@ -558,7 +585,7 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     g.unchecked = why_unchecked(prog)
     if tier == 1 or g.unchecked is not None:
         exact = g._thread_fn("exact")
-        g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers)))
+        g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers), yieldable=tier == 1))
         return g
     check = g._check_fn(g._thread_fn("check"), g.check_sites)
     fast = g._thread_fn("fast")

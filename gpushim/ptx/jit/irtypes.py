@@ -23,6 +23,7 @@ _CMP_I = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", 
 _CMP_F = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _NOPS = {"membar", "fence", "prefetch", "prefetchu", "nanosleep", "pmevent", "discard", "griddepcontrol"}
 ERR_RET = -2
+YIELD_RET = -3  # a launch function stopped between blocks for tier 2 (layout.YIELD)
 
 
 def _ftype(t: str):

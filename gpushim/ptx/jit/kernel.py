@@ -17,12 +17,15 @@ from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.jit import diskcache, log
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
+from gpushim.ptx.jit.pending import Pending
+from gpushim.ptx.jit.tierup import tierup
 from gpushim.ptx.link import Program, align_up
 from gpushim.ptx.nodes import Module
 
 _lock = threading.Lock()
+_lock_init = threading.Lock()
 _initialised = False
-_cache: dict[tuple[str, str], JitKernel | str] = {}  # (PTX hash, kernel) -> compiled kernel or why not
+_cache: dict[tuple[str, str], JitKernel | str | Pending] = {}  # (PTX hash, kernel) -> compiled kernel or why not
 _CACHE_MAX = 512
 _dead = weakref.ref(np.zeros(0))  # a weak reference to nothing
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
@@ -37,9 +40,11 @@ def _tm(tier: int = 2):
     (LLVM's -O0 instruction selection would save a third of tier 1's compile time but runs 3-5x slower.)"""
     global _initialised
     if not _initialised:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _initialised = True
+        with _lock_init:  # compiles run in several threads
+            if not _initialised:
+                llvm.initialize_native_target()
+                llvm.initialize_native_asmprinter()
+                _initialised = True
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
         cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2
@@ -200,6 +205,8 @@ class JitKernel:
         self.t2: _Code | None = None
         self.t2_state = "none"
         self.tier2_runs = self.tier2_declined = 0  # launches on tier 2; of those, run by tier 1 after the check
+        self.tier2_switches = 0  # launches begun on tier 1 and finished on tier 2 (tierup.py)
+        self.handoffs = 0  # launches begun on the interpreter while this kernel compiled (pending.py)
         self.reuse_checks = True  # False: every launch runs the check pass (bench/ptx_bench.py measures it)
         self._hot = 0.0
         self._t2_lock = threading.Lock()
@@ -230,14 +237,62 @@ class JitKernel:
                 return None
             log.debug("PTX kernel %s: tier 2 compiled in %.1f ms", self.kernel, code.compile_s * 1e3)
             self.t2 = code
+            tierup.ready(self)  # running tier-1 launches go on in tier 2 from their next block
             self.t2_state = "ready"
             return code
 
     def _ran(self, seconds: float) -> None:
         self._hot += seconds
-        if self._hot >= HOT_S and self.t2_state == "none":
+        if self._hot >= HOT_S:
+            self.queue_tier2()
+
+    def queue_tier2(self) -> None:
+        """Compile tier 2 in the background (once)."""
+        if self.t2_state == "none":
             self.t2_state = "queued"
             _tier2_queue.put(self)
+
+    def _tier1_then_tier2(self, ws: dict) -> tuple[int, _Code]:
+        """Run the launch on tier 1 while tier 2 is not there yet; when tier 2 becomes ready meanwhile (compiled
+        in the background, queued once this kernel ran HOT_S on tier 1, this launch included: tierup.py), the
+        blocks not yet run go to tier 2. (rc, the code whose sites describe a fault.)"""
+        mv = ws["mv"]
+        if ws["nblocks"] == 1:  # nothing to switch between: the cheap way (tier 2 queued after it, if hot)
+            t0 = time.perf_counter()
+            rc = self.t1.run(ws["ctx_addr"])
+            if self.t2_state == "none":
+                self._ran(time.perf_counter() - t0)
+            return rc, self.t1
+        hot_in = max(HOT_S - self._hot, 0.0) if self.t2_state == "none" else None
+        token = tierup.watch(self, ws["ctx"], hot_in)
+        t0 = time.perf_counter()
+        try:
+            rc = self.t1.run(ws["ctx_addr"])
+        finally:
+            tierup.done(token)
+            mv[L.YIELD] = 0  # (set during the last block: no later launch of this workspace may see it)
+        if self.t2_state == "none":
+            self._ran(time.perf_counter() - t0)
+        if rc != 3:
+            return rc, self.t1
+        # blocks [0, BEGIN) ran on tier 1; tier 2 (its check pass over the remaining blocks first) runs the rest
+        count = mv[L.COUNT]
+        mv[L.SKIPCHECK] = 0  # a verdict covers whole launches; this one is checked anew
+        code = self.t2
+        assert code is not None  # YIELD is set only once tier 2 is there
+        self.tier2_runs += 1
+        self.tier2_switches += 1
+        log.debug("PTX kernel %s: blocks %d.. of a launch run on tier 2", self.kernel, int(mv[L.BEGIN]))
+        try:
+            rc = code.run(ws["ctx_addr"])
+            if rc == 2:  # an access of the remaining blocks may fail: the exact code runs them
+                self.tier2_declined += 1
+                code = self.t1
+                rc = code.run(ws["ctx_addr"])
+            mv[L.COUNT] += count
+        finally:
+            mv[L.BEGIN] = 0
+        return rc, code
 
     def _workspace(self, plan, shared_bytes: int) -> dict:
         """Buffers and the context of a launch, reused by later launches of the same configuration (a pool:
@@ -258,6 +313,7 @@ class JitKernel:
         lo_stride = align_up(max(prog.frame_bytes, 1), 16)
         ws = {
             "key": key,
+            "nblocks": plan.nblocks,
             "ctx": np.zeros(L.SLOTS, np.int64),
             "shbuf": np.zeros(max(plan.shared_total, 1) + 16, np.uint8),
             "lobuf": np.zeros(tpb * lo_stride if prog.frame_bytes else 16, np.uint8),
@@ -289,8 +345,10 @@ class JitKernel:
         ws["deadline"] = _watchdog.register(ctx)
         return ws
 
-    def launch(self, plan, shared_bytes: int, memory, symbols, pbuf, psize: int, watchdog_s: float) -> int:
-        """Run every block of a launch; the thread-instructions executed. Raises CudaError as the interpreter.
+    def launch(self, plan, shared_bytes: int, memory, symbols, pbuf, psize: int, watchdog_s: float,
+               begin: int = 0) -> int:
+        """Run every block of a launch (from block `begin`: the interpreter ran the others, pending.py); the
+        thread-instructions executed. Raises CudaError as the interpreter.
         pbuf: the parameters and their zero padding (bytes, or a numpy array of uint8)."""
         ws = self._workspace(plan, shared_bytes)
         try:
@@ -338,6 +396,13 @@ class JitKernel:
                 mv[L.SKIPCHECK] = self.reuse_checks and ws["checked"] == params
             mv[L.ERR] = 0
             mv[L.ABORT] = 0
+            if begin:  # (a check verdict covers whole launches: none is recorded for this one)
+                self.handoffs += 1
+                log.debug("PTX kernel %s: blocks %d.. of a launch run compiled (the interpreter ran the others)",
+                          self.kernel, begin)  # fmt: skip
+                mv[L.BEGIN] = begin
+                params = None
+                mv[L.SKIPCHECK] = 0
             deadline = ws["deadline"]
             deadline[0] = time.monotonic() + watchdog_s
             try:
@@ -350,16 +415,15 @@ class JitKernel:
                         rc = code.run(ws["ctx_addr"])
                     elif rc == 0 and params is not None:
                         ws["checked"] = params
+                elif self.t2_state in ("none", "queued"):  # tier 2 may become ready during the launch
+                    rc, code = self._tier1_then_tier2(ws)
                 else:
                     code = self.t1
-                    if self.t2_state == "none":
-                        t0 = time.perf_counter()
-                        rc = code.run(ws["ctx_addr"])
-                        self._ran(time.perf_counter() - t0)
-                    else:
-                        rc = code.run(ws["ctx_addr"])
+                    rc = code.run(ws["ctx_addr"])
             finally:
                 deadline[0] = 0.0
+                if begin:
+                    mv[L.BEGIN] = 0
             if rc:
                 geo = plan.geo
                 raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
@@ -383,27 +447,88 @@ class JitKernel:
         return CudaError(code, f"{msg} at {addr:#x} by {who}")
 
 
-def get_kernel(mod: Module, prog: Program, source_hash: str, name: str) -> JitKernel | None:
-    """The compiled kernel, or None when the JIT does not support it (logged once per PTX and kernel)."""
+def _compile(mod: Module, prog: Program, name: str, key: str) -> JitKernel | str:
+    """Tier 1 of a kernel, or why the JIT does not run it (logged)."""
+    try:
+        jk = JitKernel(mod, prog, name, key)
+        log.debug("compiled %s in %.1f ms", prog.kernel, jk.compile_s * 1e3)
+        return jk
+    except JitUnsupported as e:
+        log.info("PTX kernel %s runs on the interpreter: the JIT does not support %s", prog.kernel, e)
+        return f"{e}"
+    except Exception as e:  # a JIT bug: the interpreter still runs the kernel
+        why = f"internal error of the JIT: {type(e).__name__}: {e}"
+        log.warning("PTX kernel %s runs on the interpreter: %s", prog.kernel, why)
+        return why
+
+
+def _put(key: tuple[str, str], hit: JitKernel | str | Pending) -> None:
+    if len(_cache) >= _CACHE_MAX:
+        _cache.clear()
+    _cache[key] = hit
+
+
+class _Tier1Queue:
+    """Background tier-1 compiles (pending.py), one at a time, in their own thread (not behind tier 2's)."""
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, job) -> None:
+        self._q.put(job)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ptx-jit-tier1", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self._q.get()()
+            except Exception:  # (_compile catches the JIT's errors; this thread must outlive anything else)
+                log.exception("background compile of a PTX kernel failed")
+
+
+_tier1_queue = _Tier1Queue()
+
+
+def get_kernel(
+    mod: Module, prog: Program, source_hash: str, name: str, wait: bool = True
+) -> JitKernel | Pending | None:
+    """The compiled kernel, or None when the JIT does not support it (logged once per PTX and kernel). With
+    wait=False a kernel not compiled yet (and not in the disk cache) compiles in the background and the answer
+    is a Pending; later calls answer the same Pending until the compile is done (wait=True waits for it)."""
     key = (source_hash, prog.kernel)
     hit = _cache.get(key)  # the common case, without the lock
-    if hit is not None:
-        return hit if isinstance(hit, JitKernel) else None
-    with _lock:
-        hit = _cache.get(key)
-        if hit is None:
-            try:
-                hit = JitKernel(mod, prog, name, diskcache.key(source_hash, prog.kernel))
-                log.debug("compiled %s in %.1f ms", prog.kernel, hit.compile_s * 1e3)
-            except JitUnsupported as e:
-                hit = f"{e}"
-                log.info("PTX kernel %s runs on the interpreter: the JIT does not support %s", prog.kernel, e)
-            except Exception as e:  # a JIT bug: the interpreter still runs the kernel
-                hit = f"internal error of the JIT: {type(e).__name__}: {e}"
-                log.warning("PTX kernel %s runs on the interpreter: %s", prog.kernel, hit)
-            if len(_cache) >= _CACHE_MAX:
-                _cache.clear()
-            _cache[key] = hit
+    if hit is None:
+        with _lock:
+            hit = _cache.get(key)
+            if hit is None:
+                dkey = diskcache.key(source_hash, prog.kernel)
+                if wait or diskcache.load(dkey) is not None:  # (from the disk: milliseconds)
+                    hit = _compile(mod, prog, name, dkey)
+                else:
+                    hit = pending = Pending()
+
+                    def job() -> None:
+                        done: JitKernel | str = "the background compile did not finish"
+                        try:
+                            done = _compile(mod, prog, name, dkey)
+                        finally:
+                            with _lock:
+                                if _cache.get(key) is pending:
+                                    _cache[key] = done
+                            pending.finish(isinstance(done, JitKernel))
+
+                    _tier1_queue.put(job)
+                _put(key, hit)
+    if isinstance(hit, Pending):
+        if not wait:
+            return hit
+        hit.wait()
+        return get_kernel(mod, prog, source_hash, name)
     return hit if isinstance(hit, JitKernel) else None
 
 

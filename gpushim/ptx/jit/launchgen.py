@@ -7,7 +7,7 @@ from llvmlite import ir
 
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import layout as L
-from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, P8, P64
+from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, P8, P64, YIELD_RET
 
 
 class LaunchOps:
@@ -19,9 +19,11 @@ class LaunchOps:
         gx, gy = self._slot(b, ctx, L.GRID), self._slot(b, ctx, L.GRID + 1)
         return b.urem(bi, gx), b.urem(b.udiv(bi, gx), gy), b.udiv(bi, b.mul(gx, gy))
 
-    def _block_loop(self, f: ir.Function, b: ir.IRBuilder, ctx, body) -> None:
+    def _block_loop(self, f: ir.Function, b: ir.IRBuilder, ctx, body, cnt=None) -> None:
         """for bi in [BEGIN, END): body(bi) (emits the block's code, ends where the block is done); between
-        blocks the watchdog flag is polled. The builder ends in the block after the loop."""
+        blocks the watchdog flag is polled, and with cnt (the count's alloca) the YIELD flag: when set, the
+        count goes to the context, BEGIN becomes the next block and the function returns YIELD_RET (the
+        launch goes on in tier 2; blocks are independent). The builder ends in the block after the loop."""
         begin, end = self._slot(b, ctx, L.BEGIN), self._slot(b, ctx, L.END)
         entry = b.block
         head = f.append_basic_block("blocks")
@@ -39,7 +41,18 @@ class LaunchOps:
         cont = f.append_basic_block("cont")
         b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I64, 0)), stop, cont)
         b.position_at_end(cont)
-        bi.add_incoming(b.add(bi, ir.Constant(I64, 1)), cont)
+        nxt = b.add(bi, ir.Constant(I64, 1))
+        if cnt is not None:
+            flag = b.load_atomic(b.gep(ctx, [ir.Constant(I32, L.YIELD)]), "monotonic", 8)
+            yld = f.append_basic_block("yield")
+            go = f.append_basic_block("next_block")
+            b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I64, 0)), yld, go).set_weights([1, 1 << 20])
+            b.position_at_end(yld)
+            b.store(b.load(cnt), b.gep(ctx, [ir.Constant(I32, L.COUNT)]))
+            b.store(nxt, b.gep(ctx, [ir.Constant(I32, L.BEGIN)]))
+            b.ret(ir.Constant(I32, YIELD_RET))
+            b.position_at_end(go)
+        bi.add_incoming(nxt, b.block)
         b.branch(head)
         b.position_at_end(stop)
         b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
@@ -162,10 +175,11 @@ class LaunchOps:
         b.branch(head)
 
     def _launch_fn(self, name: str, thread: ir.Function, ncache: int, barriers: bool,
-                   regions: int = 0) -> ir.Function:
+                   regions: int = 0, yieldable: bool = False) -> ir.Function:
         """@name(ctx) -> 0, or ERR_RET with the fault in the context: every block of the launch, with `thread`
         (exact or fast mode) for each thread: once each without barriers, else round after round, each thread
-        from where it stopped, until all exited (COX/CuPBoP's barrier regions)."""
+        from where it stopped, until all exited (COX/CuPBoP's barrier regions). yieldable: YIELD_RET between
+        blocks when the YIELD flag is set (_block_loop)."""
         f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name=name)
         f.linkage = "internal"
         (ctx,) = f.args
@@ -263,7 +277,7 @@ class LaunchOps:
             b.ret(ir.Constant(I32, ERR_RET))
             b.position_at_end(blk_next)
 
-        self._block_loop(f, b, ctx, block)
+        self._block_loop(f, b, ctx, block, cnt if yieldable else None)
         b.store(b.load(cnt), b.gep(ctx, [ir.Constant(I32, L.COUNT)]))
         b.ret(ir.Constant(I32, 0))
         b.position_at_end(failed)
@@ -321,7 +335,9 @@ class LaunchOps:
 
     def _run_fn(self, inner: ir.Function, check: ir.Function | None = None) -> None:
         """@run(ctx) -> 0; 1 with the fault in the context; 2 (tier 2 only) when the check pass found an access
-        that may fail: the caller then runs tier 1's exact code, which reports the fault as the interpreter."""
+        that may fail: the caller then runs tier 1's exact code, which reports the fault as the interpreter;
+        3 (tier 1 only) when it stopped between blocks for tier 2 (YIELD: BEGIN is the next block, COUNT the
+        count so far)."""
         f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name="run")
         (ctx,) = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
@@ -340,4 +356,5 @@ class LaunchOps:
             b.ret(b.select(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), one, ir.Constant(I32, 2)))
             b.position_at_end(go)
         r = b.call(inner, [ctx])
-        b.ret(b.select(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), one, zero))
+        rc = b.select(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), one, zero)
+        b.ret(b.select(b.icmp_signed("==", r, ir.Constant(I32, YIELD_RET)), ir.Constant(I32, 3), rc))

@@ -29,5 +29,6 @@ END = 27  # one past the last block
 ABORT = 28  # set by the watchdog
 LOSTRIDE = 29  # bytes between two threads' local frames
 SKIPCHECK = 30  # 1: an identical launch (parameters, configuration, allocations) passed the check pass
+YIELD = 31  # set when tier 2 is ready: tier 1's block loop stops after the current block (BEGIN: the next one)
 
 SLOTS = 32
