@@ -35,14 +35,15 @@ from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_mem import MemOps
-from gpushim.ptx.jit.remat import Remat
+from gpushim.ptx.jit.ops_warp import WarpOps, is_collective
+from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
+class Codegen(AluOps, FloatOps, MemOps, WarpOps, LaunchOps):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -164,10 +165,12 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
         # registers live after some barrier get a slot each in the thread's spill area (the others none)
         code = self.prog.code
-        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
+        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
         self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
         if not hasattr(self, "remat"):
             self.remat = Remat(self.prog)
+            if self.bar_idx and not self.remat.idom:  # collectives only (Remat looks for barriers)
+                self.remat.idom = dominators(self.prog)
         # per barrier: the definitions that recompute some live registers at its resume point, the others
         self.bar_plan = {}
         for i, live in self.live.items():
@@ -176,6 +179,7 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         across = set().union(*(sp for _, sp in self.bar_plan.values())) if self.bar_plan else set()
         self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
         self.nspill = max(len(self.slot_of), 1)
+        self._coll_setup()  # warp collectives: their slots (ops_warp.py)
         self.spill = self._ctx_ptr(L.SPILL, P64)  # slot j of thread t at [j * threads per block + t]
         self.syms = self._ctx_ptr(L.SYMS, P64)
         bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
@@ -436,6 +440,9 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         if op in ("bra", "ret", "exit"):
             self._control(ins)
             return
+        if is_collective(ins):
+            self._collective(ins)
+            return
         if op in ("bar", "barrier"):
             if ins.guard is not None:
                 raise JitUnsupported("predicated barrier")
@@ -563,5 +570,6 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     check = g._check_fn(g._thread_fn("check"), g.check_sites)
     fast = g._thread_fn("fast")
     barriers = bool(g.barriers)
-    g._run_fn(g._launch_fn("run_fast", fast, 0, barriers, len(g.barriers) + 1 if barriers else 0), check)
+    regions = len(g.barriers) + 1 if barriers and not g.coll_at else 0  # (collectives: ops_warp's rounds)
+    g._run_fn(g._launch_fn("run_fast", fast, 0, barriers, regions), check)
     return g

@@ -196,6 +196,7 @@ class JitKernel:
         self.t2: _Code | None = None
         self.t2_state = "none"
         self.tier2_runs = self.tier2_declined = 0  # launches on tier 2; of those, run by tier 1 after the check
+        self.undef_logged = False  # a shuffle read a lane that was not at it (logged once)
         self.reuse_checks = True  # False: every launch runs the check pass (bench/ptx_bench.py measures it)
         self._hot = 0.0
         self._t2_lock = threading.Lock()
@@ -325,6 +326,7 @@ class JitKernel:
                 mv[L.SKIPCHECK] = self.reuse_checks and ws["checked"] == params
             mv[L.ERR] = 0
             mv[L.ABORT] = 0
+            mv[L.UNDEF] = 0
             token = _watchdog.watch(ctx, time.monotonic() + watchdog_s)
             try:
                 if code is not None:
@@ -349,6 +351,10 @@ class JitKernel:
             if rc:
                 geo = plan.geo
                 raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
+            if mv[L.UNDEF] and not self.undef_logged:
+                self.undef_logged = True
+                log.warning("PTX kernel %s: a shuffle read a lane that was not at it (undefined in CUDA; the "
+                            "interpreter may return another value)", self.kernel)
             return mv[L.COUNT]
         finally:
             self._pools.setdefault(ws["key"], []).append(ws)

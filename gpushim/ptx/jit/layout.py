@@ -29,5 +29,6 @@ END = 27  # one past the last block
 ABORT = 28  # set by the watchdog
 LOSTRIDE = 29  # bytes between two threads' local frames
 SKIPCHECK = 30  # 1: an identical launch (parameters, configuration, allocations) passed the check pass
+UNDEF = 31  # set when a shuffle read a lane that was not at it (undefined in CUDA; ops_warp.py)
 
 SLOTS = 32

@@ -10,6 +10,7 @@ Kernel parameters and constant memory do not change during a launch: reading the
 from __future__ import annotations
 
 from gpushim.ptx.jit.liveness import _NO_DEST, _regs
+from gpushim.ptx.jit.ops_warp import is_collective
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Instr, Reg
 
@@ -18,6 +19,8 @@ _MEM = {"ld", "ldu", "st", "atom", "red"}
 
 def _reads_memory(ins: Instr) -> bool:
     op = ins.parts[0]
+    if is_collective(ins):  # other threads' values: the check pass runs each thread alone
+        return True
     if op in ("atom", "red"):
         return True
     if op not in ("ld", "ldu"):

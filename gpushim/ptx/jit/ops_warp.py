@@ -1,0 +1,539 @@
+"""Warp collectives in the compiling engine (a mixin of codegen.Codegen): shfl, vote, match, redux, activemask,
+bar.warp.sync — the "hierarchical collapsing" of CuPBoP/COX, with the interpreter's semantics.
+
+A thread reaching a collective stores its operands in its collective slots (after its saved registers in the
+spill area: CA the value, CB the lane/mask word, CG its guard) and stops there like at a barrier (a resume
+point). The launch function (`_coll_rounds`) runs every runnable thread of the block to its next stop, then
+runs each warp whose live lanes all wait at the same collective: `@combine` computes the results of every lane
+of the warp that executes it (CR, CP) from the slots of the lanes there, and those lanes resume, read their
+results and go on. As in the interpreter (scheduler.py), a collective runs once every live lane of the warp
+arrived; when no thread can run and no warp is complete, the collective with the lowest program counter runs
+with the lanes that arrived (its starvation override), and when every live thread waits at a barrier the
+barrier releases. `activemask` is a collective here (the lanes at it), as its result is in the interpreter
+(the threads of the group running it).
+
+A shuffle whose source lane (inside the block) is not at the shuffle reads a value CUDA leaves undefined (the
+interpreter returns that thread's register as it is at that moment): the JIT returns the source lane's
+last collective operand and flags the launch (kernel.py logs a warning; the engines may differ there).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
+from gpushim.ptx.nodes import Instr, PredPair, Reg
+
+_OPS = ("shfl", "vote", "activemask", "match", "redux")
+NSLOTS = 5  # CA, CB, CG, CR, CP
+CA, CB, CG, CR, CP = range(NSLOTS)
+
+
+def is_collective(ins: Instr) -> bool:
+    p = ins.parts
+    return p[0] in _OPS or (p[0] == "bar" and len(p) > 1 and p[1] == "warp")
+
+
+def coll_form(ins: Instr) -> tuple[str, str]:
+    """(kind, mode) of a collective the JIT supports; JitUnsupported for the others."""
+    p = ins.parts
+    s = set(p[1:])
+    op = p[0]
+    if op == "bar":
+        if p[1:] != ["warp", "sync"] or len(ins.args) != 1:
+            raise JitUnsupported(ins.op)
+        return "syncwarp", ""
+    if op == "activemask":
+        if p[1:] != ["b32"] or len(ins.args) != 1:
+            raise JitUnsupported(ins.op)
+        return "activemask", ""
+    if op == "shfl":
+        mode = next((m for m in ("up", "down", "bfly", "idx") if m in s), None)
+        if mode is None or p[-1] != "b32" or len(ins.args) not in (4, 5):
+            raise JitUnsupported(ins.op)
+        return "shfl", mode
+    if op == "vote":
+        mode = next((m for m in ("all", "any", "uni", "ballot") if m in s), None)
+        want = "b32" if mode == "ballot" else "pred"
+        if mode is None or p[-1] != want or len(ins.args) not in (2, 3) or isinstance(ins.args[0], PredPair):
+            raise JitUnsupported(ins.op)
+        return "vote", mode
+    if op == "match":
+        mode = "all" if "all" in s else "any" if "any" in s else None
+        if mode is None or p[-1] not in ("b32", "b64") or len(ins.args) != 3:
+            raise JitUnsupported(ins.op)
+        if mode == "any" and isinstance(ins.args[0], PredPair):
+            raise JitUnsupported(ins.op)
+        return "match", mode
+    if op == "redux":
+        mode = next((m for m in ("add", "min", "max", "and", "or", "xor") if m in s), None)
+        if mode is None or p[-1] not in ("u32", "s32", "b32") or len(ins.args) not in (2, 3):
+            raise JitUnsupported(ins.op)
+        return "redux", mode
+    raise JitUnsupported(ins.op)
+
+
+def coll_dests(ins: Instr) -> set[str]:
+    d = ins.args[0] if ins.args and ins.parts[0] != "bar" else None
+    if isinstance(d, Reg):
+        return {d.name}
+    if isinstance(d, PredPair):
+        return {r.name for r in (d.first, d.second) if r is not None}
+    return set()
+
+
+class WarpOps:
+    # -- the thread's side ----------------------------------------------------------------------------------
+    def _coll_setup(self) -> None:
+        """After the spill slots of the registers: the collective slots (only in kernels with collectives).
+        A collective's unguarded destinations are not saved across it (it writes them)."""
+        code = self.prog.code
+        self.coll_idx = [i for i in self.bar_idx if is_collective(code[i])]
+        self.coll_at: dict[int, int] = {}  # resume point -> instruction index
+        if not self.coll_idx:
+            return
+        for i in self.coll_idx:
+            coll_form(code[i])
+            if code[i].guard is None:
+                defs, spilled = self.bar_plan[i]
+                self.bar_plan[i] = (defs, spilled - coll_dests(code[i]))
+        across = set().union(*(sp for _, sp in self.bar_plan.values()))
+        self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
+        self.cbase = len(self.slot_of)
+        self.nspill = self.cbase + NSLOTS
+
+    def _cslot(self, j: int, t=None):
+        b = self.b
+        return b.gep(self.spill, [b.add(b.mul(ir.Constant(I64, self.cbase + j), self.tpb), self.t if t is None else t)])
+
+    def _collective(self, ins: Instr) -> None:
+        kind, mode = coll_form(ins)
+        b = self.b
+        if self.mode == "check":  # no other threads: any value (taint.py keeps addresses and branches off them)
+            if kind != "syncwarp":
+                self._coll_write(ins, kind, mode, ir.Constant(I64, 0), ir.Constant(I1, 0), check=True)
+            return
+        if ins.guard is None:
+            g = ir.Constant(I1, 1)
+        else:
+            g = self.read(Reg(ins.guard[0]), "pred")
+            if ins.guard[1]:
+                g = b.not_(g)
+        ca = cb = ir.Constant(I64, 0)
+        if kind == "shfl":
+            ca, cb = self._shfl_src(ins, mode)
+        elif kind == "vote":
+            ca = b.zext(self.read(ins.args[1], "pred"), I64)
+            cb = self._mask_word(ins, 2)
+        elif kind in ("match", "redux"):
+            typ = ins.parts[-1]
+            ca = b.zext(self.read(ins.args[1], typ), I64) if typ != "b64" else self.read(ins.args[1], typ)
+            cb = self._mask_word(ins, 2)
+        for j, v in ((CA, ca), (CB, cb), (CG, b.zext(g, I64))):
+            self._tag(b.store(v, self._cslot(j)), "spill")
+        # stop like at a barrier: save the live registers, return the resume point
+        k = len(self.barriers) + 1
+        self.coll_at[k] = self.i
+        defs, spilled = self.bar_plan[self.i]
+        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
+        for j, (a, _) in live:
+            self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
+        self._flush_count()
+        b.ret(ir.Constant(I32, k))
+        blk = self.f.append_basic_block(f"resume{k}")
+        self.barriers.append(blk)
+        self.dispatch.add_case(ir.Constant(I32, k), blk)
+        b.position_at_end(blk)
+        for j, (a, rt) in live:
+            v = self._tag(b.load(self._spill_slot(j)), "spill")
+            b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
+        here = self.i
+        for i in defs:
+            self.i, self.ins = i, self.prog.code[i]
+            self._body(self.ins, self.ins.parts[0])
+        self.i, self.ins = here, self.prog.code[here]
+        if kind == "syncwarp":
+            return
+        # the results, for a lane that executed it (its guard held)
+        went = b.icmp_unsigned("!=", self._tag(b.load(self._cslot(CG)), "spill"), ir.Constant(I64, 0))
+        yes = self.f.append_basic_block()
+        join = self.f.append_basic_block()
+        b.cbranch(went, yes, join)
+        b.position_at_end(yes)
+        r = self._tag(b.load(self._cslot(CR)), "spill")
+        p = b.trunc(self._tag(b.load(self._cslot(CP)), "spill"), I1)
+        self._coll_write(ins, kind, mode, r, p)
+        b.branch(join)
+        b.position_at_end(join)
+
+    def _mask_word(self, ins: Instr, pos: int):
+        """The member mask (the key that groups lanes: labeled partitions), 0 when the form has none."""
+        if len(ins.args) > pos:
+            return self.b.zext(self.read(ins.args[pos], "u32"), I64)
+        return ir.Constant(I64, 0)
+
+    def _shfl_src(self, ins: Instr, mode: str):
+        """(the value, the source lane j | the predicate << 32), as compile_shfl computes them."""
+        b = self.b
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        lane = b.urem(self.t, c64(32))
+        a = b.zext(self.read(ins.args[1], "b32"), I64)
+        bb = b.and_(b.zext(self.read(ins.args[2], "u32"), I64), c64(31))
+        c = b.zext(self.read(ins.args[3], "u32"), I64)
+        seg = b.and_(b.lshr(c, c64(8)), c64(0x1F))
+        nseg = b.xor(seg, c64(-1))
+        cval = b.and_(c, c64(0x1F))
+        maxl = b.or_(b.and_(lane, seg), b.and_(cval, nseg))
+        minl = b.and_(lane, seg)
+        if mode == "up":
+            j = b.sub(lane, bb)
+            pv = b.icmp_signed(">=", j, maxl)
+        elif mode == "down":
+            j = b.add(lane, bb)
+            pv = b.icmp_signed("<=", j, maxl)
+        elif mode == "bfly":
+            j = b.xor(lane, bb)
+            pv = b.icmp_signed("<=", j, maxl)
+        else:
+            j = b.or_(minl, b.and_(bb, nseg))
+            pv = b.icmp_signed("<=", j, maxl)
+        j = b.select(pv, j, lane)
+        return a, b.or_(j, b.shl(b.zext(pv, I64), c64(32)))
+
+    def _coll_write(self, ins: Instr, kind: str, mode: str, r, p, check: bool = False) -> None:
+        """Write a collective's results (r: i64 value, p: i1 predicate) to its destinations."""
+        b = self.b
+        if check and ins.guard is not None:
+            g = self.read(Reg(ins.guard[0]), "pred")
+            if ins.guard[1]:
+                g = b.not_(g)
+            yes = self.f.append_basic_block()
+            join = self.f.append_basic_block()
+            b.cbranch(g, yes, join)
+            b.position_at_end(yes)
+            self._coll_write(ins, kind, mode, r, p)
+            b.branch(join)
+            b.position_at_end(join)
+            return
+        d = ins.args[0]
+        if kind == "vote" and mode != "ballot":
+            self.write(d, b.icmp_unsigned("!=", r, ir.Constant(I64, 0)), "pred")
+            return
+        typ = ins.parts[-1] if kind in ("match", "redux") else "b32"
+        if kind == "match" and mode == "any":
+            typ = "b32"
+        if kind == "match":
+            typ = "b32"  # the lane mask
+        val = b.trunc(r, I32)
+        if isinstance(d, PredPair):
+            if d.first is not None:
+                self.write(d.first, val, typ)
+            if d.second is not None:
+                self.write(d.second, p, "pred")
+        else:
+            self.write(d, val, typ)
+
+    # -- the launch's side ----------------------------------------------------------------------------------
+    def _for(self, b: ir.IRBuilder, n, body) -> None:
+        """for i in [0, n) (i64): body(i); the builder ends after the loop."""
+        f = b.function
+        pre = b.block
+        head, blk, done = (f.append_basic_block(x) for x in ("for", "for_body", "for_done"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(ir.Constant(I64, 0), pre)
+        b.cbranch(b.icmp_signed("<", i, n), blk, done)
+        b.position_at_end(blk)
+        body(i)
+        i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def _if(self, b: ir.IRBuilder, cond, body) -> None:
+        f = b.function
+        yes, join = f.append_basic_block("if"), f.append_basic_block("fi")
+        b.cbranch(cond, yes, join)
+        b.position_at_end(yes)
+        body()
+        b.branch(join)
+        b.position_at_end(join)
+
+    def _combine_fn(self) -> ir.Function:
+        """@combine(ctx, spill, tpb, t0, k, part): the results of collective k for the lanes of the warp at t0
+        that execute it (part: the lanes there; those whose guard held execute it), as ops_warp.py (the
+        interpreter's) computes them."""
+        fty = ir.FunctionType(ir.VoidType(), [I64.as_pointer(), I64.as_pointer(), I64, I64, I32, I32])
+        f = ir.Function(self.m, fty, name=f"combine_{len(self.m.functions)}")
+        f.linkage = "internal"
+        ctx, spill, tpb, t0, k, part = f.args
+        b = ir.IRBuilder(f.append_basic_block("e"))
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        part64 = b.zext(part, I64)
+        nl = b.sub(tpb, t0)
+        nl = b.select(b.icmp_signed("<", nl, c64(32)), nl, c64(32))
+
+        def slot(j, lane):
+            return b.gep(spill, [b.add(b.mul(c64(self.cbase + j), tpb), b.add(t0, lane))])
+
+        def ld(j, lane):
+            return self._tag(b.load(slot(j, lane)), "spill")
+
+        def st(j, lane, v):
+            self._tag(b.store(v, slot(j, lane)), "spill")
+
+        def bit(mask, lane):
+            return b.trunc(b.and_(b.lshr(mask, lane), c64(1)), I1)
+
+        acc = b.alloca(I64, name="acc")
+        acc2 = b.alloca(I64, name="acc2")
+        act_a = b.alloca(I64, name="act")
+        b.store(c64(0), act_a)
+        self._for(b, nl, lambda lane: self._if(
+            b, b.and_(bit(part64, lane), b.icmp_unsigned("!=", ld(CG, lane), c64(0))),
+            lambda: b.store(b.or_(b.load(act_a), b.shl(c64(1), lane)), act_a)))
+        act = b.load(act_a)
+        ret = f.append_basic_block("ret")
+        sw = b.switch(k, ret)
+        for kk, i in sorted(self.coll_at.items()):
+            ins = self.prog.code[i]
+            kind, mode = coll_form(ins)
+            cb = f.append_basic_block(f"k{kk}")
+            sw.add_case(ir.Constant(I32, kk), cb)
+            b.position_at_end(cb)
+
+            def each(body):
+                self._for(b, nl, lambda lane: self._if(b, bit(act, lane), lambda: body(lane)))
+
+            def members(lane, fold, init):
+                """acc = fold over the lanes executing it with lane's member mask (acc2: those lanes)."""
+                key = ld(CB, lane)
+                b.store(init, acc)
+                b.store(c64(0), acc2)
+
+                def inner(m):
+                    inm = b.and_(bit(act, m), b.icmp_unsigned("==", ld(CB, m), key))
+                    b.store(b.select(inm, fold(b.load(acc), m), b.load(acc)), acc)
+                    b.store(b.or_(b.load(acc2), b.shl(b.zext(inm, I64), m)), acc2)
+
+                self._for(b, nl, inner)
+                return b.load(acc), b.load(acc2)
+
+            if kind == "activemask":
+                each(lambda lane: st(CR, lane, act))
+            elif kind == "shfl":
+                def shfl(lane):
+                    w = ld(CB, lane)
+                    j = b.and_(w, c64(31))
+                    pv = b.and_(b.lshr(w, c64(32)), c64(1))
+                    ok = b.icmp_signed("<", b.add(t0, j), tpb)
+                    src = b.select(ok, j, lane)
+                    st(CR, lane, ld(CA, src))
+                    st(CP, lane, b.and_(pv, b.zext(ok, I64)))
+                    undef = b.and_(ok, b.not_(bit(part64, j)))
+                    self._if(b, undef, lambda: b.store(c64(1), b.gep(ctx, [ir.Constant(I32, L.UNDEF)])))
+                each(shfl)
+            elif kind == "vote":
+                def vote(lane):
+                    yes, mem = members(lane, lambda a, m: b.or_(
+                        a, b.shl(b.and_(ld(CA, m), c64(1)), m)), c64(0))
+                    if mode == "ballot":
+                        r = yes
+                    elif mode == "all":
+                        r = b.zext(b.icmp_unsigned("==", yes, mem), I64)
+                    elif mode == "any":
+                        r = b.zext(b.icmp_unsigned("!=", yes, c64(0)), I64)
+                    else:
+                        r = b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)), I64)
+                    st(CR, lane, r)
+                each(vote)
+            elif kind == "redux":
+                signed = ins.parts[-1] == "s32"
+
+                def v32(m):
+                    return b.trunc(ld(CA, m), I32)
+
+                def red(a, m):
+                    x, y = b.trunc(a, I32), v32(m)
+                    if mode == "add":
+                        r = b.add(x, y)
+                    elif mode in ("and", "or", "xor"):
+                        r = {"and": b.and_, "or": b.or_, "xor": b.xor}[mode](x, y)
+                    else:
+                        cmp = b.icmp_signed if signed else b.icmp_unsigned
+                        r = b.select(cmp("<" if mode == "min" else ">", y, x), y, x)
+                    return b.zext(r, I64)
+
+                init = {"add": 0, "and": 0xFFFFFFFF, "or": 0, "xor": 0,
+                        "min": 0x7FFFFFFF if signed else 0xFFFFFFFF, "max": 0x80000000 if signed else 0}[mode]
+
+                def redux(lane):
+                    r, _ = members(lane, red, c64(init))
+                    st(CR, lane, r)
+                each(redux)
+            elif kind == "match" and mode == "any":
+                def match_any(lane):
+                    v = ld(CA, lane)
+                    b.store(c64(0), acc)
+
+                    def inner(m):
+                        hit = b.and_(bit(act, m), b.icmp_unsigned("==", ld(CA, m), v))
+                        b.store(b.or_(b.load(acc), b.shl(b.zext(hit, I64), m)), acc)
+
+                    self._for(b, nl, inner)
+                    st(CR, lane, b.and_(b.load(acc), ld(CB, lane)))
+                each(match_any)
+            elif kind == "match":
+                def match_all(lane):
+                    v = ld(CA, lane)
+                    diff, mem = members(lane, lambda a, m: b.or_(
+                        a, b.zext(b.icmp_unsigned("!=", ld(CA, m), v), I64)), c64(0))
+                    same = b.icmp_unsigned("==", diff, c64(0))
+                    st(CR, lane, b.select(same, mem, c64(0)))
+                    st(CP, lane, b.zext(same, I64))
+                each(match_all)
+            b.branch(ret)
+        b.position_at_end(ret)
+        b.ret_void()
+        return f
+
+    def _coll_rounds(self, f, b, ctx, thread, ids, bufs, state, blocks) -> None:
+        """One block's threads with barriers and warp collectives (the module docstring): rounds of running
+        every runnable thread to its next stop, then the complete warps' collectives; when none is complete,
+        the lowest collective with the lanes that arrived, or, with every live thread at a barrier, its
+        release. state[t]: >= 0 runnable from that resume point, -1 exited, -k-1 waiting at resume point k."""
+        cx, cy, cz, bi = ids
+        cache, cnt, kc, kp = bufs
+        blk_next, stop, failed = blocks
+        c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        combine = self._combine_fn()
+        nk = len(self.barriers) + 1
+        tab = ir.GlobalVariable(self.m, ir.ArrayType(I8, nk), name=f"iscoll_{len(self.m.functions)}")
+        tab.global_constant = True
+        tab.linkage = "internal"
+        tab.initializer = ir.Constant(ir.ArrayType(I8, nk), [int(k in self.coll_at) for k in range(nk)])
+
+        def iscoll(k):
+            return b.icmp_unsigned("!=", b.load(b.gep(tab, [c32(0), k])), ir.Constant(I8, 0))
+
+        bx, by, bz = (self._slot(b, ctx, L.BLOCK + i) for i in range(3))
+        tpb = b.mul(b.mul(bx, by), bz)
+        nw = b.udiv(b.add(tpb, c64(31)), c64(32))
+        spill = b.inttoptr(self._slot(b, ctx, L.SPILL), I64.as_pointer())
+        prog_a, kmin_a, nlive_a = b.alloca(I32), b.alloca(I32), b.alloca(I32)
+        mn_a, mx_a, part_a = b.alloca(I32), b.alloca(I32), b.alloca(I32)
+        rnd = f.append_basic_block("coll_round")
+        b.branch(rnd)
+        b.position_at_end(rnd)
+        self._poll_round(b, ctx, bi, stop)
+
+        def run(t):  # every runnable thread to its next stop
+            sp = b.gep(state, [t])
+            s = self._tag(b.load(sp), "state")
+
+            def go():
+                tx = b.urem(t, bx)
+                ty = b.urem(b.udiv(t, bx), by)
+                tz = b.udiv(t, b.mul(bx, by))
+                r = b.call(thread, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
+                ok = f.append_basic_block("coll_ok")
+                b.cbranch(b.icmp_signed("==", r, c32(ERR_RET)), failed, ok)
+                b.position_at_end(ok)
+                st = b.select(b.icmp_signed("==", r, c32(0)), c32(-1), b.sub(c32(-1), r))
+                self._tag(b.store(st, sp), "state")
+
+            self._if(b, b.icmp_signed(">=", s, c32(0)), go)
+
+        self._for(b, tpb, run)
+        b.store(c32(0), prog_a)
+        b.store(c32(2**31 - 1), kmin_a)
+        b.store(c32(0), nlive_a)
+
+        def lanes(w, body):
+            t0 = b.mul(w, c64(32))
+            n = b.sub(tpb, t0)
+            n = b.select(b.icmp_signed("<", n, c64(32)), n, c64(32))
+            self._for(b, n, lambda lane: body(t0, lane, b.add(t0, lane)))
+            return t0
+
+        def at(k):
+            """the lanes of the warp waiting at k into part_a, them runnable from k"""
+            def body(t0, lane, t):
+                sp = b.gep(state, [t])
+
+                def take():
+                    b.store(b.or_(b.load(part_a), b.shl(c32(1), b.trunc(lane, I32))), part_a)
+                    self._tag(b.store(k, sp), "state")
+
+                self._if(b, b.icmp_signed("==", self._tag(b.load(sp), "state"), b.sub(c32(-1), k)), take)
+            return body
+
+        def resolve(w):  # a warp whose live lanes all wait at one collective runs it
+            b.store(c32(2**31 - 1), mn_a)
+            b.store(c32(-1), mx_a)
+
+            def scan(t0, lane, t):
+                s = self._tag(b.load(b.gep(state, [t])), "state")
+
+                def live():
+                    k = b.sub(c32(-1), s)
+                    b.store(b.add(b.load(nlive_a), c32(1)), nlive_a)
+                    mn, mx = b.load(mn_a), b.load(mx_a)
+                    b.store(b.select(b.icmp_signed("<", k, mn), k, mn), mn_a)
+                    b.store(b.select(b.icmp_signed(">", k, mx), k, mx), mx_a)
+                    km = b.load(kmin_a)
+                    b.store(b.select(b.and_(iscoll(k), b.icmp_signed("<", k, km)), k, km), kmin_a)
+
+                self._if(b, b.icmp_signed("!=", s, c32(-1)), live)
+
+            lanes(w, scan)
+            mn, mx = b.load(mn_a), b.load(mx_a)
+            one = b.and_(b.icmp_signed(">=", mx, c32(0)), b.icmp_signed("==", mn, mx))
+
+            def complete():
+                def fire():
+                    b.store(c32(0), part_a)
+                    t0 = lanes(w, at(mn))
+                    b.call(combine, [ctx, spill, tpb, t0, mn, b.load(part_a)])
+                    b.store(c32(1), prog_a)
+
+                self._if(b, iscoll(mn), fire)
+
+            self._if(b, one, complete)
+
+        self._for(b, nw, resolve)
+        again = f.append_basic_block("coll_again")
+        idle = f.append_basic_block("coll_idle")
+        b.cbranch(b.icmp_signed("!=", b.load(prog_a), c32(0)), again, idle)
+        b.position_at_end(again)
+        b.branch(rnd)
+        b.position_at_end(idle)
+        some = f.append_basic_block("coll_some")
+        b.cbranch(b.icmp_signed("==", b.load(nlive_a), c32(0)), blk_next, some)
+        b.position_at_end(some)
+        kmin = b.load(kmin_a)
+        release = f.append_basic_block("coll_release")
+        force = f.append_basic_block("coll_force")
+        b.cbranch(b.icmp_signed("==", kmin, c32(2**31 - 1)), release, force)
+        b.position_at_end(release)  # every live thread waits at a barrier: it releases
+
+        def rel(t):
+            sp = b.gep(state, [t])
+            s = self._tag(b.load(sp), "state")
+            self._if(b, b.icmp_signed("<=", s, c32(-2)), lambda: self._tag(b.store(b.sub(c32(-1), s), sp), "state"))
+
+        self._for(b, tpb, rel)
+        b.branch(rnd)
+        b.position_at_end(force)  # the lowest collective runs with the lanes that arrived
+
+        def forced(w):
+            b.store(c32(0), part_a)
+            t0 = lanes(w, at(kmin))
+            self._if(b, b.icmp_unsigned("!=", b.load(part_a), c32(0)),
+                     lambda: b.call(combine, [ctx, spill, tpb, t0, kmin, b.load(part_a)]))
+
+        self._for(b, nw, forced)
+        b.branch(rnd)
+        b.position_at_end(blk_next)
