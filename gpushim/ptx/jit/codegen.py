@@ -339,6 +339,8 @@ class Codegen(AluOps, FloatOps, MemOps, WarpOps, LaunchOps):
             return ir.Constant(I32, 32)
         if name == "%dynamic_smem_size":
             return b.trunc(self._ctx(L.DYNSH), I32)
+        if name.startswith("%lanemask_"):
+            return self._lanemask(name)
         raise JitUnsupported(f"special register {name}")
 
     def _sym_addr(self, name: str, off: int):

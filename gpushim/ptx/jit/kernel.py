@@ -353,7 +353,7 @@ class JitKernel:
                 raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
             if mv[L.UNDEF] and not self.undef_logged:
                 self.undef_logged = True
-                log.warning("PTX kernel %s: a shuffle read a lane that was not at it (undefined in CUDA; the "
+                log.info("PTX kernel %s: a shuffle read a lane that was not at it (undefined in CUDA; the "
                             "interpreter may return another value)", self.kernel)
             return mv[L.COUNT]
         finally:

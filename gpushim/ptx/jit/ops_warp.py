@@ -167,6 +167,20 @@ class WarpOps:
         b.branch(join)
         b.position_at_end(join)
 
+    def _lanemask(self, name: str):
+        """%lanemask_eq/lt/le/gt/ge (state.py)."""
+        b = self.b
+        lane = b.urem(self.t, ir.Constant(I64, 32))
+        one = b.shl(ir.Constant(I64, 1), lane)
+        m = {"eq": one, "lt": b.sub(one, ir.Constant(I64, 1)), "le": b.sub(b.shl(one, ir.Constant(I64, 1)),
+             ir.Constant(I64, 1))}  # fmt: skip
+        kind = name[len("%lanemask_") :]
+        if kind in ("gt", "ge"):
+            return b.not_(b.trunc(m["le" if kind == "gt" else "lt"], I32))
+        if kind not in m:
+            raise JitUnsupported(f"special register {name}")
+        return b.trunc(m[kind], I32)
+
     def _mask_word(self, ins: Instr, pos: int):
         """The member mask (the key that groups lanes: labeled partitions), 0 when the form has none."""
         if len(ins.args) > pos:
@@ -290,13 +304,20 @@ class WarpOps:
         acc2 = b.alloca(I64, name="acc2")
         act_a = b.alloca(I64, name="act")
         b.store(c64(0), act_a)
-        self._for(b, nl, lambda lane: self._if(
-            b, b.and_(bit(part64, lane), b.icmp_unsigned("!=", ld(CG, lane), c64(0))),
-            lambda: b.store(b.or_(b.load(act_a), b.shl(c64(1), lane)), act_a)))
+        self._for(
+            b,
+            nl,
+            lambda lane: self._if(
+                b,
+                b.and_(bit(part64, lane), b.icmp_unsigned("!=", ld(CG, lane), c64(0))),
+                lambda: b.store(b.or_(b.load(act_a), b.shl(c64(1), lane)), act_a),
+            ),
+        )
         act = b.load(act_a)
         ret = f.append_basic_block("ret")
         sw = b.switch(k, ret)
-        for kk, i in sorted(self.coll_at.items()):
+
+        def case(kk: int, i: int) -> None:  # (a function: the closures below bind its variables)
             ins = self.prog.code[i]
             kind, mode = coll_form(ins)
             cb = f.append_basic_block(f"k{kk}")
@@ -323,6 +344,7 @@ class WarpOps:
             if kind == "activemask":
                 each(lambda lane: st(CR, lane, act))
             elif kind == "shfl":
+
                 def shfl(lane):
                     w = ld(CB, lane)
                     j = b.and_(w, c64(31))
@@ -333,11 +355,12 @@ class WarpOps:
                     st(CP, lane, b.and_(pv, b.zext(ok, I64)))
                     undef = b.and_(ok, b.not_(bit(part64, j)))
                     self._if(b, undef, lambda: b.store(c64(1), b.gep(ctx, [ir.Constant(I32, L.UNDEF)])))
+
                 each(shfl)
             elif kind == "vote":
+
                 def vote(lane):
-                    yes, mem = members(lane, lambda a, m: b.or_(
-                        a, b.shl(b.and_(ld(CA, m), c64(1)), m)), c64(0))
+                    yes, mem = members(lane, lambda a, m: b.or_(a, b.shl(b.and_(ld(CA, m), c64(1)), m)), c64(0))
                     if mode == "ballot":
                         r = yes
                     elif mode == "all":
@@ -347,6 +370,7 @@ class WarpOps:
                     else:
                         r = b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)), I64)
                     st(CR, lane, r)
+
                 each(vote)
             elif kind == "redux":
                 signed = ins.parts[-1] == "s32"
@@ -365,14 +389,22 @@ class WarpOps:
                         r = b.select(cmp("<" if mode == "min" else ">", y, x), y, x)
                     return b.zext(r, I64)
 
-                init = {"add": 0, "and": 0xFFFFFFFF, "or": 0, "xor": 0,
-                        "min": 0x7FFFFFFF if signed else 0xFFFFFFFF, "max": 0x80000000 if signed else 0}[mode]
+                init = {
+                    "add": 0,
+                    "and": 0xFFFFFFFF,
+                    "or": 0,
+                    "xor": 0,
+                    "min": 0x7FFFFFFF if signed else 0xFFFFFFFF,
+                    "max": 0x80000000 if signed else 0,
+                }[mode]
 
                 def redux(lane):
                     r, _ = members(lane, red, c64(init))
                     st(CR, lane, r)
+
                 each(redux)
             elif kind == "match" and mode == "any":
+
                 def match_any(lane):
                     v = ld(CA, lane)
                     b.store(c64(0), acc)
@@ -383,17 +415,24 @@ class WarpOps:
 
                     self._for(b, nl, inner)
                     st(CR, lane, b.and_(b.load(acc), ld(CB, lane)))
+
                 each(match_any)
             elif kind == "match":
+
                 def match_all(lane):
                     v = ld(CA, lane)
-                    diff, mem = members(lane, lambda a, m: b.or_(
-                        a, b.zext(b.icmp_unsigned("!=", ld(CA, m), v), I64)), c64(0))
+                    diff, mem = members(
+                        lane, lambda a, m: b.or_(a, b.zext(b.icmp_unsigned("!=", ld(CA, m), v), I64)), c64(0)
+                    )
                     same = b.icmp_unsigned("==", diff, c64(0))
                     st(CR, lane, b.select(same, mem, c64(0)))
                     st(CP, lane, b.zext(same, I64))
+
                 each(match_all)
             b.branch(ret)
+
+        for kk, i in sorted(self.coll_at.items()):
+            case(kk, i)
         b.position_at_end(ret)
         b.ret_void()
         return f
@@ -460,6 +499,7 @@ class WarpOps:
 
         def at(k):
             """the lanes of the warp waiting at k into part_a, them runnable from k"""
+
             def body(t0, lane, t):
                 sp = b.gep(state, [t])
 
@@ -468,6 +508,7 @@ class WarpOps:
                     self._tag(b.store(k, sp), "state")
 
                 self._if(b, b.icmp_signed("==", self._tag(b.load(sp), "state"), b.sub(c32(-1), k)), take)
+
             return body
 
         def resolve(w):  # a warp whose live lanes all wait at one collective runs it
@@ -531,8 +572,11 @@ class WarpOps:
         def forced(w):
             b.store(c32(0), part_a)
             t0 = lanes(w, at(kmin))
-            self._if(b, b.icmp_unsigned("!=", b.load(part_a), c32(0)),
-                     lambda: b.call(combine, [ctx, spill, tpb, t0, kmin, b.load(part_a)]))
+            self._if(
+                b,
+                b.icmp_unsigned("!=", b.load(part_a), c32(0)),
+                lambda: b.call(combine, [ctx, spill, tpb, t0, kmin, b.load(part_a)]),
+            )
 
         self._for(b, nw, forced)
         b.branch(rnd)
