@@ -572,6 +572,5 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     check = g._check_fn(g._thread_fn("check"), g.check_sites)
     fast = g._thread_fn("fast")
     barriers = bool(g.barriers)
-    regions = len(g.barriers) + 1 if barriers and not g.coll_at else 0  # (collectives: ops_warp's rounds)
-    g._run_fn(g._launch_fn("run_fast", fast, 0, barriers, regions), check)
+    g._run_fn(g._launch_fn("run_fast", fast, 0, barriers, len(g.barriers) + 1 if barriers else 0), check)
     return g

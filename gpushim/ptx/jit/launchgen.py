@@ -206,7 +206,7 @@ class LaunchOps:
             stop = f.append_basic_block("stop_round")
             if getattr(self, "coll_at", None):  # warp collectives (ops_warp.py)
                 self._coll_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state,
-                                  (blk_next, stop, failed))
+                                  (blk_next, stop, failed), regions)
                 b.position_at_end(rnd)  # (the general rounds' entry, unused here)
                 b.unreachable()
                 b.position_at_end(stop)

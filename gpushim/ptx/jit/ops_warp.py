@@ -277,7 +277,9 @@ class WarpOps:
     def _combine_fn(self) -> ir.Function:
         """@combine(ctx, spill, tpb, t0, k, part): the results of collective k for the lanes of the warp at t0
         that execute it (part: the lanes there; those whose guard held execute it), as ops_warp.py (the
-        interpreter's) computes them."""
+        interpreter's) computes them. Loops without branches (LLVM vectorises them): results are computed for
+        every lane of the warp; lanes that do not execute it never read them (a lane waiting at another
+        collective gets its results when that one runs)."""
         fty = ir.FunctionType(ir.VoidType(), [I64.as_pointer(), I64.as_pointer(), I64, I64, I32, I32])
         f = ir.Function(self.m, fty, name=f"combine_{len(self.m.functions)}")
         f.linkage = "internal"
@@ -298,24 +300,58 @@ class WarpOps:
             self._tag(b.store(v, slot(j, lane)), "spill")
 
         def bit(mask, lane):
-            return b.trunc(b.and_(b.lshr(mask, lane), c64(1)), I1)
+            return b.and_(b.lshr(mask, lane), c64(1))
 
         acc = b.alloca(I64, name="acc")
         acc2 = b.alloca(I64, name="acc2")
-        act_a = b.alloca(I64, name="act")
-        b.store(c64(0), act_a)
-        self._for(
-            b,
-            nl,
-            lambda lane: self._if(
-                b,
-                b.and_(bit(part64, lane), b.icmp_unsigned("!=", ld(CG, lane), c64(0))),
-                lambda: b.store(b.or_(b.load(act_a), b.shl(c64(1), lane)), act_a),
-            ),
-        )
-        act = b.load(act_a)
+
+        def fold(init, step):
+            """acc = init; for every lane m of the warp: acc = step(acc, m); the result"""
+            b.store(init, acc)
+            self._for(b, nl, lambda m: b.store(step(b.load(acc), m), acc))
+            return b.load(acc)
+
+        # the lanes that execute it: there, with their guard
+        act = fold(c64(0), lambda a, m: b.or_(a, b.shl(b.and_(bit(part64, m), b.zext(
+            b.icmp_unsigned("!=", ld(CG, m), c64(0)), I64)), m)))  # fmt: skip
+        # whether they all name the same member mask (then one group: each result once)
+        first = b.select(b.icmp_unsigned("==", act, c64(0)), c64(0), b.call(self._cttz(), [act, ir.Constant(I1, 0)]))
+        key0 = ld(CB, first)
+        uniform = b.icmp_unsigned("==", fold(c64(0), lambda a, m: b.or_(a, b.and_(bit(act, m), b.zext(
+            b.icmp_unsigned("!=", ld(CB, m), key0), I64)))), c64(0))  # fmt: skip
         ret = f.append_basic_block("ret")
         sw = b.switch(k, ret)
+
+        def each(body):
+            self._for(b, nl, body)
+
+        def grouped(fast, slow):
+            """fast() when every lane executing it names the same mask, else slow() (per-lane groups)"""
+            yes, no, join = (f.append_basic_block(x) for x in ("uni", "groups", "join"))
+            b.cbranch(uniform, yes, no)
+            b.position_at_end(yes)
+            fast()
+            b.branch(join)
+            b.position_at_end(no)
+            slow()
+            b.branch(join)
+            b.position_at_end(join)
+
+        def members(lane, step, init):
+            """(fold of step over the lanes executing it with lane's member mask, those lanes)"""
+            key = ld(CB, lane)
+            b.store(c64(0), acc2)
+
+            def inner(a, m):
+                inm = b.and_(b.trunc(bit(act, m), I1), b.icmp_unsigned("==", ld(CB, m), key))
+                b.store(b.or_(b.load(acc2), b.shl(b.zext(inm, I64), m)), acc2)
+                return b.select(inm, step(a, m), a)
+
+            r = fold(init, inner)
+            return r, b.load(acc2)
+
+        def only_act(step):
+            return lambda a, m: b.select(b.trunc(bit(act, m), I1), step(a, m), a)
 
         def case(kk: int, i: int) -> None:  # (a function: the closures below bind its variables)
             ins = self.prog.code[i]
@@ -323,63 +359,52 @@ class WarpOps:
             cb = f.append_basic_block(f"k{kk}")
             sw.add_case(ir.Constant(I32, kk), cb)
             b.position_at_end(cb)
-
-            def each(body):
-                self._for(b, nl, lambda lane: self._if(b, bit(act, lane), lambda: body(lane)))
-
-            def members(lane, fold, init):
-                """acc = fold over the lanes executing it with lane's member mask (acc2: those lanes)."""
-                key = ld(CB, lane)
-                b.store(init, acc)
-                b.store(c64(0), acc2)
-
-                def inner(m):
-                    inm = b.and_(bit(act, m), b.icmp_unsigned("==", ld(CB, m), key))
-                    b.store(b.select(inm, fold(b.load(acc), m), b.load(acc)), acc)
-                    b.store(b.or_(b.load(acc2), b.shl(b.zext(inm, I64), m)), acc2)
-
-                self._for(b, nl, inner)
-                return b.load(acc), b.load(acc2)
-
             if kind == "activemask":
                 each(lambda lane: st(CR, lane, act))
             elif kind == "shfl":
+                undef = b.alloca(I64)
+                b.store(c64(0), undef)
 
                 def shfl(lane):
                     w = ld(CB, lane)
                     j = b.and_(w, c64(31))
                     pv = b.and_(b.lshr(w, c64(32)), c64(1))
                     ok = b.icmp_signed("<", b.add(t0, j), tpb)
-                    src = b.select(ok, j, lane)
-                    st(CR, lane, ld(CA, src))
+                    st(CR, lane, ld(CA, b.select(ok, j, lane)))
                     st(CP, lane, b.and_(pv, b.zext(ok, I64)))
-                    undef = b.and_(ok, b.not_(bit(part64, j)))
-                    self._if(b, undef, lambda: b.store(c64(1), b.gep(ctx, [ir.Constant(I32, L.UNDEF)])))
+                    u = b.and_(b.and_(bit(act, lane), b.zext(ok, I64)), b.xor(bit(part64, j), c64(1)))
+                    b.store(b.or_(b.load(undef), u), undef)
 
                 each(shfl)
+                self._if(b, b.icmp_unsigned("!=", b.load(undef), c64(0)),
+                         lambda: b.store(c64(1), b.gep(ctx, [ir.Constant(I32, L.UNDEF)])))  # fmt: skip
             elif kind == "vote":
 
-                def vote(lane):
-                    yes, mem = members(lane, lambda a, m: b.or_(a, b.shl(b.and_(ld(CA, m), c64(1)), m)), c64(0))
-                    if mode == "ballot":
-                        r = yes
-                    elif mode == "all":
-                        r = b.zext(b.icmp_unsigned("==", yes, mem), I64)
-                    elif mode == "any":
-                        r = b.zext(b.icmp_unsigned("!=", yes, c64(0)), I64)
-                    else:
-                        r = b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)), I64)
-                    st(CR, lane, r)
+                def ballot(a, m):
+                    return b.or_(a, b.shl(b.and_(ld(CA, m), c64(1)), m))
 
-                each(vote)
+                def result(yes, mem):
+                    if mode == "ballot":
+                        return yes
+                    if mode == "all":
+                        return b.zext(b.icmp_unsigned("==", yes, mem), I64)
+                    if mode == "any":
+                        return b.zext(b.icmp_unsigned("!=", yes, c64(0)), I64)
+                    return b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)), I64)
+
+                def fast():
+                    r = result(fold(c64(0), only_act(ballot)), act)
+                    each(lambda lane: st(CR, lane, r))
+
+                def slow():
+                    each(lambda lane: st(CR, lane, result(*members(lane, ballot, c64(0)))))
+
+                grouped(fast, slow)
             elif kind == "redux":
                 signed = ins.parts[-1] == "s32"
 
-                def v32(m):
-                    return b.trunc(ld(CA, m), I32)
-
                 def red(a, m):
-                    x, y = b.trunc(a, I32), v32(m)
+                    x, y = b.trunc(a, I32), b.trunc(ld(CA, m), I32)
                     if mode == "add":
                         r = b.add(x, y)
                     elif mode in ("and", "or", "xor"):
@@ -389,41 +414,29 @@ class WarpOps:
                         r = b.select(cmp("<" if mode == "min" else ">", y, x), y, x)
                     return b.zext(r, I64)
 
-                init = {
-                    "add": 0,
-                    "and": 0xFFFFFFFF,
-                    "or": 0,
-                    "xor": 0,
-                    "min": 0x7FFFFFFF if signed else 0xFFFFFFFF,
-                    "max": 0x80000000 if signed else 0,
-                }[mode]
+                lo, hi = (0x80000000, 0x7FFFFFFF) if signed else (0, 0xFFFFFFFF)
+                init = c64({"add": 0, "and": 0xFFFFFFFF, "or": 0, "xor": 0, "min": hi, "max": lo}[mode])
 
-                def redux(lane):
-                    r, _ = members(lane, red, c64(init))
-                    st(CR, lane, r)
+                def fast():
+                    r = fold(init, only_act(red))
+                    each(lambda lane: st(CR, lane, r))
 
-                each(redux)
+                grouped(fast, lambda: each(lambda lane: st(CR, lane, members(lane, red, init)[0])))
             elif kind == "match" and mode == "any":
 
                 def match_any(lane):
                     v = ld(CA, lane)
-                    b.store(c64(0), acc)
-
-                    def inner(m):
-                        hit = b.and_(bit(act, m), b.icmp_unsigned("==", ld(CA, m), v))
-                        b.store(b.or_(b.load(acc), b.shl(b.zext(hit, I64), m)), acc)
-
-                    self._for(b, nl, inner)
-                    st(CR, lane, b.and_(b.load(acc), ld(CB, lane)))
+                    hits = fold(c64(0), lambda a, m: b.or_(a, b.shl(b.and_(bit(act, m), b.zext(
+                        b.icmp_unsigned("==", ld(CA, m), v), I64)), m)))  # fmt: skip
+                    st(CR, lane, b.and_(hits, ld(CB, lane)))
 
                 each(match_any)
             elif kind == "match":
 
                 def match_all(lane):
                     v = ld(CA, lane)
-                    diff, mem = members(
-                        lane, lambda a, m: b.or_(a, b.zext(b.icmp_unsigned("!=", ld(CA, m), v), I64)), c64(0)
-                    )
+                    diff, mem = members(lane, lambda a, m: b.or_(
+                        a, b.zext(b.icmp_unsigned("!=", ld(CA, m), v), I64)), c64(0))  # fmt: skip
                     same = b.icmp_unsigned("==", diff, c64(0))
                     st(CR, lane, b.select(same, mem, c64(0)))
                     st(CP, lane, b.zext(same, I64))
@@ -437,7 +450,14 @@ class WarpOps:
         b.ret_void()
         return f
 
-    def _coll_rounds(self, f, b, ctx, thread, ids, bufs, state, blocks) -> None:
+    def _cttz(self) -> ir.Function:
+        name = "llvm.cttz.i64"
+        try:
+            return self.m.get_global(name)
+        except KeyError:
+            return ir.Function(self.m, ir.FunctionType(I64, [I64, I1]), name=name)
+
+    def _coll_rounds(self, f, b, ctx, thread, ids, bufs, state, blocks, regions: int = 0) -> None:
         """One block's threads with barriers and warp collectives (the module docstring): rounds of running
         every runnable thread to its next stop, then the complete warps' collectives; when none is complete,
         the lowest collective with the lanes that arrived, or, with every live thread at a barrier, its
@@ -461,10 +481,17 @@ class WarpOps:
         tpb = b.mul(b.mul(bx, by), bz)
         nw = b.udiv(b.add(tpb, c64(31)), c64(32))
         spill = b.inttoptr(self._slot(b, ctx, L.SPILL), I64.as_pointer())
+        here = b.block
+        b.position_at_start(f.entry_basic_block)  # (allocas in the entry block: once per launch, promoted)
         prog_a, kmin_a, nlive_a = b.alloca(I32), b.alloca(I32), b.alloca(I32)
         mn_a, mx_a, part_a = b.alloca(I32), b.alloca(I32), b.alloca(I32)
+        b.position_at_end(here)
         rnd = f.append_basic_block("coll_round")
-        b.branch(rnd)
+        if regions:
+            self._coll_regions(f, b, ctx, thread, ids, bufs, state, (rnd, blk_next, stop, failed), regions,
+                               (combine, iscoll, tpb, nw, spill, mn_a, mx_a))  # fmt: skip
+        else:
+            b.branch(rnd)
         b.position_at_end(rnd)
         self._poll_round(b, ctx, bi, stop)
 
@@ -581,3 +608,66 @@ class WarpOps:
         self._for(b, nw, forced)
         b.branch(rnd)
         b.position_at_end(blk_next)
+
+    def _coll_regions(self, f, b, ctx, thread, ids, bufs, state, blocks, nres: int, env) -> None:
+        """Tier 2: while every thread of the block stops at the same point k (a barrier, or a collective that then
+        runs for every warp with all its lanes), the next round is a loop over the threads with k a constant
+        (after inlining, that region's code alone), as launchgen's region rounds; otherwise the general rounds
+        take over (`rnd`)."""
+        cx, cy, cz, bi = ids
+        cache, cnt, kc, kp = bufs
+        rnd, blk_next, stop, failed = blocks
+        combine, iscoll, tpb, nw, spill, mn_a, mx_a = env
+        c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        pre = b.block
+        head = f.append_basic_block("cregion_round")
+        join = f.append_basic_block("cregion_done")
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I32)
+        k.add_incoming(c32(0), pre)
+        self._poll_round(b, ctx, bi, stop)
+        sw = b.switch(k, rnd)
+        ends = []
+        for j in range(nres):
+            rb = f.append_basic_block(f"cregion{j}")
+            sw.add_case(c32(j), rb)
+            b.position_at_end(rb)
+            b.store(c32(2**31 - 1), mn_a)
+            b.store(c32(-(2**31)), mx_a)
+
+            def call(t, tx, ty, tz, j=j):
+                r = b.call(thread, [ctx, t, c32(j), cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
+                st = b.select(b.icmp_signed("==", r, c32(0)), c32(-1), b.sub(c32(-1), r))
+                self._tag(b.store(st, b.gep(state, [t])), "state")
+                mn, mx = b.load(mn_a), b.load(mx_a)
+                b.store(b.select(b.icmp_signed("<", st, mn), st, mn), mn_a)
+                b.store(b.select(b.icmp_signed(">", st, mx), st, mx), mx_a)
+                return r
+
+            self._thread_nest(f, b, ctx, call, failed)
+            ends.append((b.load(mn_a), b.load(mx_a), b.block))
+            b.branch(join)
+        b.position_at_end(join)
+        mn, mx = b.phi(I32), b.phi(I32)
+        for lo, hi, blk in ends:
+            mn.add_incoming(lo, blk)
+            mx.add_incoming(hi, blk)
+        more = f.append_basic_block("cregion_more")
+        b.cbranch(b.icmp_signed("==", mn, c32(-1)), blk_next, more)  # (states are <= -1: all exited)
+        b.position_at_end(more)
+        same = f.append_basic_block("cregion_same")
+        b.cbranch(b.icmp_signed("==", mn, mx), same, rnd)
+        b.position_at_end(same)  # all at resume point kk, none exited
+        kk = b.sub(c32(-1), mn)
+
+        def fire(w):
+            t0 = b.mul(w, c64(32))
+            n = b.sub(tpb, t0)
+            part = b.select(b.icmp_signed("<", n, c64(32)), b.trunc(b.sub(b.shl(c64(1), n), c64(1)), I32), c32(-1))
+            b.call(combine, [ctx, spill, tpb, t0, kk, part])
+
+        self._if(b, iscoll(kk), lambda: self._for(b, nw, fire))
+        k.add_incoming(kk, b.block)
+        b.branch(head)
