@@ -93,7 +93,8 @@ class Codegen(AluOps, FloatOps, MemOps, WarpOps, LaunchOps):
         ld.set_metadata("invariant.load", self.m.add_metadata([]))
         return ld
 
-    _SCOPES = ("global", "shared", "local", "kparam", "spill", "state")
+    # (coll_in, coll_out: the operand and the result slots of warp collectives, ops_warp.py)
+    _SCOPES = ("global", "shared", "local", "kparam", "spill", "state", "coll_in", "coll_out")
 
     def _tag(self, instr, space: str | None):
         """Alias scopes: the device arena, one block's shared memory, the local frames, the parameters, the

@@ -26,8 +26,8 @@ from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Instr, PredPair, Reg
 
 _OPS = ("shfl", "vote", "activemask", "match", "redux")
-NSLOTS = 5  # CA, CB, CG, CR, CP
-CA, CB, CG, CR, CP = range(NSLOTS)
+NSLOTS = 6  # CA, CB, CG, CR, CP; CW (tier 2's region rounds: the live lanes of each warp, at its first lane)
+CA, CB, CG, CR, CP, CW = range(NSLOTS)
 
 
 def is_collective(ins: Instr) -> bool:
@@ -131,7 +131,7 @@ class WarpOps:
             ca = b.zext(self.read(ins.args[1], typ), I64) if typ != "b64" else self.read(ins.args[1], typ)
             cb = self._mask_word(ins, 2)
         for j, v in ((CA, ca), (CB, cb), (CG, b.zext(g, I64))):
-            self._tag(b.store(v, self._cslot(j)), "spill")
+            self._tag(b.store(v, self._cslot(j)), "coll_in")
         # stop like at a barrier: save the live registers, return the resume point
         k = len(self.barriers) + 1
         self.coll_at[k] = self.i
@@ -156,13 +156,13 @@ class WarpOps:
         if kind == "syncwarp":
             return
         # the results, for a lane that executed it (its guard held)
-        went = b.icmp_unsigned("!=", self._tag(b.load(self._cslot(CG)), "spill"), ir.Constant(I64, 0))
+        went = b.icmp_unsigned("!=", self._tag(b.load(self._cslot(CG)), "coll_in"), ir.Constant(I64, 0))
         yes = self.f.append_basic_block()
         join = self.f.append_basic_block()
         b.cbranch(went, yes, join)
         b.position_at_end(yes)
-        r = self._tag(b.load(self._cslot(CR)), "spill")
-        p = b.trunc(self._tag(b.load(self._cslot(CP)), "spill"), I1)
+        r = self._tag(b.load(self._cslot(CR)), "coll_out")
+        p = b.trunc(self._tag(b.load(self._cslot(CP)), "coll_out"), I1)
         self._coll_write(ins, kind, mode, r, p)
         b.branch(join)
         b.position_at_end(join)
@@ -294,10 +294,10 @@ class WarpOps:
             return b.gep(spill, [b.add(b.mul(c64(self.cbase + j), tpb), b.add(t0, lane))])
 
         def ld(j, lane):
-            return self._tag(b.load(slot(j, lane)), "spill")
+            return self._tag(b.load(slot(j, lane)), "coll_in")
 
         def st(j, lane, v):
-            self._tag(b.store(v, slot(j, lane)), "spill")
+            self._tag(b.store(v, slot(j, lane)), "coll_out")
 
         def bit(mask, lane):
             return b.and_(b.lshr(mask, lane), c64(1))
@@ -610,64 +610,140 @@ class WarpOps:
         b.position_at_end(blk_next)
 
     def _coll_regions(self, f, b, ctx, thread, ids, bufs, state, blocks, nres: int, env) -> None:
-        """Tier 2: while every thread of the block stops at the same point k (a barrier, or a collective that then
-        runs for every warp with all its lanes), the next round is a loop over the threads with k a constant
-        (after inlining, that region's code alone), as launchgen's region rounds; otherwise the general rounds
-        take over (`rnd`)."""
+        """Tier 2: while every live thread of the block stops at the same point k (a barrier, or a collective
+        that then runs for every warp with its live lanes), the next round runs the threads with k a constant
+        (after inlining, that region's code alone), as launchgen's region rounds: while no thread exited, a
+        loop over all threads (which LLVM vectorises); after some exited, a loop over the warps with live lanes
+        (their lanes in CW: the block tails where one warp goes on). Otherwise the general rounds take over."""
         cx, cy, cz, bi = ids
         cache, cnt, kc, kp = bufs
         rnd, blk_next, stop, failed = blocks
         combine, iscoll, tpb, nw, spill, mn_a, mx_a = env
         c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        here = b.block
+        b.position_at_start(f.entry_basic_block)
+        ex_a, m_a = b.alloca(I1), b.alloca(I32)
+        b.position_at_end(here)
+        bx, by = self._slot(b, ctx, L.BLOCK), self._slot(b, ctx, L.BLOCK + 1)
+
+        def cw(w):  # the live lanes of warp w (i32 in the i64 slot)
+            p = b.gep(spill, [b.add(b.mul(c64(self.cbase + CW), tpb), b.mul(w, c64(32)))])
+            return b.bitcast(p, I32.as_pointer())
+
+        def nlanes(w):
+            n = b.sub(tpb, b.mul(w, c64(32)))
+            return b.select(b.icmp_signed("<", n, c64(32)), n, c64(32))
+
+        def track(st):  # mn: min of the new states (-1 only if all exited); mx: max of those still running
+            mn, mx = b.load(mn_a), b.load(mx_a)
+            b.store(b.select(b.icmp_signed("<", st, mn), st, mn), mn_a)
+            w = b.select(b.icmp_signed("==", st, c32(-1)), c32(-(2**31)), st)
+            b.store(b.select(b.icmp_signed(">", w, mx), w, mx), mx_a)
+            b.store(b.or_(b.load(ex_a), b.icmp_signed("==", st, c32(-1))), ex_a)
+
+        def run(t, j, tx, ty, tz):
+            r = b.call(thread, [ctx, t, c32(j), cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
+            st = b.select(b.icmp_signed("==", r, c32(0)), c32(-1), b.sub(c32(-1), r))
+            self._tag(b.store(st, b.gep(state, [t])), "state")
+            track(st)
+            return r, st
+
         pre = b.block
         head = f.append_basic_block("cregion_round")
-        join = f.append_basic_block("cregion_done")
         b.branch(head)
         b.position_at_end(head)
         k = b.phi(I32)
         k.add_incoming(c32(0), pre)
+        partial = b.phi(I1)
+        partial.add_incoming(ir.Constant(I1, 0), pre)
         self._poll_round(b, ctx, bi, stop)
+        b.store(c32(2**31 - 1), mn_a)
+        b.store(c32(-(2**31)), mx_a)
+        b.store(ir.Constant(I1, 0), ex_a)
+        hf, hp = f.append_basic_block("cregion_all"), f.append_basic_block("cregion_live")
+        b.cbranch(partial, hp, hf)
+        join = f.append_basic_block("cregion_done")
+        # every thread (none exited yet)
+        b.position_at_end(hf)
         sw = b.switch(k, rnd)
-        ends = []
         for j in range(nres):
             rb = f.append_basic_block(f"cregion{j}")
             sw.add_case(c32(j), rb)
             b.position_at_end(rb)
-            b.store(c32(2**31 - 1), mn_a)
-            b.store(c32(-(2**31)), mx_a)
+            self._thread_nest(f, b, ctx, lambda t, tx, ty, tz, j=j: run(t, j, tx, ty, tz)[0], failed)
+            b.branch(join)
+        # the live lanes of the warps with some
+        b.position_at_end(hp)
+        sw = b.switch(k, rnd)
+        for j in range(1, nres):
+            rb = f.append_basic_block(f"cregion_live{j}")
+            sw.add_case(c32(j), rb)
+            b.position_at_end(rb)
 
-            def call(t, tx, ty, tz, j=j):
-                r = b.call(thread, [ctx, t, c32(j), cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
-                st = b.select(b.icmp_signed("==", r, c32(0)), c32(-1), b.sub(c32(-1), r))
-                self._tag(b.store(st, b.gep(state, [t])), "state")
-                mn, mx = b.load(mn_a), b.load(mx_a)
-                b.store(b.select(b.icmp_signed("<", st, mn), st, mn), mn_a)
-                b.store(b.select(b.icmp_signed(">", st, mx), st, mx), mx_a)
-                return r
+            def warp(w, j=j):
+                m = self._tag(b.load(cw(w)), "state")
 
-            self._thread_nest(f, b, ctx, call, failed)
-            ends.append((b.load(mn_a), b.load(mx_a), b.block))
+                def lanes():
+                    b.store(m, m_a)
+
+                    def lane(ln):
+                        def go():
+                            t = b.add(b.mul(w, c64(32)), ln)
+                            tx, ty, tz = b.urem(t, bx), b.urem(b.udiv(t, bx), by), b.udiv(t, b.mul(bx, by))
+                            r, st = run(t, j, tx, ty, tz)
+                            ok = f.append_basic_block("clive_ok")
+                            b.cbranch(b.icmp_signed("==", r, c32(ERR_RET)), failed, ok)
+                            b.position_at_end(ok)
+                            gone = b.shl(b.zext(b.icmp_signed("==", st, c32(-1)), I32), b.trunc(ln, I32))
+                            b.store(b.and_(b.load(m_a), b.not_(gone)), m_a)
+
+                        self._if(b, b.trunc(b.lshr(m, b.trunc(ln, I32)), I1), go)
+
+                    self._for(b, nlanes(w), lane)
+                    self._tag(b.store(b.load(m_a), cw(w)), "state")
+
+                self._if(b, b.icmp_unsigned("!=", m, c32(0)), lanes)
+
+            self._for(b, nw, warp)
             b.branch(join)
         b.position_at_end(join)
-        mn, mx = b.phi(I32), b.phi(I32)
-        for lo, hi, blk in ends:
-            mn.add_incoming(lo, blk)
-            mx.add_incoming(hi, blk)
+        mn, mx, ex = b.load(mn_a), b.load(mx_a), b.load(ex_a)
         more = f.append_basic_block("cregion_more")
-        b.cbranch(b.icmp_signed("==", mn, c32(-1)), blk_next, more)  # (states are <= -1: all exited)
+        # all exited: mn is -1 (or untouched: no thread ran)
+        b.cbranch(b.or_(b.icmp_signed("==", mn, c32(-1)), b.icmp_signed("==", mn, c32(2**31 - 1))), blk_next, more)
         b.position_at_end(more)
         same = f.append_basic_block("cregion_same")
         b.cbranch(b.icmp_signed("==", mn, mx), same, rnd)
-        b.position_at_end(same)  # all at resume point kk, none exited
+        b.position_at_end(same)  # every live thread at resume point kk
         kk = b.sub(c32(-1), mn)
+        now_partial = b.or_(partial, ex)
+
+        def masks():  # the first exits: the live lanes of each warp from the states
+            def warp(w):
+                b.store(c32(0), m_a)
+
+                def lane(ln):
+                    s = self._tag(b.load(b.gep(state, [b.add(b.mul(w, c64(32)), ln)])), "state")
+                    live = b.zext(b.icmp_signed("!=", s, c32(-1)), I32)
+                    b.store(b.or_(b.load(m_a), b.shl(live, b.trunc(ln, I32))), m_a)
+
+                self._for(b, nlanes(w), lane)
+                self._tag(b.store(b.load(m_a), cw(w)), "state")
+
+            self._for(b, nw, warp)
+
+        self._if(b, b.and_(ex, b.not_(partial)), masks)
 
         def fire(w):
+            n = nlanes(w)
+            full = b.select(b.icmp_signed("<", n, c64(32)), b.trunc(b.sub(b.shl(c64(1), n), c64(1)), I32), c32(-1))
+            part = b.select(now_partial, self._tag(b.load(cw(w)), "state"), full)
             t0 = b.mul(w, c64(32))
-            n = b.sub(tpb, t0)
-            part = b.select(b.icmp_signed("<", n, c64(32)), b.trunc(b.sub(b.shl(c64(1), n), c64(1)), I32), c32(-1))
-            b.call(combine, [ctx, spill, tpb, t0, kk, part])
+            self._if(b, b.icmp_unsigned("!=", part, c32(0)),
+                     lambda: b.call(combine, [ctx, spill, tpb, t0, kk, part]))  # fmt: skip
 
         self._if(b, iscoll(kk), lambda: self._for(b, nw, fire))
         k.add_incoming(kk, b.block)
+        partial.add_incoming(now_partial, b.block)
         b.branch(head)
