@@ -34,6 +34,7 @@ from gpushim.ptx.jit.launchgen import LaunchOps
 from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
+from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_collective
 from gpushim.ptx.jit.remat import Remat, dominators
@@ -43,7 +44,7 @@ from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, MemOps, WarpOps, LaunchOps):
+class Codegen(AluOps, FloatOps, IntExtraOps, MemOps, WarpOps, LaunchOps):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog

@@ -643,7 +643,8 @@ class WarpOps:
             b.store(b.or_(b.load(ex_a), b.icmp_signed("==", st, c32(-1))), ex_a)
 
         def run(t, j, tx, ty, tz):
-            r = b.call(thread, [ctx, t, c32(j), cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
+            kj = c32(j) if isinstance(j, int) else j
+            r = b.call(thread, [ctx, t, kj, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
             st = b.select(b.icmp_signed("==", r, c32(0)), c32(-1), b.sub(c32(-1), r))
             self._tag(b.store(st, b.gep(state, [t])), "state")
             track(st)
@@ -673,40 +674,36 @@ class WarpOps:
             b.position_at_end(rb)
             self._thread_nest(f, b, ctx, lambda t, tx, ty, tz, j=j: run(t, j, tx, ty, tz)[0], failed)
             b.branch(join)
-        # the live lanes of the warps with some
+        # the live lanes of the warps with some (one loop for every k: tails are short, specialising them per
+        # resume point would double tier 2's compile time)
         b.position_at_end(hp)
-        sw = b.switch(k, rnd)
-        for j in range(1, nres):
-            rb = f.append_basic_block(f"cregion_live{j}")
-            sw.add_case(c32(j), rb)
-            b.position_at_end(rb)
 
-            def warp(w, j=j):
-                m = self._tag(b.load(cw(w)), "state")
+        def warp(w):
+            m = self._tag(b.load(cw(w)), "state")
 
-                def lanes():
-                    b.store(m, m_a)
+            def lanes():
+                b.store(m, m_a)
 
-                    def lane(ln):
-                        def go():
-                            t = b.add(b.mul(w, c64(32)), ln)
-                            tx, ty, tz = b.urem(t, bx), b.urem(b.udiv(t, bx), by), b.udiv(t, b.mul(bx, by))
-                            r, st = run(t, j, tx, ty, tz)
-                            ok = f.append_basic_block("clive_ok")
-                            b.cbranch(b.icmp_signed("==", r, c32(ERR_RET)), failed, ok)
-                            b.position_at_end(ok)
-                            gone = b.shl(b.zext(b.icmp_signed("==", st, c32(-1)), I32), b.trunc(ln, I32))
-                            b.store(b.and_(b.load(m_a), b.not_(gone)), m_a)
+                def lane(ln):
+                    def go():
+                        t = b.add(b.mul(w, c64(32)), ln)
+                        tx, ty, tz = b.urem(t, bx), b.urem(b.udiv(t, bx), by), b.udiv(t, b.mul(bx, by))
+                        r, st = run(t, k, tx, ty, tz)
+                        ok = f.append_basic_block("clive_ok")
+                        b.cbranch(b.icmp_signed("==", r, c32(ERR_RET)), failed, ok)
+                        b.position_at_end(ok)
+                        gone = b.shl(b.zext(b.icmp_signed("==", st, c32(-1)), I32), b.trunc(ln, I32))
+                        b.store(b.and_(b.load(m_a), b.not_(gone)), m_a)
 
-                        self._if(b, b.trunc(b.lshr(m, b.trunc(ln, I32)), I1), go)
+                    self._if(b, b.trunc(b.lshr(m, b.trunc(ln, I32)), I1), go)
 
-                    self._for(b, nlanes(w), lane)
-                    self._tag(b.store(b.load(m_a), cw(w)), "state")
+                self._for(b, nlanes(w), lane)
+                self._tag(b.store(b.load(m_a), cw(w)), "state")
 
-                self._if(b, b.icmp_unsigned("!=", m, c32(0)), lanes)
+            self._if(b, b.icmp_unsigned("!=", m, c32(0)), lanes)
 
-            self._for(b, nw, warp)
-            b.branch(join)
+        self._for(b, nw, warp)
+        b.branch(join)
         b.position_at_end(join)
         mn, mx, ex = b.load(mn_a), b.load(mx_a), b.load(ex_a)
         more = f.append_basic_block("cregion_more")

@@ -1,0 +1,66 @@
+"""dp4a / dp2a (integer dot products of packed bytes and halves) and bmsk in the compiling engine (a mixin of
+codegen.Codegen), computed as the interpreter's ops_bits.py computes them."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from gpushim.ptx.jit.irtypes import I32, I64, JitUnsupported
+from gpushim.ptx.nodes import Instr
+
+_T = ("u32", "s32")
+
+
+class IntExtraOps:
+    def _lane(self, x, t: str, k: int, width: int):
+        """lane k of width bits of x (i32), sign- or zero-extended to i64 by type t"""
+        b = self.b
+        v = b.trunc(b.lshr(x, ir.Constant(I32, width * k)), ir.IntType(width))
+        return b.sext(v, I64) if t[0] == "s" else b.zext(v, I64)
+
+    def _dp(self, ins: Instr, two: bool) -> None:
+        p = ins.parts
+        hi = "hi" in p
+        mods = set(p[1:-2]) - ({"hi", "lo"} if two else set())
+        if len(p) < 3 or p[-2] not in _T or p[-1] not in _T or mods or (two and "hi" not in p and "lo" not in p):
+            raise JitUnsupported(ins.op)
+        ta, tb = p[-2], p[-1]
+        b = self.b
+        a, bb, c = (self.read(x, "b32") for x in ins.args[1:4])
+        s = b.zext(c, I64)
+        if two:
+            pairs = [(self._lane(a, ta, k, 16), self._lane(bb, tb, k + (2 if hi else 0), 8)) for k in range(2)]
+        else:
+            pairs = [(self._lane(a, ta, k, 8), self._lane(bb, tb, k, 8)) for k in range(4)]
+        for x, y in pairs:
+            s = b.add(s, b.mul(x, y))
+        self.write(ins.args[0], b.trunc(s, I32), "b32")
+
+    def op_dp4a(self, ins: Instr) -> None:
+        self._dp(ins, False)
+
+    def op_dp2a(self, ins: Instr) -> None:
+        self._dp(ins, True)
+
+    def op_bmsk(self, ins: Instr) -> None:
+        p = ins.parts
+        if p[1:] not in (["clamp", "b32"], ["wrap", "b32"]):
+            raise JitUnsupported(ins.op)
+        b = self.b
+
+        def k(v):
+            return ir.Constant(I64, v)
+
+        a, n = (b.zext(self.read(x, "u32"), I64) for x in ins.args[1:3])
+        a1, b1 = b.and_(a, k(31)), b.and_(n, k(31))
+        full = k(0xFFFFFFFF)
+        mask0 = b.and_(b.shl(full, a1), full)
+        s = b.add(a1, b1)
+        mask1 = b.and_(b.shl(full, b.select(b.icmp_signed("<", s, k(31)), s, k(31))), full)
+        over = b.icmp_signed(">=", s, k(32))
+        if p[1] == "clamp":
+            abig = b.icmp_unsigned(">=", a, k(32))
+            mask0 = b.select(abig, k(0), mask0)
+            over = b.or_(over, b.or_(abig, b.icmp_unsigned(">=", n, k(32))))
+        mask1 = b.select(over, k(0), b.select(b.icmp_signed("==", b1, k(0)), full, mask1))
+        self.write(ins.args[0], b.trunc(b.and_(mask0, b.xor(mask1, k(-1))), I32), "b32")
