@@ -36,6 +36,7 @@ from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
+from gpushim.ptx.jit.ops_round import DirectedOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_collective
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
@@ -44,7 +45,7 @@ from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, IntExtraOps, MemOps, WarpOps, LaunchOps):
+class Codegen(AluOps, FloatOps, DirectedOps, IntExtraOps, MemOps, WarpOps, LaunchOps):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
