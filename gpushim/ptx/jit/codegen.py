@@ -34,6 +34,7 @@ from gpushim.ptx.jit.launchgen import LaunchOps
 from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
+from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
 from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DirectedOps
@@ -45,7 +46,7 @@ from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, DirectedOps, IntExtraOps, MemOps, WarpOps, LaunchOps):
+class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, LaunchOps):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -554,6 +555,11 @@ class Codegen(AluOps, FloatOps, DirectedOps, IntExtraOps, MemOps, WarpOps, Launc
     def _body(self, ins: Instr, op: str) -> None:
         h = getattr(self, "op_" + op.replace("@", "at_"), None)
         if op in _NOPS:
+            return
+        if op in HALF_OPS and half_type(ins):  # half precision (ops_half.py)
+            self._half(ins)
+            return
+        if op == "cvt" and half_type(ins) and self._half_cvt(ins):
             return
         if h is None:
             raise JitUnsupported(ins.op)
