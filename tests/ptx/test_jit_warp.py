@@ -1,6 +1,6 @@
 """Warp collectives on the compiling engine (gpushim/ptx/jit/ops_warp.py): shuffles, votes, match, redux,
 activemask and __syncwarp in divergent code, with barriers, early exits and labeled masks. Each test compiles
-kernels/jitwarp.cu's kernels on tier 1 and on tier 2, checks that the JIT runs them (no fallback), runs them on
+kernels/jitwarp.cu's kernels (sm_90) on tier 1 and on tier 2, checks that the JIT runs them (no fallback), runs them on
 random inputs with "diff" (both engines from the same memory, bit-identical memory or the launch fails) and
 checks the answer against CUDA's definition where it is simple to state."""
 
@@ -19,7 +19,7 @@ from gpushim.ptx.jit import kernel as jit_kernel
 def dev(monkeypatch, request):
     monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", request.param)
     jit_kernel._cache.clear()  # the policy applies when a kernel is compiled
-    d = Dev(compile_ptx("jitwarp", "sm_80"))
+    d = Dev(compile_ptx("jitwarp", "sm_90"))  # (elect.sync needs sm_90)
     for k in d.mod.kernels:
         assert d.mod.jit_kernel(k) is not None, f"{k} runs on the interpreter"
     yield d
@@ -137,6 +137,21 @@ def test_syncwarp_orders_shared_memory(dev, engine, rng):
         pos = x[sl] > 0
         odd = int(((nb[sl] & 1) == 1)[pos].sum())
         assert np.array_equal(got[sl], want[sl] + np.where(pos, odd, -1))
+
+
+@DIFF
+@TIERS
+def test_elect_leads_each_labeled_group(dev, engine, rng):
+    """PTX ISA, elect.sync: the leader is the lowest lane among membermask's active lanes."""
+    n = 256
+    label = rng.integers(0, 4, n, dtype=np.int32)
+    pl, po = dev.array(label), dev.empty(8 * n)
+    dev.launch("electGroups", 2, 128, pl, po)
+    got = dev.get(po, np.uint32, 2 * n).reshape(n, 2)
+    for i in range(n):
+        base = i - i % 32
+        lead = min(k for k in range(32) if label[base + k] == label[i])
+        assert got[i, 0] == lead and got[i, 1] == int(i % 32 == lead), i
 
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)

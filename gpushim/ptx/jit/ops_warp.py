@@ -25,7 +25,7 @@ from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Instr, PredPair, Reg
 
-_OPS = ("shfl", "vote", "activemask", "match", "redux")
+_OPS = ("shfl", "vote", "activemask", "match", "redux", "elect")
 NSLOTS = 6  # CA, CB, CG, CR, CP; CW (tier 2's region rounds: the live lanes of each warp, at its first lane)
 CA, CB, CG, CR, CP, CW = range(NSLOTS)
 
@@ -44,6 +44,10 @@ def coll_form(ins: Instr) -> tuple[str, str]:
         if p[1:] != ["warp", "sync"] or len(ins.args) != 1:
             raise JitUnsupported(ins.op)
         return "syncwarp", ""
+    if op == "elect":  # elect.sync d|p, membermask
+        if p[1:] != ["sync"] or len(ins.args) != 2:
+            raise JitUnsupported(ins.op)
+        return "elect", ""
     if op == "activemask":
         if p[1:] != ["b32"] or len(ins.args) != 1:
             raise JitUnsupported(ins.op)
@@ -126,6 +130,8 @@ class WarpOps:
         elif kind == "vote":
             ca = b.zext(self.read(ins.args[1], "pred"), I64)
             cb = self._mask_word(ins, 2)
+        elif kind == "elect":
+            cb = self._mask_word(ins, 1)
         elif kind in ("match", "redux"):
             typ = ins.parts[-1]
             ca = b.zext(self.read(ins.args[1], typ), I64) if typ != "b64" else self.read(ins.args[1], typ)
@@ -422,6 +428,16 @@ class WarpOps:
                     each(lambda lane: st(CR, lane, r))
 
                 grouped(fast, lambda: each(lambda lane: st(CR, lane, members(lane, red, init)[0])))
+            elif kind == "elect":  # the lowest lane of each member-mask group leads
+                def lowest(a, m):
+                    return b.select(b.icmp_unsigned("<", m, a), m, a)
+
+                def elect(lane):
+                    leader = members(lane, lowest, c64(32))[0]
+                    st(CR, lane, leader)
+                    st(CP, lane, b.zext(b.icmp_unsigned("==", leader, lane), I64))
+
+                each(elect)
             elif kind == "match" and mode == "any":
 
                 def match_any(lane):

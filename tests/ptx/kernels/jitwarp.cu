@@ -113,3 +113,12 @@ extern "C" __global__ void shflFromExited(const int *in, int *out) {
     if ((threadIdx.x & 31) >= 20) return;
     out[i] = __shfl_down_sync(0xffffffffu, in[i], 16);
 }
+
+// elect.sync with labeled masks: the lowest lane of each group of equal labels leads.
+extern "C" __global__ void electGroups(const int *label, unsigned *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned m = __match_any_sync(0xffffffffu, label[i]), leader, is;
+    asm volatile("{.reg .pred p; elect.sync %0|p, %2; selp.u32 %1, 1, 0, p;}" : "=r"(leader), "=r"(is) : "r"(m));
+    out[2 * i] = leader;
+    out[2 * i + 1] = is;
+}
