@@ -47,3 +47,33 @@ def test_dot_products_and_bmsk_match_the_interpreter(engine, rng):
     want = (((1 << pb) - 1) << pa) & 0xFFFFFFFF
     assert inside.sum() > 100
     assert np.array_equal(got[inside, 12], want[inside]) and np.array_equal(got[inside, 13], want[inside])
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_carry_chains_match_the_interpreter_and_integer_arithmetic(engine, rng):
+    """PTX ISA, add.cc/addc, sub.cc/subc, mad.cc/madc: the carry (borrow) out of one word feeds the next."""
+    dev = Dev(compile_ptx("jitintx", "sm_75"))
+    assert dev.mod.jit_kernel("carries") is not None
+    n = 2048
+    x = rng.integers(0, 2**32, 6 * n, dtype=np.uint64).astype(np.uint32)
+    x[: 6 * 64] = rng.choice(np.array([0, 1, 0xFFFFFFFF, 0xFFFFFFFE, 0x80000000], np.uint32), 6 * 64)
+    px = dev.array(x)
+    outs = {}
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        po = dev.empty(64 * n)
+        dev.launch("carries", n // 256, 256, px, po, n)
+        outs[eng] = dev.get(po, np.uint32, 16 * n).reshape(n, 16)
+    assert np.array_equal(outs["interp"], outs["jit"])
+    got = outs["jit"].astype(object)
+    for i in range(0, n, 7):
+        w = [int(v) for v in x[6 * i : 6 * i + 6]]
+        a, c = w[0] | w[1] << 32 | w[2] << 64, w[3] | w[4] << 32 | w[5] << 64
+        m96 = (1 << 96) - 1
+        assert got[i, 0] | got[i, 1] << 32 | got[i, 2] << 64 == (a + c) & m96
+        assert got[i, 3] | got[i, 4] << 32 | got[i, 5] << 64 == (a - c) & m96
+        mac = w[0] * w[2] + (w[3] | w[4] << 32) + ((w[1] * w[2]) >> 32 << 64)  # what the chain adds up
+        assert got[i, 6] | got[i, 7] << 32 | got[i, 8] << 64 == mac & m96
+        a128, c128 = w[0] | w[1] << 32 | w[2] << 64, w[3] | w[4] << 32 | w[5] << 64
+        s = (a128 + c128) & ((1 << 128) - 1)
+        assert got[i, 9] | got[i, 10] << 32 | got[i, 11] << 64 == s & m96

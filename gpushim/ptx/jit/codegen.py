@@ -561,6 +561,9 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             return
         if op == "cvt" and half_type(ins) and self._half_cvt(ins):
             return
+        if op in ("addc", "subc", "madc") or (op in ("add", "sub", "mad") and "cc" in ins.parts):
+            self._carry(ins)  # carry chains (ops_intx.py)
+            return
         if h is None:
             raise JitUnsupported(ins.op)
         h(ins)

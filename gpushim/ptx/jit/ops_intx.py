@@ -64,3 +64,57 @@ class IntExtraOps:
             over = b.or_(over, b.or_(abig, b.icmp_unsigned(">=", n, k(32))))
         mask1 = b.select(over, k(0), b.select(b.icmp_signed("==", b1, k(0)), full, mask1))
         self.write(ins.args[0], b.trunc(b.and_(mask0, b.xor(mask1, k(-1))), I32), "b32")
+
+    # -- carry chains: add.cc, addc, sub.cc, subc, mad.cc, madc (ops_int.py's hidden %cc register) ---------
+    def _cc(self):
+        """the carry flag (i1), a hidden register of the thread, 0 at its start (not saved across barriers:
+        PTX keeps no carry across them)"""
+        if "%cc" not in self.regs:
+            b = self.b
+            here = b.block
+            b.position_at_start(self.f.entry_basic_block)
+            a = b.alloca(ir.IntType(1), name="r_cc")
+            b.store(ir.Constant(ir.IntType(1), 0), a)
+            b.position_at_end(here)
+            self.regs["%cc"] = (a, ir.IntType(1))
+        return self.regs["%cc"][0]
+
+    def _carry(self, ins: Instr) -> None:
+        p = ins.parts
+        base = p[0]
+        typ = p[-1]
+        if typ not in ("u32", "s32", "u64", "s64", "b32", "b64"):
+            raise JitUnsupported(ins.op)
+        mods = set(p[1:-1])
+        uses = base in ("addc", "subc", "madc")
+        sets = "cc" in mods
+        b = self.b
+        w = ir.IntType(32 if typ.endswith("32") else 64)
+        cin = b.zext(b.load(self._cc()), w) if uses else ir.Constant(w, 0)
+        has_cin = b.icmp_unsigned("!=", cin, ir.Constant(w, 0))
+        if base in ("add", "addc", "sub", "subc"):
+            if mods - {"cc"}:
+                raise JitUnsupported(ins.op)
+            a, c = (self.read(x, typ) for x in ins.args[1:3])
+            if base in ("sub", "subc"):
+                d = b.sub(b.sub(a, c), cin)
+                cout = b.or_(b.icmp_unsigned("<", a, c), b.and_(b.icmp_unsigned("==", a, c), has_cin))  # borrow
+            else:
+                d = b.add(b.add(a, c), cin)
+                cout = b.or_(b.icmp_unsigned("<", d, a), b.and_(b.icmp_unsigned("==", d, a), has_cin))
+        else:  # mad.lo/.hi.cc, madc.lo/.hi(.cc)
+            half = mods & {"lo", "hi"}
+            if mods - {"cc", "lo", "hi"} or len(half) != 1:
+                raise JitUnsupported(ins.op)
+            a, c, e = (self.read(x, typ) for x in ins.args[1:4])
+            if "lo" in half:
+                prod = b.mul(a, c)
+            else:
+                wide = ir.IntType(2 * w.width)
+                ext = b.sext if typ[0] == "s" else b.zext
+                prod = b.trunc(b.lshr(b.mul(ext(a, wide), ext(c, wide)), ir.Constant(wide, w.width)), w)
+            d = b.add(b.add(prod, e), cin)
+            cout = b.or_(b.icmp_unsigned("<", d, prod), b.and_(b.icmp_unsigned("==", d, prod), has_cin))
+        self.write(ins.args[0], d, typ)
+        if sets:
+            b.store(cout, self._cc())
