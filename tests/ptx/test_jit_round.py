@@ -86,3 +86,38 @@ def test_directed_rounding_f64_add_matches_the_interpreter(engine, rng):
     i = np.flatnonzero((rm != rp) & ~np.isnan(rm))
     assert i.size > 100
     assert (np.nextafter(outs["jit"][i, 1], np.inf) == outs["jit"][i, 2]).all()
+
+
+def _directed64(q: Fraction, mode: str) -> float:
+    r = float(q)  # correctly rounded to f64
+    if Fraction(r) == q:
+        return r
+    lo, hi = (r, float(np.nextafter(r, np.inf))) if Fraction(r) < q else (float(np.nextafter(r, -np.inf)), r)
+    return lo if mode == "rm" or (mode == "rz" and q > 0) else hi
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_directed_conversions_match_the_interpreter_and_exact_rounding(engine, rng):
+    """PTX ISA, cvt: .rz/.rm/.rp round the exact source value toward zero, -inf, +inf."""
+    dev = Dev(compile_ptx("jitround", "sm_75"))
+    assert dev.mod.jit_kernel("cvtDirected") is not None
+    n = 2048
+    xd = _operands(rng, n, np.float64, SPECIAL32.astype(np.float64))
+    xl = rng.integers(-(2**63), 2**63, 2 * n, dtype=np.int64)
+    xl[1::4] >>= rng.integers(0, 63, xl[1::4].size)  # every magnitude
+    xl[:8] = [0, -1, 2**24 + 1, -(2**24) - 1, 2**63 - 1, -(2**63), 2**53 + 1, 2**62 + 2**38 + 1]
+    pd, pl = dev.array(xd), dev.array(xl)
+    outs = {}
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        po = dev.empty(8 * 15 * n)
+        dev.launch("cvtDirected", n // 256, 256, pd, pl, po, n)
+        outs[eng] = dev.get(po, np.float64, 15 * n).reshape(n, 15)
+    assert np.array_equal(outs["interp"].view(np.uint64), outs["jit"].view(np.uint64))
+    got = outs["jit"]
+    for i in range(0, n, 5):
+        s, u = int(xl[2 * i]), int(xl[2 * i + 1]) & (2**64 - 1)
+        for j, mode in enumerate(("rz", "rm", "rp")):
+            assert got[i, 3 + j] == _directed(Fraction(s), mode) and got[i, 6 + j] == _directed(Fraction(u), mode)
+        assert got[i, 11] == _directed64(Fraction(s), "rz") and got[i, 12] == _directed64(Fraction(s), "rm")
+        assert got[i, 13] == _directed64(Fraction(u), "rp") and got[i, 14] == _directed64(Fraction(u), "rm")

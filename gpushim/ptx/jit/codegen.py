@@ -37,7 +37,7 @@ from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
 from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
-from gpushim.ptx.jit.ops_round import DirectedOps
+from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_collective
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
@@ -560,6 +560,9 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             self._half(ins)
             return
         if op == "cvt" and half_type(ins) and self._half_cvt(ins):
+            return
+        if op == "cvt" and DIRECTED & set(ins.parts):
+            self._cvt_directed(ins)  # ops_round.py
             return
         if op in ("addc", "subc", "madc") or (op in ("add", "sub", "mad") and "cc" in ins.parts):
             self._carry(ins)  # carry chains (ops_intx.py)

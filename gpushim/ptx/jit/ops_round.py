@@ -144,3 +144,61 @@ class DirectedOps:
             return b.select(b.fcmp_unordered("uno", r, r), b.bitcast(nanbits, F64), r)
 
         self._fwrap(ins, typ, m, args, f32 if typ == "f32" else f64)
+
+    def _cvt_directed(self, ins: Instr) -> None:
+        """cvt.{rz,rm,rp} to f32/f64 from f32/f64 or integers, as ops_cvt.py (f2f, int_to_float) computes it"""
+        from gpushim.ptx.types import TYPES
+
+        p = ins.parts
+        types = [x for x in p[1:] if x in TYPES]
+        m = set(p[1:]) - set(types)
+        if len(types) != 2 or len(ins.args) != 2 or m - (DIRECTED | {"ftz", "sat"}) or len(m & DIRECTED) != 1:
+            raise JitUnsupported(ins.op)
+        dtyp, atyp = types
+        mode = self._mode_of(m)
+        ints = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "b8", "b16", "b32", "b64")
+        if dtyp not in ("f32", "f64") or (atyp not in ("f32", "f64") and atyp not in ints):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        a = self.read(ins.args[1], atyp)
+        if atyp in ("f32", "f64"):
+            if "ftz" in m and atyp == "f32":
+                a = self._ftz(a)
+            x = b.fpext(a, F64) if atyp == "f32" else a
+            if dtyp == "f64":
+                r = x
+            else:
+                r = self._canon(self._f64_to_f32(x, mode))
+                if "ftz" in m:
+                    r = self._ftz(r)
+            if "sat" in m:
+                r = self._sat(r)
+            self.write(ins.args[0], r, dtyp)
+            return
+        signed = atyp[0] == "s"
+        if a.type.width <= 32:
+            x = b.sitofp(a, F64) if signed else b.uitofp(a, F64)  # exact
+            r = x if dtyp == "f64" else self._f64_to_f32(x, mode)
+        else:
+            top = ir.Constant(F64, 2.0**63 if signed else 2.0**64)
+
+            def err(r):  # the sign of q - r (as -1, 0, 1: what the directed roundings need), in integers
+                ri = b.fptosi(r, I64) if signed else b.fptoui(r, I64)
+                cmp = b.icmp_signed if signed else b.icmp_unsigned
+                one, zero = ir.Constant(F64, 1.0), ir.Constant(F64, 0.0)
+                e = b.select(cmp(">", a, ri), one, b.select(cmp("<", a, ri), ir.Constant(F64, -1.0), zero))
+                return b.select(b.fcmp_ordered(">=", r, top), ir.Constant(F64, -1.0), e)  # r past the type: above q
+
+            rn = b.sitofp(a, F64) if signed else b.uitofp(a, F64)
+            if dtyp == "f64":
+                r = self._f64_directed(rn, err(rn), mode)
+            else:  # toward zero in f64, to odd, then the directed rounding to f32 (int_to_float)
+                rz = self._f64_directed(rn, err(rn), "rz")
+                inexact = b.fcmp_ordered("!=", err(rz), ir.Constant(F64, 0.0))
+                bits = b.bitcast(rz, I64)
+                even = b.icmp_unsigned("==", b.and_(bits, ir.Constant(I64, 1)), ir.Constant(I64, 0))
+                odd = b.bitcast(b.add(bits, ir.Constant(I64, 1)), F64)  # one step away from zero
+                r = self._f64_to_f32(b.select(b.and_(inexact, even), odd, rz), mode)
+        if "sat" in m:
+            r = self._sat(r)
+        self.write(ins.args[0], r, dtyp)
