@@ -77,3 +77,28 @@ def test_carry_chains_match_the_interpreter_and_integer_arithmetic(engine, rng):
         a128, c128 = w[0] | w[1] << 32 | w[2] << 64, w[3] | w[4] << 32 | w[5] << 64
         s = (a128 + c128) & ((1 << 128) - 1)
         assert got[i, 9] | got[i, 10] << 32 | got[i, 11] << 64 == s & m96
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_funnel_shifts_match_the_interpreter(engine, rng):
+    """PTX ISA, shf: the 64-bit b:a shifted left (upper 32 bits kept) or right (lower 32), by c clamped to 32
+    (.clamp) or taken mod 32 (.wrap)."""
+    dev = Dev(compile_ptx("jitintx", "sm_75"))
+    assert dev.mod.jit_kernel("funnel") is not None
+    n = 2048
+    x = rng.integers(0, 2**32, 3 * n, dtype=np.uint64).astype(np.uint32)
+    px = dev.array(x)
+    outs = {}
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        po = dev.empty(16 * n)
+        dev.launch("funnel", n // 256, 256, px, po, n)
+        outs[eng] = dev.get(po, np.uint32, 4 * n).reshape(n, 4)
+    assert np.array_equal(outs["interp"], outs["jit"])
+    for i in range(0, n, 3):
+        a, b, c = int(x[3 * i]), int(x[3 * i + 1]), int(x[3 * i + 2]) & 63
+        v = b << 32 | a
+        for col, k in ((0, min(c, 32)), (1, c & 31)):
+            assert outs["jit"][i, col] == (v << k) >> 32 & 0xFFFFFFFF
+        for col, k in ((2, min(c, 32)), (3, c & 31)):
+            assert outs["jit"][i, col] == (v >> k) & 0xFFFFFFFF

@@ -26,8 +26,10 @@ class FloatOps:
         if r.type != F32:
             return r
         b = self.b
-        nan = b.bitcast(ir.Constant(I32, 0x7FFFFFFF), F32)
-        return b.select(b.fcmp_unordered("uno", r, r), nan, r)
+        # on the bits: LLVM folds select(isnan(r), NaN constant, r) to r (any NaN may stand for another)
+        bits = b.bitcast(r, I32)
+        nan = b.icmp_unsigned(">", b.and_(bits, ir.Constant(I32, 0x7FFFFFFF)), ir.Constant(I32, 0x7F800000))
+        return b.bitcast(b.select(nan, ir.Constant(I32, 0x7FFFFFFF), bits), F32)
 
     def _ftz(self, x):
         b = self.b

@@ -118,3 +118,19 @@ class IntExtraOps:
         self.write(ins.args[0], d, typ)
         if sets:
             b.store(cout, self._cc())
+
+    def op_shf(self, ins: Instr) -> None:
+        """shf.{l,r}.{clamp,wrap}.b32 d, a, b, c: the 64-bit b:a shifted by c, 32 bits of it (ops_bits.py)"""
+        p = ins.parts
+        if len(p) != 4 or p[1] not in ("l", "r") or p[2] not in ("clamp", "wrap") or p[3] != "b32":
+            raise JitUnsupported(ins.op)
+        b = self.b
+        lo, hi = (b.zext(self.read(x, "b32"), I64) for x in ins.args[1:3])
+        c = b.zext(self.read(ins.args[3], "u32"), I64)
+        if p[2] == "clamp":
+            n = b.select(b.icmp_unsigned("<", c, ir.Constant(I64, 32)), c, ir.Constant(I64, 32))
+        else:
+            n = b.and_(c, ir.Constant(I64, 31))
+        v = b.or_(b.shl(hi, ir.Constant(I64, 32)), lo)
+        r = b.lshr(b.shl(v, n), ir.Constant(I64, 32)) if p[1] == "l" else b.lshr(v, n)
+        self.write(ins.args[0], b.trunc(r, I32), "b32")

@@ -141,7 +141,9 @@ class DirectedOps:
             nanbits = b.select(b.fcmp_unordered("uno", x, x), b.or_(b.bitcast(x, I64), quiet),
                                b.select(b.fcmp_unordered("uno", y, y), b.or_(cb, quiet),
                                         ir.Constant(I64, 0xFFF8000000000000)))  # fmt: skip
-            return b.select(b.fcmp_unordered("uno", r, r), b.bitcast(nanbits, F64), r)
+            rb = b.bitcast(r, I64)  # (a select on the bits: LLVM may fold a float one, any NaN standing for another)
+            isnan = b.icmp_unsigned(">", b.and_(rb, ir.Constant(I64, 2**63 - 1)), ir.Constant(I64, 0x7FF0000000000000))
+            return b.bitcast(b.select(isnan, nanbits, rb), F64)
 
         self._fwrap(ins, typ, m, args, f32 if typ == "f32" else f64)
 

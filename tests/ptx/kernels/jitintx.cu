@@ -37,3 +37,14 @@ extern "C" __global__ void carries(const unsigned *in, unsigned *out, int n) {
     asm("mad.hi.cc.s32 %0, %1, %2, %3; addc.u32 %0, %0, 0;" : "=r"(h) : "r"(x[0]), "r"(x[1]), "r"(x[2]));
     o[12] = h;
 }
+
+// Funnel shifts, every direction and mode, shift counts around 32.
+extern "C" __global__ void funnel(const unsigned *in, unsigned *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned a = in[3 * i], b = in[3 * i + 1], c = in[3 * i + 2] & 63, r, *o = out + 4 * i;
+    asm("shf.l.clamp.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[0] = r;
+    asm("shf.l.wrap.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[1] = r;
+    asm("shf.r.clamp.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[2] = r;
+    asm("shf.r.wrap.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[3] = r;
+}
