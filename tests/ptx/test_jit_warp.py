@@ -154,6 +154,28 @@ def test_elect_leads_each_labeled_group(dev, engine, rng):
         assert got[i, 0] == lead and got[i, 1] == int(i % 32 == lead), i
 
 
+@DIFF
+@TIERS
+def test_block_reductions_at_barriers(dev, engine, rng):
+    """__syncthreads_count/_and/_or (bar.red; Programming Guide, Synchronization Functions: the count of, all
+    of, any of the predicates of the block's threads), after some threads of each block exited."""
+    n, bs, live = 512, 128, 94
+    v = rng.integers(-100, 100, n, dtype=np.int32)
+    pv, po = dev.array(v), dev.empty(16 * n)
+    dev.launch("barReductions", n // bs, bs, pv, po, live)
+    got = dev.get(po, np.int32, 4 * n).reshape(n, 4)
+    for blk in range(n // bs):
+        vv = v[blk * bs : blk * bs + live]
+        rows = got[blk * bs : blk * bs + live]
+        assert (rows[:, 0] == (vv > 0).sum()).all()
+        assert (rows[:, 1] == int((vv > -50).all())).all() and (rows[:, 2] == int((vv > 90).any())).all()
+        acc, w = 0, vv.copy()
+        for k in range(3):
+            acc += int(((w >> k) & 1).sum())
+            w = w + w[np.arange(live) ^ 1]
+        assert (rows[:, 3] == acc).all()
+
+
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)
 @pytest.mark.parametrize("dev", ["off"], indirect=True)
 def test_shuffle_from_an_exited_lane_is_logged(dev, engine, caplog):

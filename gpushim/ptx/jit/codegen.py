@@ -38,7 +38,7 @@ from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
 from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
-from gpushim.ptx.jit.ops_warp import WarpOps, is_collective
+from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
@@ -448,6 +448,9 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             return
         if is_collective(ins):
             self._collective(ins)
+            return
+        if is_bar_red(ins):
+            self._bar_red(ins)
             return
         if op in ("bar", "barrier"):
             if ins.guard is not None:

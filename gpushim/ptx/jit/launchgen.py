@@ -204,7 +204,7 @@ class LaunchOps:
             rnd = f.append_basic_block("round")
             blk_next = f.append_basic_block("block_next")
             stop = f.append_basic_block("stop_round")
-            if getattr(self, "coll_at", None):  # warp collectives (ops_warp.py)
+            if getattr(self, "coll_at", None) or getattr(self, "red_at", None):  # collectives, bar.red: ops_warp
                 self._coll_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state,
                                   (blk_next, stop, failed), regions)
                 b.position_at_end(rnd)  # (the general rounds' entry, unused here)

@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
-from gpushim.ptx.nodes import Instr, PredPair, Reg
+from gpushim.ptx.nodes import Imm, Instr, PredPair, Reg
 
 _OPS = ("shfl", "vote", "activemask", "match", "redux", "elect")
 NSLOTS = 6  # CA, CB, CG, CR, CP; CW (tier 2's region rounds: the live lanes of each warp, at its first lane)
@@ -78,6 +78,23 @@ def coll_form(ins: Instr) -> tuple[str, str]:
     raise JitUnsupported(ins.op)
 
 
+def is_bar_red(ins: Instr) -> bool:
+    return ins.parts[0] in ("bar", "barrier") and "red" in ins.parts
+
+
+def red_form(ins: Instr) -> str:
+    """bar.red.{popc,and,or} d, 0, {!}c (barrier 0, every thread of the block): the reduction; else unsupported"""
+    p = ins.parts
+    op = next((x for x in p if x in ("popc", "and", "or")), None)
+    extra = set(p[1:]) - {"red", "popc", "and", "or", "u32", "pred", "aligned", "cta", "sync"}
+    if op is None or extra or ins.guard is not None or len(ins.args) != 3:
+        raise JitUnsupported(f"{ins.op} (with a thread count, a guard or another form)")
+    bid = ins.args[1]
+    if not (isinstance(bid, Imm) and int(bid.value) == 0):
+        raise JitUnsupported(f"{ins.op} with a barrier id")
+    return op
+
+
 def coll_dests(ins: Instr) -> set[str]:
     d = ins.args[0] if ins.args and ins.parts[0] != "bar" else None
     if isinstance(d, Reg):
@@ -93,11 +110,15 @@ class WarpOps:
         """After the spill slots of the registers: the collective slots (only in kernels with collectives).
         A collective's unguarded destinations are not saved across it (it writes them)."""
         code = self.prog.code
-        self.coll_idx = [i for i in self.bar_idx if is_collective(code[i])]
+        self.coll_idx = [i for i in self.bar_idx if is_collective(code[i]) or is_bar_red(code[i])]
         self.coll_at: dict[int, int] = {}  # resume point -> instruction index
+        self.red_at: dict[int, int] = {}  # bar.red's resume points -> instruction index
         if not self.coll_idx:
             return
         for i in self.coll_idx:
+            if is_bar_red(code[i]):
+                red_form(code[i])
+                continue
             coll_form(code[i])
             if code[i].guard is None:
                 defs, spilled = self.bar_plan[i]
@@ -110,6 +131,82 @@ class WarpOps:
     def _cslot(self, j: int, t=None):
         b = self.b
         return b.gep(self.spill, [b.add(b.mul(ir.Constant(I64, self.cbase + j), self.tpb), self.t if t is None else t)])
+
+    def _bar_red(self, ins: Instr) -> None:
+        """bar.red: a barrier whose threads get the reduction of their predicates over the block's threads
+        waiting at it when it releases (barriers.py: the reduction runs at the release, over those threads)"""
+        op = red_form(ins)
+        b = self.b
+        d = ins.args[0]
+        if self.mode == "check":  # other threads' values: tainted (taint.py), any value does
+            zero = ir.Constant(I32, 0) if op == "popc" else ir.Constant(I1, 0)
+            self.write(d, zero, "u32" if op == "popc" else "pred")
+            return
+        self._tag(b.store(b.zext(self.read(ins.args[2], "pred"), I64), self._cslot(CA)), "coll_in")
+        k = len(self.barriers) + 1
+        self.red_at[k] = self.i
+        defs, spilled = self.bar_plan[self.i]
+        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
+        for j, (a, _) in live:
+            self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
+        self._flush_count()
+        b.ret(ir.Constant(I32, k))
+        blk = self.f.append_basic_block(f"resume{k}")
+        self.barriers.append(blk)
+        self.dispatch.add_case(ir.Constant(I32, k), blk)
+        b.position_at_end(blk)
+        for j, (a, rt) in live:
+            v = self._tag(b.load(self._spill_slot(j)), "spill")
+            b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
+        here = self.i
+        for i in defs:
+            self.i, self.ins = i, self.prog.code[i]
+            self._body(self.ins, self.ins.parts[0])
+        self.i, self.ins = here, self.prog.code[here]
+        r = self._tag(b.load(self._cslot(CR)), "coll_out")
+        if op == "popc":
+            self.write(d, b.trunc(r, I32), "u32")
+        else:
+            self.write(d, b.icmp_unsigned("!=", r, ir.Constant(I64, 0)), "pred")
+
+    def _red_release(self, b, state, spill, tpb) -> None:
+        """Before barriers release: each bar.red's result for the threads waiting at it (popc of their
+        predicates, all of them, any of them)"""
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        for k, i in sorted(self.red_at.items()):
+            op = red_form(self.prog.code[i])
+
+            def slot(j, t):
+                return b.gep(spill, [b.add(b.mul(c64(self.cbase + j), tpb), t)])
+
+            here = b.block
+            b.position_at_start(b.function.entry_basic_block)
+            yes_a, all_a = b.alloca(I64), b.alloca(I64)
+            b.position_at_end(here)
+            b.store(c64(0), yes_a)
+            b.store(c64(0), all_a)
+            want = ir.Constant(I32, -k - 1)
+
+            def count(t, want=want, yes_a=yes_a, all_a=all_a):
+                at = b.icmp_signed("==", self._tag(b.load(b.gep(state, [t])), "state"), want)
+                p = self._tag(b.load(slot(CA, t)), "coll_in")
+                b.store(b.add(b.load(yes_a), b.select(at, p, c64(0))), yes_a)
+                b.store(b.add(b.load(all_a), b.zext(at, I64)), all_a)
+
+            self._for(b, tpb, count)
+            yes, tot = b.load(yes_a), b.load(all_a)
+            if op == "popc":
+                r = yes
+            elif op == "and":
+                r = b.zext(b.icmp_unsigned("==", yes, tot), I64)
+            else:
+                r = b.zext(b.icmp_unsigned("!=", yes, c64(0)), I64)
+
+            def put(t, want=want, r=r):
+                at = b.icmp_signed("==", self._tag(b.load(b.gep(state, [t])), "state"), want)
+                self._if(b, at, lambda: self._tag(b.store(r, slot(CR, t)), "coll_out"))
+
+            self._for(b, tpb, put)
 
     def _collective(self, ins: Instr) -> None:
         kind, mode = coll_form(ins)
@@ -608,6 +705,7 @@ class WarpOps:
             s = self._tag(b.load(sp), "state")
             self._if(b, b.icmp_signed("<=", s, c32(-2)), lambda: self._tag(b.store(b.sub(c32(-1), s), sp), "state"))
 
+        self._red_release(b, state, spill, tpb)
         self._for(b, tpb, rel)
         b.branch(rnd)
         b.position_at_end(force)  # the lowest collective runs with the lanes that arrived
@@ -756,6 +854,8 @@ class WarpOps:
             self._if(b, b.icmp_unsigned("!=", part, c32(0)),
                      lambda: b.call(combine, [ctx, spill, tpb, t0, kk, part]))  # fmt: skip
 
+        if self.red_at:
+            self._if(b, b.not_(iscoll(kk)), lambda: self._red_release(b, state, spill, tpb))
         self._if(b, iscoll(kk), lambda: self._for(b, nw, fire))
         k.add_incoming(kk, b.block)
         partial.add_incoming(now_partial, b.block)

@@ -122,3 +122,22 @@ extern "C" __global__ void electGroups(const int *label, unsigned *out) {
     out[2 * i] = leader;
     out[2 * i + 1] = is;
 }
+
+// __syncthreads_count/and/or (bar.red) after some threads of each block exited, and in a loop with shuffles.
+extern "C" __global__ void barReductions(const int *in, int *out, int live) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if ((int)threadIdx.x >= live) return;  // live is even: xor-1 shuffle partners are both there
+    int v = in[i];
+    int c = __syncthreads_count(v > 0);
+    int a = __syncthreads_and(v > -50);
+    int o = __syncthreads_or(v > 90);
+    int acc = 0;
+    for (int k = 0; k < 3; k++) {
+        acc += __syncthreads_count((v >> k) & 1);
+        v += __shfl_xor_sync(__activemask(), v, 1);
+    }
+    out[4 * i] = c;
+    out[4 * i + 1] = a;
+    out[4 * i + 2] = o;
+    out[4 * i + 3] = acc;
+}
