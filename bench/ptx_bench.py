@@ -5,7 +5,8 @@ work as a plain C loop compiled with -O2, in one run.
 
 Cases: vectorAdd on 1M floats (tests/ptx/kernels/basic.cu), the 16x16-tiled matmul at 512^2 (linalg.cu), a
 divergent Collatz kernel, a shared-memory ring smoothed in a loop with two barriers per iteration and a
-block sum with warp shuffles (bench/ptx_bench_kernels.cu). The JIT's results (both tiers) must equal the interpreter's bit for bit. Reported:
+block sum with warp shuffles (bench/ptx_bench_kernels.cu). The JIT's results (both tiers) must equal the
+interpreter's bit for bit. Reported:
 best-of-N CPU seconds of one launch per engine (inputs restored outside the timing): the interpreter, the JIT's
 tier 1 (every access checked) and tier 2 (check pass, then unchecked code; barrier regions as thread loops);
 their speedups over the interpreter; tier 2's time as a multiple of the C loop; tier 2 is timed twice: with the
