@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from harness import Dev, compile_ptx
 
+from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.jit import kernel as jit_kernel
 
 
@@ -20,8 +21,13 @@ def dev(monkeypatch, request):
     monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", request.param)
     jit_kernel._cache.clear()  # the policy applies when a kernel is compiled
     d = Dev(compile_ptx("jitwarp", "sm_90"))  # (elect.sync needs sm_90)
-    for k in d.mod.kernels:
-        assert d.mod.jit_kernel(k) is not None, f"{k} runs on the interpreter"
+    launch = d.launch
+
+    def launch_compiled(kernel, *args, **kw):  # every kernel here must run on the JIT, not fall back
+        assert d.mod.jit_kernel(kernel) is not None, f"{kernel} runs on the interpreter"
+        return launch(kernel, *args, **kw)
+
+    d.launch = launch_compiled
     yield d
     jit_kernel._cache.clear()
 
@@ -174,6 +180,16 @@ def test_block_reductions_at_barriers(dev, engine, rng):
             acc += int(((w >> k) & 1).sum())
             w = w + w[np.arange(live) ^ 1]
         assert (rows[:, 3] == acc).all()
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+@TIERS
+def test_watchdog_stops_an_endless_shuffle_loop(dev, engine):
+    """Each cycle of the loop stops at a shuffle, so its branch has no poll of its own: the rounds poll."""
+    dev.mod.watchdog_s = 0.3
+    with pytest.raises(CudaError) as e:
+        dev.launch("shuffleSpin", 2, 64, dev.empty(4 * 64), 5)
+    assert e.value.code == Err.LAUNCH_TIMEOUT
 
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)

@@ -141,3 +141,13 @@ extern "C" __global__ void barReductions(const int *in, int *out, int live) {
     out[4 * i + 2] = o;
     out[4 * i + 3] = acc;
 }
+
+// Never ends (n >= 0): a shuffle in an endless loop. The watchdog must stop it between collective rounds.
+extern "C" __global__ void shuffleSpin(int *out, int n) {
+    int v = threadIdx.x;
+    for (;;) {
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        if (n < 0) break;
+    }
+    out[threadIdx.x] = v;
+}
