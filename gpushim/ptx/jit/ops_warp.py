@@ -233,7 +233,10 @@ class WarpOps:
             typ = ins.parts[-1]
             ca = b.zext(self.read(ins.args[1], typ), I64) if typ != "b64" else self.read(ins.args[1], typ)
             cb = self._mask_word(ins, 2)
-        for j, v in ((CA, ca), (CB, cb), (CG, b.zext(g, I64))):
+        stores = [(CA, ca)] if kind in ("shfl", "vote", "match", "redux") else []
+        stores += [(CB, cb)] if kind in ("shfl", "vote", "match", "redux", "elect") else []
+        stores += [(CG, b.zext(g, I64))] if ins.guard is not None else []  # (unguarded: @combine knows)
+        for j, v in stores:
             self._tag(b.store(v, self._cslot(j)), "coll_in")
         # stop like at a barrier: save the live registers, return the resume point
         k = len(self.barriers) + 1
@@ -259,13 +262,16 @@ class WarpOps:
         if kind == "syncwarp":
             return
         # the results, for a lane that executed it (its guard held)
+        r = self._tag(b.load(self._cslot(CR)), "coll_out")
+        p = b.trunc(self._tag(b.load(self._cslot(CP)), "coll_out"), I1)
+        if ins.guard is None:
+            self._coll_write(ins, kind, mode, r, p)
+            return
         went = b.icmp_unsigned("!=", self._tag(b.load(self._cslot(CG)), "coll_in"), ir.Constant(I64, 0))
         yes = self.f.append_basic_block()
         join = self.f.append_basic_block()
         b.cbranch(went, yes, join)
         b.position_at_end(yes)
-        r = self._tag(b.load(self._cslot(CR)), "coll_out")
-        p = b.trunc(self._tag(b.load(self._cslot(CP)), "coll_out"), I1)
         self._coll_write(ins, kind, mode, r, p)
         b.branch(join)
         b.position_at_end(join)
@@ -414,14 +420,24 @@ class WarpOps:
             self._for(b, nl, lambda m: b.store(step(b.load(acc), m), acc))
             return b.load(acc)
 
-        # the lanes that execute it: there, with their guard
-        act = fold(c64(0), lambda a, m: b.or_(a, b.shl(b.and_(bit(part64, m), b.zext(
-            b.icmp_unsigned("!=", ld(CG, m), c64(0)), I64)), m)))  # fmt: skip
-        # whether they all name the same member mask (then one group: each result once)
-        first = b.select(b.icmp_unsigned("==", act, c64(0)), c64(0), b.call(self._cttz(), [act, ir.Constant(I1, 0)]))
-        key0 = ld(CB, first)
-        uniform = b.icmp_unsigned("==", fold(c64(0), lambda a, m: b.or_(a, b.and_(bit(act, m), b.zext(
-            b.icmp_unsigned("!=", ld(CB, m), key0), I64)))), c64(0))  # fmt: skip
+        cur: dict = {}  # per collective: "act", the lanes that execute it (there, with their guard)
+
+        def set_act(guarded: bool) -> None:
+            if not guarded:  # (its lanes stored no guard)
+                cur["act"] = part64
+                return
+            cur["act"] = fold(c64(0), lambda a, m: b.or_(a, b.shl(b.and_(bit(part64, m), b.zext(
+                b.icmp_unsigned("!=", ld(CG, m), c64(0)), I64)), m)))  # fmt: skip
+
+        def uniform():
+            """whether they all name the same member mask (then one group: each result once)"""
+            act = cur["act"]
+            low = b.call(self._cttz(), [act, ir.Constant(I1, 0)])
+            first = b.select(b.icmp_unsigned("==", act, c64(0)), c64(0), low)
+            key0 = ld(CB, first)
+            return b.icmp_unsigned("==", fold(c64(0), lambda a, m: b.or_(a, b.and_(bit(act, m), b.zext(
+                b.icmp_unsigned("!=", ld(CB, m), key0), I64)))), c64(0))  # fmt: skip
+
         ret = f.append_basic_block("ret")
         sw = b.switch(k, ret)
 
@@ -431,7 +447,7 @@ class WarpOps:
         def grouped(fast, slow):
             """fast() when every lane executing it names the same mask, else slow() (per-lane groups)"""
             yes, no, join = (f.append_basic_block(x) for x in ("uni", "groups", "join"))
-            b.cbranch(uniform, yes, no)
+            b.cbranch(uniform(), yes, no)
             b.position_at_end(yes)
             fast()
             b.branch(join)
@@ -446,7 +462,7 @@ class WarpOps:
             b.store(c64(0), acc2)
 
             def inner(a, m):
-                inm = b.and_(b.trunc(bit(act, m), I1), b.icmp_unsigned("==", ld(CB, m), key))
+                inm = b.and_(b.trunc(bit(cur["act"], m), I1), b.icmp_unsigned("==", ld(CB, m), key))
                 b.store(b.or_(b.load(acc2), b.shl(b.zext(inm, I64), m)), acc2)
                 return b.select(inm, step(a, m), a)
 
@@ -454,7 +470,7 @@ class WarpOps:
             return r, b.load(acc2)
 
         def only_act(step):
-            return lambda a, m: b.select(b.trunc(bit(act, m), I1), step(a, m), a)
+            return lambda a, m: b.select(b.trunc(bit(cur["act"], m), I1), step(a, m), a)
 
         def case(kk: int, i: int) -> None:  # (a function: the closures below bind its variables)
             ins = self.prog.code[i]
@@ -462,8 +478,9 @@ class WarpOps:
             cb = f.append_basic_block(f"k{kk}")
             sw.add_case(ir.Constant(I32, kk), cb)
             b.position_at_end(cb)
+            set_act(ins.guard is not None)
             if kind == "activemask":
-                each(lambda lane: st(CR, lane, act))
+                each(lambda lane: st(CR, lane, cur["act"]))
             elif kind == "shfl":
                 undef = b.alloca(I64)
                 b.store(c64(0), undef)
@@ -475,7 +492,7 @@ class WarpOps:
                     ok = b.icmp_signed("<", b.add(t0, j), tpb)
                     st(CR, lane, ld(CA, b.select(ok, j, lane)))
                     st(CP, lane, b.and_(pv, b.zext(ok, I64)))
-                    u = b.and_(b.and_(bit(act, lane), b.zext(ok, I64)), b.xor(bit(part64, j), c64(1)))
+                    u = b.and_(b.and_(bit(cur["act"], lane), b.zext(ok, I64)), b.xor(bit(part64, j), c64(1)))
                     b.store(b.or_(b.load(undef), u), undef)
 
                 each(shfl)
@@ -496,7 +513,7 @@ class WarpOps:
                     return b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)), I64)
 
                 def fast():
-                    r = result(fold(c64(0), only_act(ballot)), act)
+                    r = result(fold(c64(0), only_act(ballot)), cur["act"])
                     each(lambda lane: st(CR, lane, r))
 
                 def slow():
@@ -526,6 +543,7 @@ class WarpOps:
 
                 grouped(fast, lambda: each(lambda lane: st(CR, lane, members(lane, red, init)[0])))
             elif kind == "elect":  # the lowest lane of each member-mask group leads
+
                 def lowest(a, m):
                     return b.select(b.icmp_unsigned("<", m, a), m, a)
 
@@ -539,7 +557,7 @@ class WarpOps:
 
                 def match_any(lane):
                     v = ld(CA, lane)
-                    hits = fold(c64(0), lambda a, m: b.or_(a, b.shl(b.and_(bit(act, m), b.zext(
+                    hits = fold(c64(0), lambda a, m: b.or_(a, b.shl(b.and_(bit(cur["act"], m), b.zext(
                         b.icmp_unsigned("==", ld(CA, m), v), I64)), m)))  # fmt: skip
                     st(CR, lane, b.and_(hits, ld(CB, lane)))
 
