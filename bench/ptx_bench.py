@@ -1,11 +1,12 @@
 """Benchmark of the emulator's PTX engines: the interpreter, the compiling engine (gpushim/ptx/jit) and the same
 work as a plain C loop compiled with -O2, in one run.
 
-    python bench/ptx_bench.py [--repeat N] [--first-launch]
+    python bench/ptx_bench.py [--repeat N] [--cases shuffle,matmul] [--first-launch]
 
 Cases: vectorAdd on 1M floats (tests/ptx/kernels/basic.cu), the 16x16-tiled matmul at 512^2 (linalg.cu), a
-divergent Collatz kernel and a shared-memory ring smoothed in a loop with two barriers per iteration
-(bench/ptx_bench_kernels.cu). The JIT's results (both tiers) must equal the interpreter's bit for bit. Reported:
+divergent Collatz kernel, a shared-memory ring smoothed in a loop with two barriers per iteration and a
+block sum with warp shuffles (bench/ptx_bench_kernels.cu). The JIT's results (both tiers) must equal the
+interpreter's bit for bit. Reported:
 best-of-N CPU seconds of one launch per engine (inputs restored outside the timing): the interpreter, the JIT's
 tier 1 (every access checked) and tier 2 (check pass, then unchecked code; barrier regions as thread loops);
 their speedups over the interpreter; tier 2's time as a multiple of the C loop; tier 2 is timed twice: with the
@@ -188,6 +189,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--first-launch", action="store_true", help="only the first-launch table")
+    ap.add_argument("--cases", default="", help="comma-separated words: only the cases whose name has one")
     args = ap.parse_args()
     rng = np.random.default_rng(1)
     mem = DeviceMemory(1 << 30)
@@ -228,6 +230,16 @@ def main() -> None:
         "smem barrier loop 64x256x100", Case(mem, bench, "smemLoop", (blocks, 1, 1), (256, 1, 1), [data, iters], [0]),
         lambda: ref.smem_loop(ptr(data_c), blocks, iters),
     ))  # fmt: skip
+    ns = 1 << 20
+    xs = rng.random(ns, dtype=np.float32)
+    sums = np.zeros(ns // 256, np.float32)
+    sums_c = sums.copy()
+    cases.append((
+        "warp shuffle sum 1M", Case(mem, bench, "shflSum", (ns // 256, 1, 1), (256, 1, 1), [xs, sums, ns], [1]),
+        lambda: ref.shfl_sum(ptr(xs), ptr(sums_c), ns),
+    ))  # fmt: skip
+    if args.cases:
+        cases = [c for c in cases if any(w in c[0] for w in args.cases.split(","))]
     tiny = Case(mem, basic, "vectorAdd", (1, 1, 1), (1, 1, 1), [a[:1].copy(), b[:1].copy(), c[:1].copy(), 1], [2])
     big = 1024
     A2 = rng.standard_normal((big, big)).astype(np.float32)

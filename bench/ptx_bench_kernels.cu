@@ -26,3 +26,20 @@ extern "C" __global__ void smemLoop(float *data, int iters) {
     }
     data[blockIdx.x * 256 + t] = s[t];
 }
+
+// Warp shuffles: a block sum as tutorials write it (__shfl_down_sync within each warp, one value per warp in
+// shared memory, the first warp sums those), one partial sum per block.
+extern "C" __global__ void shflSum(const float *in, float *out, int n) {
+    __shared__ float part[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? in[i] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    unsigned lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    if (lane == 0) part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        v = lane < blockDim.x / 32 ? part[lane] : 0.0f;
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0) out[blockIdx.x] = v;
+    }
+}

@@ -43,3 +43,22 @@ void smem_loop(float *data, int blocks, int iters) {
         memcpy(data + b * 256, s, sizeof s);
     }
 }
+
+/* shflSum's work: per block of 256, each warp's tree (lane l += lane l + off), then the warps' sums the same way */
+static float warp_tree(float *v) {
+    for (int off = 16; off > 0; off >>= 1)
+        for (int l = 0; l < off; l++) v[l] += v[l + off];
+    return v[0];
+}
+
+void shfl_sum(const float *in, float *out, int n) {
+    float v[32], part[32];
+    for (int b = 0; b < n / 256; b++) {
+        for (int w = 0; w < 8; w++) {
+            memcpy(v, in + b * 256 + w * 32, sizeof v);
+            part[w] = warp_tree(v);
+        }
+        for (int l = 8; l < 32; l++) part[l] = 0.0f;
+        out[b] = warp_tree(part);
+    }
+}

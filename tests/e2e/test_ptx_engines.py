@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from .conftest import BACKEND, ROOT, Server
+from .conftest import BACKEND, ROOT, Server, kv
 from .test_kernels import check_kernel_program, nvcc
 
 pytestmark = pytest.mark.skipif(BACKEND != "emulator", reason="compares the emulator's two PTX engines")
@@ -45,3 +45,30 @@ def test_engines_agree_on_e2e_programs(diff_server, tmp_path):
     assert "PTX engines differ" not in log
     agreed = {line.rsplit(" ", 1)[1] for line in log.splitlines() if "PTX engines agree on kernel" in line}
     assert len(agreed) >= 5, sorted(agreed)
+
+
+def _check_warp_reduce(r: subprocess.CompletedProcess) -> None:
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = kv(r.stdout)
+    assert v["sum"] == v["sum_expected"] and v["positives"] == v["positives_expected"], r.stdout
+    assert v["ballot_mismatch"] == "0" and v["warps_all"] == v["warps_all_expected"] != "0", r.stdout
+
+
+def test_engines_agree_on_warp_collectives(diff_server):
+    """tests/programs/warp_reduce.cu: a __shfl_down_sync block sum, __ballot_sync / __reduce_add_sync /
+    __all_sync over the live lanes of a partial last warp. Both kernels run on the JIT (warp collectives,
+    gpushim/ptx/jit/ops_warp.py) and on the interpreter, with identical memory afterwards."""
+    _check_warp_reduce(diff_server.run("warp_reduce", timeout=300))
+    log = diff_server.log.read_text()
+    assert "PTX engines differ" not in log
+    for kernel in ("block_sum", "count_positive"):
+        assert f"PTX engines agree on kernel {kernel}" in log, log[-3000:]
+
+
+def test_warp_collectives_run_on_the_jit(server):
+    """The default engine compiles the warp-collective kernels: the server's debug log names each compile and
+    no fallback to the interpreter."""
+    _check_warp_reduce(server.run("warp_reduce", timeout=300))
+    log = server.log.read_text()
+    for kernel in ("block_sum", "count_positive"):
+        assert f"compiled {kernel} in" in log and f"PTX kernel {kernel} runs on the interpreter" not in log, log[-3000:]

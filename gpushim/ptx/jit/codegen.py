@@ -34,15 +34,19 @@ from gpushim.ptx.jit.launchgen import LaunchOps
 from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
+from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
+from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
-from gpushim.ptx.jit.remat import Remat
+from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
+from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
+from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
+class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, LaunchOps):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -92,7 +96,8 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         ld.set_metadata("invariant.load", self.m.add_metadata([]))
         return ld
 
-    _SCOPES = ("global", "shared", "local", "kparam", "spill", "state")
+    # (coll_in, coll_out: the operand and the result slots of warp collectives, ops_warp.py)
+    _SCOPES = ("global", "shared", "local", "kparam", "spill", "state", "coll_in", "coll_out")
 
     def _tag(self, instr, space: str | None):
         """Alias scopes: the device arena, one block's shared memory, the local frames, the parameters, the
@@ -166,10 +171,12 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
         # registers live after some barrier get a slot each in the thread's spill area (the others none)
         code = self.prog.code
-        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier")]
+        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
         self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
         if not hasattr(self, "remat"):
             self.remat = Remat(self.prog)
+            if self.bar_idx and not self.remat.idom:  # collectives only (Remat looks for barriers)
+                self.remat.idom = dominators(self.prog)
         # per barrier: the definitions that recompute some live registers at its resume point, the others
         self.bar_plan = {}
         for i, live in self.live.items():
@@ -178,6 +185,7 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         across = set().union(*(sp for _, sp in self.bar_plan.values())) if self.bar_plan else set()
         self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
         self.nspill = max(len(self.slot_of), 1)
+        self._coll_setup()  # warp collectives: their slots (ops_warp.py)
         self.spill = self._ctx_ptr(L.SPILL, P64)  # slot j of thread t at [j * threads per block + t]
         self.syms = self._ctx_ptr(L.SYMS, P64)
         bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
@@ -361,6 +369,8 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
             return ir.Constant(I32, 32)
         if name == "%dynamic_smem_size":
             return b.trunc(self._ctx(L.DYNSH), I32)
+        if name.startswith("%lanemask_"):
+            return self._lanemask(name)
         raise JitUnsupported(f"special register {name}")
 
     def _sym_addr(self, name: str, off: int):
@@ -461,6 +471,12 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
         op = ins.parts[0]
         if op in ("bra", "ret", "exit"):
             self._control(ins)
+            return
+        if is_collective(ins):
+            self._collective(ins)
+            return
+        if is_bar_red(ins):
+            self._bar_red(ins)
             return
         if op in ("bar", "barrier"):
             if ins.guard is not None:
@@ -569,6 +585,17 @@ class Codegen(AluOps, FloatOps, MemOps, LaunchOps):
     def _body(self, ins: Instr, op: str) -> None:
         h = getattr(self, "op_" + op.replace("@", "at_"), None)
         if op in _NOPS:
+            return
+        if op in HALF_OPS and half_type(ins):  # half precision (ops_half.py)
+            self._half(ins)
+            return
+        if op == "cvt" and half_type(ins) and self._half_cvt(ins):
+            return
+        if op == "cvt" and DIRECTED & set(ins.parts):
+            self._cvt_directed(ins)  # ops_round.py
+            return
+        if op in ("addc", "subc", "madc") or (op in ("add", "sub", "mad") and "cc" in ins.parts):
+            self._carry(ins)  # carry chains (ops_intx.py)
             return
         if h is None:
             raise JitUnsupported(ins.op)

@@ -207,6 +207,7 @@ class JitKernel:
         self.tier2_runs = self.tier2_declined = 0  # launches on tier 2; of those, run by tier 1 after the check
         self.tier2_switches = 0  # launches begun on tier 1 and finished on tier 2 (tierup.py)
         self.handoffs = 0  # launches begun on the interpreter while this kernel compiled (pending.py)
+        self.undef_logged = False  # a shuffle read a lane that was not at it (logged once)
         self.reuse_checks = True  # False: every launch runs the check pass (bench/ptx_bench.py measures it)
         self._hot = 0.0
         self._t2_lock = threading.Lock()
@@ -396,6 +397,7 @@ class JitKernel:
                 mv[L.SKIPCHECK] = self.reuse_checks and ws["checked"] == params
             mv[L.ERR] = 0
             mv[L.ABORT] = 0
+            mv[L.UNDEF] = 0
             if begin:  # (a check verdict covers whole launches: none is recorded for this one)
                 self.handoffs += 1
                 log.debug("PTX kernel %s: blocks %d.. of a launch run compiled (the interpreter ran the others)",
@@ -427,6 +429,10 @@ class JitKernel:
             if rc:
                 geo = plan.geo
                 raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
+            if mv[L.UNDEF] and not self.undef_logged:
+                self.undef_logged = True
+                log.info("PTX kernel %s: a shuffle read a lane that was not at it (undefined in CUDA; the "
+                            "interpreter may return another value)", self.kernel)
             return mv[L.COUNT]
         finally:
             self._pools.setdefault(ws["key"], []).append(ws)

@@ -218,6 +218,15 @@ class LaunchOps:
             rnd = f.append_basic_block("round")
             blk_next = f.append_basic_block("block_next")
             stop = f.append_basic_block("stop_round")
+            if getattr(self, "coll_at", None) or getattr(self, "red_at", None):  # collectives, bar.red: ops_warp
+                self._coll_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state,
+                                  (blk_next, stop, failed), regions)
+                b.position_at_end(rnd)  # (the general rounds' entry, unused here)
+                b.unreachable()
+                b.position_at_end(stop)
+                self._stop_block(b, ctx, bi)
+                b.position_at_end(blk_next)
+                return
             if regions:
                 self._region_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state, regions,
                                     (rnd, blk_next, stop, failed), (mn_a, mx_a))
@@ -270,11 +279,7 @@ class LaunchOps:
             b.position_at_end(rnd_end)
             b.cbranch(lv, rnd, blk_next)
             b.position_at_end(stop)
-            b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
-            site = self._site(Err.LAUNCH_TIMEOUT, "watchdog")
-            b.store(ir.Constant(I64, site), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)]))
-            b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
-            b.ret(ir.Constant(I32, ERR_RET))
+            self._stop_block(b, ctx, bi)
             b.position_at_end(blk_next)
 
         self._block_loop(f, b, ctx, block, cnt if yieldable else None)
@@ -283,6 +288,14 @@ class LaunchOps:
         b.position_at_end(failed)
         b.ret(ir.Constant(I32, ERR_RET))
         return f
+
+    def _stop_block(self, b: ir.IRBuilder, ctx, bi) -> None:
+        """The watchdog stopped the launch between rounds."""
+        b.store(ir.Constant(I64, Err.LAUNCH_TIMEOUT), b.gep(ctx, [ir.Constant(I32, L.ERR)]))
+        site = self._site(Err.LAUNCH_TIMEOUT, "watchdog")
+        b.store(ir.Constant(I64, site), b.gep(ctx, [ir.Constant(I32, L.ERR_SITE)]))
+        b.store(bi, b.gep(ctx, [ir.Constant(I32, L.ERR_BLOCK)]))
+        b.ret(ir.Constant(I32, ERR_RET))
 
     def _check_fn(self, thread: ir.Function, sites: list[int]) -> ir.Function:
         """@run_check(ctx) -> 0 when no access of the launch would fail (every thread run in check mode, before

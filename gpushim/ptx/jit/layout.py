@@ -30,5 +30,6 @@ ABORT = 28  # set by the watchdog
 LOSTRIDE = 29  # bytes between two threads' local frames
 SKIPCHECK = 30  # 1: an identical launch (parameters, configuration, allocations) passed the check pass
 YIELD = 31  # set when tier 2 is ready: tier 1's block loop stops after the current block (BEGIN: the next one)
+UNDEF = 32  # set when a shuffle read a lane that was not at it (undefined in CUDA; ops_warp.py)
 
-SLOTS = 32
+SLOTS = 33

@@ -16,6 +16,7 @@ from gpushim.ptx.jit.irtypes import (
     _ftype,
     _itype,
 )
+from gpushim.ptx.jit.ops_round import DIRECTED
 from gpushim.ptx.nodes import Instr, PredPair
 
 
@@ -25,8 +26,10 @@ class FloatOps:
         if r.type != F32:
             return r
         b = self.b
-        nan = b.bitcast(ir.Constant(I32, 0x7FFFFFFF), F32)
-        return b.select(b.fcmp_unordered("uno", r, r), nan, r)
+        # on the bits: LLVM folds select(isnan(r), NaN constant, r) to r (any NaN may stand for another)
+        bits = b.bitcast(r, I32)
+        nan = b.icmp_unsigned(">", b.and_(bits, ir.Constant(I32, 0x7FFFFFFF)), ir.Constant(I32, 0x7F800000))
+        return b.bitcast(b.select(nan, ir.Constant(I32, 0x7FFFFFFF), bits), F32)
 
     def _ftz(self, x):
         b = self.b
@@ -62,8 +65,10 @@ class FloatOps:
         typ = _itype(ins)
         ft = _ftype(typ)
         allowed = {"rn", "ftz", "sat"} | ({"approx", "full"} if kind == "div" else set())
-        m = self._fmods(ins, allowed)
+        m = self._fmods(ins, allowed | DIRECTED)
         args = [self.read(a, typ) for a in ins.args[1:3]]
+        if m & DIRECTED:  # ops_round.py
+            return self._directed(ins, kind, typ, m, args)
         b = self.b
         f = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[kind]
         del ft
@@ -72,8 +77,10 @@ class FloatOps:
     def op_fma(self, ins: Instr) -> None:
         typ = _itype(ins)
         _ftype(typ)
-        m = self._fmods(ins, {"rn", "ftz", "sat"})
+        m = self._fmods(ins, {"rn", "ftz", "sat"} | DIRECTED)
         args = [self.read(a, typ) for a in ins.args[1:4]]
+        if m & DIRECTED:  # ops_round.py
+            return self._directed(ins, "fma", typ, m, args)
         i = self.i_fma32 if typ == "f32" else self.i_fma64
         if ins.parts[0] == "mad" and typ == "f64" and "rn" not in m:
             raise JitUnsupported(ins.op)

@@ -10,6 +10,7 @@ Kernel parameters and constant memory do not change during a launch: reading the
 from __future__ import annotations
 
 from gpushim.ptx.jit.liveness import _NO_DEST, _regs
+from gpushim.ptx.jit.ops_warp import is_bar_red, is_collective
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Instr, Reg
 
@@ -18,6 +19,8 @@ _MEM = {"ld", "ldu", "st", "atom", "red"}
 
 def _reads_memory(ins: Instr) -> bool:
     op = ins.parts[0]
+    if is_collective(ins) or is_bar_red(ins):  # other threads' values: the check pass runs each thread alone
+        return True
     if op in ("atom", "red"):
         return True
     if op not in ("ld", "ldu"):
@@ -34,7 +37,7 @@ def _reads_memory(ins: Instr) -> bool:
 
 def _dests(ins: Instr) -> set[str]:
     d: set[str] = set()
-    if ins.parts[0] not in _NO_DEST and ins.args:
+    if (ins.parts[0] not in _NO_DEST or is_bar_red(ins)) and ins.args:
         _regs(ins.args[0], d)
     return d
 

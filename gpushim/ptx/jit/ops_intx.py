@@ -1,0 +1,136 @@
+"""dp4a / dp2a (integer dot products of packed bytes and halves) and bmsk in the compiling engine (a mixin of
+codegen.Codegen), computed as the interpreter's ops_bits.py computes them."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from gpushim.ptx.jit.irtypes import I32, I64, JitUnsupported
+from gpushim.ptx.nodes import Instr
+
+_T = ("u32", "s32")
+
+
+class IntExtraOps:
+    def _lane(self, x, t: str, k: int, width: int):
+        """lane k of width bits of x (i32), sign- or zero-extended to i64 by type t"""
+        b = self.b
+        v = b.trunc(b.lshr(x, ir.Constant(I32, width * k)), ir.IntType(width))
+        return b.sext(v, I64) if t[0] == "s" else b.zext(v, I64)
+
+    def _dp(self, ins: Instr, two: bool) -> None:
+        p = ins.parts
+        hi = "hi" in p
+        mods = set(p[1:-2]) - ({"hi", "lo"} if two else set())
+        if len(p) < 3 or p[-2] not in _T or p[-1] not in _T or mods or (two and "hi" not in p and "lo" not in p):
+            raise JitUnsupported(ins.op)
+        ta, tb = p[-2], p[-1]
+        b = self.b
+        a, bb, c = (self.read(x, "b32") for x in ins.args[1:4])
+        s = b.zext(c, I64)
+        if two:
+            pairs = [(self._lane(a, ta, k, 16), self._lane(bb, tb, k + (2 if hi else 0), 8)) for k in range(2)]
+        else:
+            pairs = [(self._lane(a, ta, k, 8), self._lane(bb, tb, k, 8)) for k in range(4)]
+        for x, y in pairs:
+            s = b.add(s, b.mul(x, y))
+        self.write(ins.args[0], b.trunc(s, I32), "b32")
+
+    def op_dp4a(self, ins: Instr) -> None:
+        self._dp(ins, False)
+
+    def op_dp2a(self, ins: Instr) -> None:
+        self._dp(ins, True)
+
+    def op_bmsk(self, ins: Instr) -> None:
+        p = ins.parts
+        if p[1:] not in (["clamp", "b32"], ["wrap", "b32"]):
+            raise JitUnsupported(ins.op)
+        b = self.b
+
+        def k(v):
+            return ir.Constant(I64, v)
+
+        a, n = (b.zext(self.read(x, "u32"), I64) for x in ins.args[1:3])
+        a1, b1 = b.and_(a, k(31)), b.and_(n, k(31))
+        full = k(0xFFFFFFFF)
+        mask0 = b.and_(b.shl(full, a1), full)
+        s = b.add(a1, b1)
+        mask1 = b.and_(b.shl(full, b.select(b.icmp_signed("<", s, k(31)), s, k(31))), full)
+        over = b.icmp_signed(">=", s, k(32))
+        if p[1] == "clamp":
+            abig = b.icmp_unsigned(">=", a, k(32))
+            mask0 = b.select(abig, k(0), mask0)
+            over = b.or_(over, b.or_(abig, b.icmp_unsigned(">=", n, k(32))))
+        mask1 = b.select(over, k(0), b.select(b.icmp_signed("==", b1, k(0)), full, mask1))
+        self.write(ins.args[0], b.trunc(b.and_(mask0, b.xor(mask1, k(-1))), I32), "b32")
+
+    # -- carry chains: add.cc, addc, sub.cc, subc, mad.cc, madc (ops_int.py's hidden %cc register) ---------
+    def _cc(self):
+        """the carry flag (i1), a hidden register of the thread, 0 at its start (not saved across barriers:
+        PTX keeps no carry across them)"""
+        if "%cc" not in self.regs:
+            b = self.b
+            here = b.block
+            b.position_at_start(self.f.entry_basic_block)
+            a = b.alloca(ir.IntType(1), name="r_cc")
+            b.store(ir.Constant(ir.IntType(1), 0), a)
+            b.position_at_end(here)
+            self.regs["%cc"] = (a, ir.IntType(1))
+        return self.regs["%cc"][0]
+
+    def _carry(self, ins: Instr) -> None:
+        p = ins.parts
+        base = p[0]
+        typ = p[-1]
+        if typ not in ("u32", "s32", "u64", "s64", "b32", "b64"):
+            raise JitUnsupported(ins.op)
+        mods = set(p[1:-1])
+        uses = base in ("addc", "subc", "madc")
+        sets = "cc" in mods
+        b = self.b
+        w = ir.IntType(32 if typ.endswith("32") else 64)
+        cin = b.zext(b.load(self._cc()), w) if uses else ir.Constant(w, 0)
+        has_cin = b.icmp_unsigned("!=", cin, ir.Constant(w, 0))
+        if base in ("add", "addc", "sub", "subc"):
+            if mods - {"cc"}:
+                raise JitUnsupported(ins.op)
+            a, c = (self.read(x, typ) for x in ins.args[1:3])
+            if base in ("sub", "subc"):
+                d = b.sub(b.sub(a, c), cin)
+                cout = b.or_(b.icmp_unsigned("<", a, c), b.and_(b.icmp_unsigned("==", a, c), has_cin))  # borrow
+            else:
+                d = b.add(b.add(a, c), cin)
+                cout = b.or_(b.icmp_unsigned("<", d, a), b.and_(b.icmp_unsigned("==", d, a), has_cin))
+        else:  # mad.lo/.hi.cc, madc.lo/.hi(.cc)
+            half = mods & {"lo", "hi"}
+            if mods - {"cc", "lo", "hi"} or len(half) != 1:
+                raise JitUnsupported(ins.op)
+            a, c, e = (self.read(x, typ) for x in ins.args[1:4])
+            if "lo" in half:
+                prod = b.mul(a, c)
+            else:
+                wide = ir.IntType(2 * w.width)
+                ext = b.sext if typ[0] == "s" else b.zext
+                prod = b.trunc(b.lshr(b.mul(ext(a, wide), ext(c, wide)), ir.Constant(wide, w.width)), w)
+            d = b.add(b.add(prod, e), cin)
+            cout = b.or_(b.icmp_unsigned("<", d, prod), b.and_(b.icmp_unsigned("==", d, prod), has_cin))
+        self.write(ins.args[0], d, typ)
+        if sets:
+            b.store(cout, self._cc())
+
+    def op_shf(self, ins: Instr) -> None:
+        """shf.{l,r}.{clamp,wrap}.b32 d, a, b, c: the 64-bit b:a shifted by c, 32 bits of it (ops_bits.py)"""
+        p = ins.parts
+        if len(p) != 4 or p[1] not in ("l", "r") or p[2] not in ("clamp", "wrap") or p[3] != "b32":
+            raise JitUnsupported(ins.op)
+        b = self.b
+        lo, hi = (b.zext(self.read(x, "b32"), I64) for x in ins.args[1:3])
+        c = b.zext(self.read(ins.args[3], "u32"), I64)
+        if p[2] == "clamp":
+            n = b.select(b.icmp_unsigned("<", c, ir.Constant(I64, 32)), c, ir.Constant(I64, 32))
+        else:
+            n = b.and_(c, ir.Constant(I64, 31))
+        v = b.or_(b.shl(hi, ir.Constant(I64, 32)), lo)
+        r = b.lshr(b.shl(v, n), ir.Constant(I64, 32)) if p[1] == "l" else b.lshr(v, n)
+        self.write(ins.args[0], b.trunc(r, I32), "b32")
