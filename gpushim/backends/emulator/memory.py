@@ -79,6 +79,7 @@ class DeviceMemory:
         self.version = 0  # bumped by every change of the allocations (the JIT's launch reuses its table until then)
         self._free: list[tuple[int, int]] = [(0, capacity)]  # sorted (offset, size) holes
         self.used = 0
+        self.version = 0  # bumped by every change of the allocation table (the worker's C mirror: fastpath.py)
         self.on_change: Callable[[int], None] | None = None  # told `used` after each change (the scheduler)
 
     # -- allocation -------------------------------------------------------------------------------------

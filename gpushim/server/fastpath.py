@@ -1,0 +1,180 @@
+"""The emulator worker's fast path: fastpath.c (built as gpushim/lib/libgsfast.so by `make` and setup.py), a
+loop that owns the client's socket while the session is quiet and answers STREAM_QUERY, EVENT_QUERY and
+MEMSET itself, in C, with the GIL released. Everything else returns here and runs through the worker's
+Python path unchanged (validation, errors, replies), so the fast path changes only how fast the common calls
+are answered, never what they answer.
+
+Before each entry into the loop Python mirrors into C what the answers depend on (_refresh): whether the
+session is quiet (no sticky, deferred or asynchronous error, no printf output waiting, no call waiting,
+nothing queued on any stream, no value waits or inline streams), the stream and event handles it may answer
+for, and every allocation of every device with its place in the arena. Only the worker thread runs either.
+The loop's own work (queries, memsets into the arena) changes none of that.
+
+GPUSHIM_WORKER_FASTPATH=0 turns it off. Without the library (no C compiler when gpushim was built) the
+worker runs the Python path and logs why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import os
+import socket
+import ssl
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpushim.backends.emulator.backend import EmulatorSession
+from gpushim.backends.emulator.streams import EmuEvent
+from gpushim.protocol import OPS_BY_NAME
+from gpushim.server.session import ClientGone, Session
+from gpushim.wire import FrameReader
+
+LIB = Path(__file__).resolve().parent.parent / "lib" / "libgsfast.so"
+SOURCE = Path(__file__).with_suffix(".c")
+MAX_HANDLES, MAX_ALLOCS, MAX_FDS = 256, 4096, 8  # fastpath.c's FP_MAX_*
+OPS = ("STREAM_QUERY", "EVENT_QUERY", "MEMSET")  # what the C loop may answer
+FP_FRAME, FP_READ, FP_FDS, FP_EOF, FP_RECV_ERROR, FP_SEND_ERROR = 1, 2, 3, 4, 5, 6
+U64, U32, I32 = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int32
+
+
+class _Alloc(ctypes.Structure):
+    _fields_ = [("addr", U64), ("size", U64), ("host", U64)]
+
+
+class State(ctypes.Structure):
+    """fastpath.c's fp_state, field for field."""
+    _fields_ = [("calls", U64), ("queries", U64), ("memsets", U64),
+                ("ops", U64), ("quiet", U32), ("max_frame", U32), ("nstreams", U32), ("nevents", U32),
+                ("nallocs", U32), ("err", I32), ("nfds", I32), ("fds", I32 * MAX_FDS),
+                ("streams", U64 * MAX_HANDLES), ("events", U64 * MAX_HANDLES), ("allocs", _Alloc * MAX_ALLOCS)]
+
+
+def _load() -> tuple[Any, str]:
+    """The library, or None and why not."""
+    if sys.byteorder != "little":
+        return None, "the C fast path assumes a little-endian host"
+    if not LIB.exists():
+        return None, f"{LIB} was not built (`make shim` or `pip install .` builds it with the C compiler)"
+    try:
+        lib = ctypes.CDLL(str(LIB))  # CDLL (not PyDLL): calls release the GIL, the status thread keeps running
+    except OSError as e:
+        return None, f"{LIB} cannot be loaded: {e}"
+    if SOURCE.exists() and SOURCE.stat().st_mtime > LIB.stat().st_mtime:
+        return None, f"{LIB} is older than {SOURCE.name} (run `make shim`)"
+    lib.fp_state_size.restype = U64
+    if lib.fp_state_size() != ctypes.sizeof(State):
+        return None, f"{LIB} does not match fastpath.py (state of {lib.fp_state_size()} bytes)"
+    lib.fp_serve.restype = ctypes.c_int
+    lib.fp_serve.argtypes = [ctypes.POINTER(State), ctypes.c_int, ctypes.c_void_p, U64, ctypes.POINTER(U64)]
+    return lib, ""
+
+
+_lib, _why_not = _load()  # at import: the supervisor loads it once, its forked workers inherit it
+
+
+def not_built() -> str:
+    """Why the library could not be loaded ("" when it was)."""
+    return _why_not
+
+
+def unavailable(session: Session, conn: socket.socket) -> str | None:
+    """Why this session's worker runs without the C loop, or None when it may use it."""
+    if os.environ.get("GPUSHIM_WORKER_FASTPATH", "1") == "0":
+        return "GPUSHIM_WORKER_FASTPATH=0"
+    if _lib is None:
+        return _why_not
+    if isinstance(conn, ssl.SSLSocket):
+        return "TLS connection"
+    if not isinstance(session.bs, EmulatorSession):
+        return "not the emulator backend"
+    return None
+
+
+class FastPath:
+    """One session's C loop and the Python around it. step() is the worker's one receive (worker._receive's
+    contract: the exit status when the session is over, else None)."""
+
+    def __init__(self, session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger,
+                 handle_frames: Callable[..., bool], receive: Callable[..., int | None]) -> None:
+        self.session, self.frames, self.conn, self.log = session, frames, conn, log
+        self.handle_frames, self.receive = handle_frames, receive
+        self.bs: EmulatorSession = session.bs  # type: ignore[assignment]
+        self.st = State()
+        self.st.max_frame = frames.max
+        for name in OPS:
+            op_id = OPS_BY_NAME[name].id
+            if session.routes[op_id][2] is None:  # the client's policy refuses none of it
+                self.st.ops |= 1 << op_id
+        self.fd = conn.fileno()
+        self.rw = (U64 * 2)()
+        self._handles: tuple[int, ...] = ()
+        self._memory: tuple[int, ...] = ()
+        session.fast_calls = self.calls
+
+    def calls(self) -> int:
+        return self.st.calls
+
+    # -- the mirror ------------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        s, sched, st = self.session, self.bs.sched, self.st
+        quiet = not (s.sticky or s.deferred or s.out or s.waiting or sched.errors or sched.value_waits
+                     or sched.inline)
+        if quiet:
+            for x in sched.streams:
+                if x.queue or x.completed != x.submitted:
+                    quiet = False
+                    break
+        st.quiet = quiet
+        if not quiet:
+            return
+        # handles are never reused (next_handle only grows), so these change whenever the tables do
+        key = (s.next_handle, len(s.streams), len(s.events), len(s._legacy))
+        if key != self._handles:
+            self._handles = key
+            streams = [*s._legacy, *s.streams][:MAX_HANDLES]
+            events = [h for h, e in s.events.items() if type(e) is EmuEvent][:MAX_HANDLES]
+            st.nstreams, st.nevents = len(streams), len(events)
+            st.streams[: len(streams)] = streams
+            st.events[: len(events)] = events
+        mems = self.bs.memories
+        key = tuple(m.version for m in mems) + tuple(id(m.arena) for m in mems)
+        if key != self._memory:
+            self._memory = key
+            table = sorted((a.addr, a.size, m.arena.ctypes.data + a.addr - m.base)
+                           for m in mems for a in m.allocations())
+            if len(table) > MAX_ALLOCS:
+                table = []  # memsets go to Python
+            for i, row in enumerate(table):
+                st.allocs[i] = row
+            st.nallocs = len(table)
+
+    # -- one entry ------------------------------------------------------------------------------------------
+    def step(self) -> int | None:
+        self.refresh()
+        frames, rw = self.frames, self.rw
+        buf = frames.buf
+        rw[0], rw[1] = frames.r, frames.w
+        view = (ctypes.c_char * len(buf)).from_buffer(buf)  # released below: the reader may grow buf
+        try:
+            why = _lib.fp_serve(ctypes.byref(self.st), self.fd, ctypes.addressof(view), len(buf), rw)
+        finally:
+            del view
+        frames.r, frames.w = rw[0], rw[1]
+        s = self.session
+        if why == FP_FRAME:
+            return None if self.handle_frames(s, frames, self.conn, self.log) else 1
+        if why == FP_READ:
+            return self.receive(s, frames, self.conn, self.log)
+        if why == FP_FDS:
+            s.received_fds.extend(self.st.fds[: self.st.nfds])
+            return None if self.handle_frames(s, frames, self.conn, self.log) else 1
+        if why == FP_SEND_ERROR:
+            raise ClientGone(os.strerror(self.st.err))
+        if why == FP_RECV_ERROR and self.st.err not in (errno.ECONNRESET, errno.ETIMEDOUT):
+            raise OSError(self.st.err, os.strerror(self.st.err))
+        self.log.info("client disconnected after %d calls; freeing its resources", s.total_calls())
+        return 0
