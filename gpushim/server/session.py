@@ -313,6 +313,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
             "streams": len(self.streams),
             "events": len(self.events),
             "calls": self.total_calls(),
+            "fast_calls": self.fast_calls(),  # of them, answered by the worker's C loop (fastpath.py)
             "sticky_error": self.sticky[0] if self.sticky else 0,
             **self.bs.stats(),
             "uptime_s": round(time.time() - self.started, 3),
