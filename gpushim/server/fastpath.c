@@ -20,8 +20,12 @@
 #define FP_MAX_HANDLES 256
 #define FP_MAX_ALLOCS 4096
 #define FP_MAX_FDS 8
+#define FP_MAX_LAUNCHES 64
+#define FP_MAX_NAME 255
+#define FP_MAX_DEVS 16
+#define FP_SMALL_PARAMS 4096 /* gpushim/compat/policy.py SMALL_PARAM_LIMIT: no verdict to build below it */
 
-enum { OP_MEMSET = 29, OP_STREAM_QUERY = 43, OP_EVENT_QUERY = 53 };
+enum { OP_MEMSET = 29, OP_STREAM_QUERY = 43, OP_EVENT_QUERY = 53, OP_LAUNCH = 63 };
 enum { KIND_CALL = 1, KIND_POST = 3 };
 /* why fp_serve returned */
 enum { FP_FRAME = 1, FP_READ = 2, FP_FDS = 3, FP_EOF = 4, FP_RECV_ERROR = 5, FP_SEND_ERROR = 6 };
@@ -31,20 +35,34 @@ typedef struct {
     uint64_t host;       /* where its first byte is in this process (the arena) */
 } fp_alloc;
 
+/* A launch configuration of an empty kernel (every thread returns at once) that Python's launch already
+ * checked and ran once (backend.py: _launches, _count_empty): launching it again only counts. */
+typedef struct {
+    int32_t dev;      /* the client's device ordinal */
+    uint32_t backend_dev;
+    uint8_t hash[32];
+    uint32_t grid[3], block[3], shared, nparams;
+    uint64_t threads; /* the thread-instructions one launch counts */
+    uint32_t name_len;
+    char name[FP_MAX_NAME + 1];
+} fp_launch;
+
 typedef struct {
     /* counters: only this loop writes them; any thread may read them */
-    uint64_t calls, queries, memsets;
+    uint64_t calls, queries, memsets, launches, thread_instructions;
+    uint64_t kernels[FP_MAX_DEVS]; /* launches per backend device (Python adds them to the scheduler's table) */
     /* set by Python before each entry */
     uint64_t ops;       /* bit n: op n may be answered here (bits of OP_MEMSET etc.; the policy refuses none) */
     uint32_t quiet;     /* no error pending, nothing queued or waiting, no printf output to deliver */
     uint32_t max_frame; /* frames above it go to Python, which reports them */
-    uint32_t nstreams, nevents, nallocs;
+    uint32_t nstreams, nevents, nallocs, nlaunches;
     int32_t err;        /* errno of FP_RECV_ERROR / FP_SEND_ERROR */
     int32_t nfds;       /* descriptors received with FP_FDS */
     int32_t fds[FP_MAX_FDS];
     uint64_t streams[FP_MAX_HANDLES]; /* stream handles (legacy ones included) this loop may answer for */
     uint64_t events[FP_MAX_HANDLES];  /* idle events of this session */
     fp_alloc allocs[FP_MAX_ALLOCS];   /* every allocation of every device, sorted by addr */
+    fp_launch launch[FP_MAX_LAUNCHES];
 } fp_state;
 
 static uint64_t be(const uint8_t *p, int n) {
@@ -174,6 +192,101 @@ static int reply_ok(int fd, uint64_t seq) {
     return send_all(fd, f, (size_t)(p - f));
 }
 
+/* A msgpack bin of at most max bytes (any bin encoding); 0 otherwise. */
+static int rd_bin(const uint8_t **pp, const uint8_t *end, const uint8_t **data, uint64_t *len, uint64_t max) {
+    const uint8_t *p = *pp;
+    int n;
+    if (p >= end)
+        return 0;
+    switch (*p) {
+    case 0xc4: n = 1; break;
+    case 0xc5: n = 2; break;
+    case 0xc6: n = 4; break;
+    default: return 0;
+    }
+    if (end - p < 1 + n)
+        return 0;
+    uint64_t k = be(p + 1, n);
+    if (k > max || (uint64_t)(end - p - 1 - n) < k)
+        return 0;
+    *data = p + 1 + n;
+    *len = k;
+    *pp = p + 1 + n + k;
+    return 1;
+}
+
+/* A msgpack str (fixstr, str 8/16/32); 0 otherwise. Its bytes are only compared with names Python gave. */
+static int rd_str(const uint8_t **pp, const uint8_t *end, const uint8_t **data, uint64_t *len) {
+    const uint8_t *p = *pp;
+    int n;
+    uint64_t k;
+    if (p >= end)
+        return 0;
+    if ((*p & 0xe0) == 0xa0) {
+        k = *p & 0x1f;
+        n = 0;
+    } else {
+        switch (*p) {
+        case 0xd9: n = 1; break;
+        case 0xda: n = 2; break;
+        case 0xdb: n = 4; break;
+        default: return 0;
+        }
+        if (end - p < 1 + n)
+            return 0;
+        k = be(p + 1, n);
+    }
+    if ((uint64_t)(end - p - 1 - n) < k)
+        return 0;
+    *data = p + 1 + n;
+    *len = k;
+    *pp = p + 1 + n + k;
+    return 1;
+}
+
+/* Three uint32 in a fixarray of 3 (grid, block). */
+static int rd_dim3(const uint8_t **pp, const uint8_t *end, uint32_t out[3]) {
+    if (*pp >= end || **pp != 0x93)
+        return 0;
+    (*pp)++;
+    for (int i = 0; i < 3; i++) {
+        uint64_t v;
+        if (!rd_uint(pp, end, &v) || v > UINT32_MAX)
+            return 0;
+        out[i] = (uint32_t)v;
+    }
+    return 1;
+}
+
+/* LAUNCH's arguments (dev hash name grid block shared stream params): 1 when they name a known configuration
+ * of an empty kernel on a known stream, which is then counted as launched. */
+static int launch(fp_state *st, const uint8_t *p, const uint8_t *end) {
+    int64_t dev;
+    const uint8_t *hash, *name, *params;
+    uint64_t hash_len, name_len, nparams, shared, stream;
+    uint32_t grid[3], block[3];
+    if (!rd_i32(&p, end, &dev) || !rd_bin(&p, end, &hash, &hash_len, 32) || hash_len != 32
+        || !rd_str(&p, end, &name, &name_len) || !rd_dim3(&p, end, grid) || !rd_dim3(&p, end, block)
+        || !rd_uint(&p, end, &shared) || shared > UINT32_MAX || !rd_uint(&p, end, &stream)
+        || !rd_bin(&p, end, &params, &nparams, FP_SMALL_PARAMS) || p != end)
+        return 0;
+    if (!has(st->streams, st->nstreams, stream))
+        return 0;
+    for (uint32_t i = 0; i < st->nlaunches; i++) {
+        fp_launch *l = &st->launch[i];
+        if (l->dev != dev || l->nparams != nparams || l->shared != shared || l->name_len != name_len
+            || memcmp(l->grid, grid, sizeof grid) || memcmp(l->block, block, sizeof block)
+            || memcmp(l->hash, hash, 32) || memcmp(l->name, name, name_len))
+            continue;
+        st->launches++;
+        st->thread_instructions += l->threads;
+        if (l->backend_dev < FP_MAX_DEVS)
+            st->kernels[l->backend_dev]++;
+        return 1;
+    }
+    return 0;
+}
+
 /* 1: the frame was handled (and answered); 0: Python must handle it; -1: sending the reply failed. */
 static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
     const uint8_t *end = p + n;
@@ -203,6 +316,9 @@ static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
             return 0; /* Python reports the error (or finds what this table lacks) */
         memset((void *)(uintptr_t)(a->host + (dst - a->addr)), (int)(value & 0xff), nbytes);
         st->memsets++;
+    } else if (op == OP_LAUNCH) {
+        if (args != 0x98 || !launch(st, p, end))
+            return 0;
     } else {
         return 0;
     }

@@ -29,14 +29,15 @@ from typing import Any
 
 from gpushim.backends.emulator.backend import EmulatorSession
 from gpushim.backends.emulator.streams import EmuEvent
+from gpushim.compat.policy import SMALL_PARAM_LIMIT
 from gpushim.protocol import OPS_BY_NAME
 from gpushim.server.session import ClientGone, Session
 from gpushim.wire import FrameReader
 
 LIB = Path(__file__).resolve().parent.parent / "lib" / "libgsfast.so"
 SOURCE = Path(__file__).with_suffix(".c")
-MAX_HANDLES, MAX_ALLOCS, MAX_FDS = 256, 4096, 8  # fastpath.c's FP_MAX_*
-OPS = ("STREAM_QUERY", "EVENT_QUERY", "MEMSET")  # what the C loop may answer
+MAX_HANDLES, MAX_ALLOCS, MAX_FDS, MAX_LAUNCHES, MAX_NAME, MAX_DEVS = 256, 4096, 8, 64, 255, 16  # FP_MAX_*
+OPS = ("STREAM_QUERY", "EVENT_QUERY", "MEMSET", "LAUNCH")  # what the C loop may answer
 FP_FRAME, FP_READ, FP_FDS, FP_EOF, FP_RECV_ERROR, FP_SEND_ERROR = 1, 2, 3, 4, 5, 6
 U64, U32, I32 = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int32
 
@@ -45,12 +46,20 @@ class _Alloc(ctypes.Structure):
     _fields_ = [("addr", U64), ("size", U64), ("host", U64)]
 
 
+class _Launch(ctypes.Structure):
+    _fields_ = [("dev", I32), ("backend_dev", U32), ("hash", ctypes.c_char * 32), ("grid", U32 * 3),
+                ("block", U32 * 3), ("shared", U32), ("nparams", U32), ("threads", U64), ("name_len", U32),
+                ("name", ctypes.c_char * (MAX_NAME + 1))]
+
+
 class State(ctypes.Structure):
     """fastpath.c's fp_state, field for field."""
-    _fields_ = [("calls", U64), ("queries", U64), ("memsets", U64),
+    _fields_ = [("calls", U64), ("queries", U64), ("memsets", U64), ("launches", U64),
+                ("thread_instructions", U64), ("kernels", U64 * MAX_DEVS),
                 ("ops", U64), ("quiet", U32), ("max_frame", U32), ("nstreams", U32), ("nevents", U32),
-                ("nallocs", U32), ("err", I32), ("nfds", I32), ("fds", I32 * MAX_FDS),
-                ("streams", U64 * MAX_HANDLES), ("events", U64 * MAX_HANDLES), ("allocs", _Alloc * MAX_ALLOCS)]
+                ("nallocs", U32), ("nlaunches", U32), ("err", I32), ("nfds", I32), ("fds", I32 * MAX_FDS),
+                ("streams", U64 * MAX_HANDLES), ("events", U64 * MAX_HANDLES), ("allocs", _Alloc * MAX_ALLOCS),
+                ("launch", _Launch * MAX_LAUNCHES)]
 
 
 def _load() -> tuple[Any, str]:
@@ -113,10 +122,26 @@ class FastPath:
         self.rw = (U64 * 2)()
         self._handles: tuple[int, ...] = ()
         self._memory: tuple[int, ...] = ()
+        self._launches: tuple[Any, ...] = ()
+        self._kernels = [0] * MAX_DEVS  # of st.kernels, what the scheduler's table was told
         session.fast_calls = self.calls
+        self.bs.fast_counts = self.counts
 
     def calls(self) -> int:
         return self.st.calls
+
+    def counts(self) -> tuple[int, int]:
+        """Kernels launched and thread-instructions counted by the C loop (the emulator's stats add them)."""
+        return self.st.launches, self.st.thread_instructions
+
+    def _fold_kernels(self) -> None:
+        """The scheduler's per-device kernel counts learn the C loop's launches (whenever it returns)."""
+        st, told = self.st, self._kernels
+        for dev in range(MAX_DEVS):
+            n = st.kernels[dev] - told[dev]
+            if n:
+                self.bs.note_kernel(dev, n)
+                told[dev] += n
 
     # -- the mirror ------------------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -151,6 +176,31 @@ class FastPath:
             for i, row in enumerate(table):
                 st.allocs[i] = row
             st.nallocs = len(table)
+        self._refresh_launches(key)
+
+    def _refresh_launches(self, memory_key: tuple[int, ...]) -> None:
+        """The configurations of empty kernels that Python's launch checked and ran (backend.py: _launches, an
+        entry whose last item is _count_empty's function), while their module and its variables are the
+        same objects and the device has no peer access; anything that changes them changes this key."""
+        bs, st = self.bs, self.st
+        counted = [(ck, hit) for ck, hit in bs._launches.items() if hit[4] is not None]
+        key = (len(bs._launches), len(counted), *map(id, bs.modules.values()), *memory_key)
+        if key == self._launches:
+            return
+        self._launches = key
+        n = 0
+        for (mod_key, name, dev, grid, block, shared, nparams), hit in counted:
+            name_bytes = name.encode()
+            if (bs.modules.get(mod_key) is not hit[0] or hit[0].symbols.get(dev) is not hit[2] or bs.peers.get(dev)
+                    or nparams > SMALL_PARAM_LIMIT or len(name_bytes) > MAX_NAME or dev >= MAX_DEVS):
+                continue
+            for client_dev, backend_dev in enumerate(self.session.info.devices):
+                if backend_dev != dev or n == MAX_LAUNCHES:
+                    continue
+                st.launch[n] = _Launch(client_dev, dev, mod_key, grid, block, shared, nparams, hit[4].threads,
+                                       len(name_bytes), name_bytes)
+                n += 1
+        st.nlaunches = n
 
     # -- one entry ------------------------------------------------------------------------------------------
     def step(self) -> int | None:
@@ -164,6 +214,8 @@ class FastPath:
         finally:
             del view
         frames.r, frames.w = rw[0], rw[1]
+        if self.st.launches:
+            self._fold_kernels()
         s = self.session
         if why == FP_FRAME:
             return None if self.handle_frames(s, frames, self.conn, self.log) else 1

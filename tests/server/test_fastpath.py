@@ -45,6 +45,18 @@ BAD_PTX = b""".version 7.0
     ret;
 }
 """
+EMPTY_PTX = b""".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry empty()
+{
+    ret;
+}
+.visible .entry empty_p(.param .u32 x)
+{
+    ret;
+}
+"""
 
 
 def op(name: str) -> int:
@@ -179,6 +191,36 @@ def script(c: Client) -> dict:
     assert b2 == b
     assert c.call("MEMSET", [b2, 5, 1024, 0])[2] == 0
     assert c.call("MEMSET", [b2, 5, 1025, 0])[2] == ERR_INVALID_VALUE
+    # empty kernels: the first launch of a configuration runs in Python, later ones are counted in C
+    de = hashlib.sha256(EMPTY_PTX).digest()
+    assert c.call("MODULE_LOAD", [de, EMPTY_PTX])[2] == 0
+    one, warp = [1, 1, 1], [32, 1, 1]
+    for i in range(4):
+        c.post("LAUNCH", [0, de, "empty", one, one, 0, 0, b""])
+        c.post("LAUNCH", [0, de, "empty", [3, 2, 1], warp, 0, s, b""])
+        c.post("LAUNCH", [0, de, "empty_p", [2, 1, 1], warp, 0, 0, os.urandom(4)])
+        if i == 0:  # the worker's Python path ran this batch; the C loop takes the next ones
+            assert c.call("STREAM_QUERY", [0])[2] == 0
+    assert c.call("LAUNCH", [0, de, "empty", one, one, 0, 0, b""])[2] == 0
+    assert c.call("LAUNCH", [0, de, "empty", one, one, 16, 0, b""])[2] == 0  # dynamic shared memory: a new one
+    # what C hands back: an unknown kernel, a configuration the device refuses, wrong parameter sizes
+    assert c.call("LAUNCH", [0, de, "nosuch", one, one, 0, 0, b""])[2] != 0
+    assert c.call("LAUNCH", [0, de, "empty", one, [2048, 1, 1], 0, 0, b""])[2] != 0
+    c.call("LAUNCH", [0, de, "empty_p", [2, 1, 1], warp, 0, 0, b"12345678"])  # another size: Python decides
+    assert c.call("LAUNCH", [1, de, "empty", one, one, 0, 0, b""])[2] != 0  # no device 1
+    # a stream held by a host function: the launch waits behind it
+    c.call("STREAM_HOST_FUNC", [s, 78])
+    assert c.callback()[2] == 78
+    c.post("LAUNCH", [0, de, "empty", [3, 2, 1], warp, 0, s, b""])
+    assert c.call("STREAM_QUERY", [s])[2] == ERR_NOT_READY
+    c.post("CALLBACK_DONE", [78])
+    # an unloaded module: the next launch loads the image afresh (the cached configuration is gone)
+    assert c.call("MODULE_UNLOAD", [de])[2] == 0
+    for _ in range(3):
+        c.post("LAUNCH", [0, de, "empty", one, one, 0, 0, b""])
+    assert c.call("STREAM_QUERY", [0])[2] == 0
+    counts = c.call("SESSION_INFO", [])[3][0]
+    c.got.pop()
     memory = [c.call("MEMCPY_D2H", [p, n, 0])[3][0] for p, n in ((a, 8192), (b2, 1024))]
     # a sticky error: every later call fails with it, and memsets do nothing
     digest = hashlib.sha256(BAD_PTX).digest()
@@ -190,7 +232,8 @@ def script(c: Client) -> dict:
     assert c.call("MEMSET", [a, 1, 16, 0])[2] == ERR_ILLEGAL_ADDRESS
     info = c.call("SESSION_INFO", [])[3][0]
     c.got.pop()  # its uptime differs
-    return {"memory": memory, "calls": info["calls"], "fast_calls": info["fast_calls"]}
+    return {"memory": memory, "calls": info["calls"], "fast_calls": info["fast_calls"],
+            "kernels": (counts["launches"], counts["thread_instructions"])}
 
 
 def run(tmp: Path, fast: bool) -> tuple[list[bytes], dict]:
@@ -214,5 +257,6 @@ def test_c_and_python_paths_send_the_same_bytes(tmp_path: Path) -> None:
     assert out_c["memory"] == out_py["memory"]
     assert out_c["memory"][0][:16] == bytes([9] * 16) and out_c["memory"][1][:16] == bytes([5] * 16)
     assert out_c["calls"] == out_py["calls"]
+    assert out_c["kernels"] == out_py["kernels"] and out_c["kernels"][0] == 19
     assert out_py["fast_calls"] == 0
-    assert out_c["fast_calls"] >= 12  # the C loop did answer the common calls
+    assert out_c["fast_calls"] >= 24  # the C loop did answer the common calls (launches included)
