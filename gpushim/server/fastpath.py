@@ -228,5 +228,6 @@ class FastPath:
             raise ClientGone(os.strerror(self.st.err))
         if why == FP_RECV_ERROR and self.st.err not in (errno.ECONNRESET, errno.ETIMEDOUT):
             raise OSError(self.st.err, os.strerror(self.st.err))
-        self.log.info("client disconnected after %d calls; freeing its resources", s.total_calls())
+        self.log.info("client disconnected after %d calls; freeing its resources (%d calls answered by the C fast "
+                      "path)", s.total_calls(), s.fast_calls())
         return 0

@@ -225,7 +225,8 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
         return 1
     session.received_fds.extend(fds)
     if not nread:
-        log.info("client disconnected after %d calls; freeing its resources", session.total_calls())
+        log.info("client disconnected after %d calls; freeing its resources (%d calls answered by the C fast "
+                 "path)", session.total_calls(), session.fast_calls())
         return 0
     if not _handle_frames(session, frames, conn, log):
         return 1
