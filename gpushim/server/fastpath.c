@@ -50,6 +50,7 @@ typedef struct {
 typedef struct {
     /* counters: only this loop writes them; any thread may read them */
     uint64_t calls, queries, memsets, launches, thread_instructions;
+    uint64_t memset_misses; /* memsets handed to Python for want of an allocation (fastpath.py rebuilds allocs) */
     uint64_t kernels[FP_MAX_DEVS]; /* launches per backend device (Python adds them to the scheduler's table) */
     /* set by Python before each entry */
     uint64_t ops;       /* bit n: op n may be answered here (bits of OP_MEMSET etc.; the policy refuses none) */
@@ -312,8 +313,12 @@ static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
             || !rd_uint(&p, end, &stream) || p != end)
             return 0;
         const fp_alloc *a = find(st, dst);
-        if (!a || nbytes > a->addr + a->size - dst || !has(st->streams, st->nstreams, stream))
-            return 0; /* Python reports the error (or finds what this table lacks) */
+        if (!a || nbytes > a->addr + a->size - dst) {
+            st->memset_misses++; /* Python reports the error, or finds what this table lacks */
+            return 0;
+        }
+        if (!has(st->streams, st->nstreams, stream))
+            return 0;
         memset((void *)(uintptr_t)(a->host + (dst - a->addr)), (int)(value & 0xff), nbytes);
         st->memsets++;
     } else if (op == OP_LAUNCH) {

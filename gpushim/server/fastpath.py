@@ -16,6 +16,7 @@ worker runs the Python path and logs why.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import errno
 import logging
@@ -55,7 +56,7 @@ class _Launch(ctypes.Structure):
 class State(ctypes.Structure):
     """fastpath.c's fp_state, field for field."""
     _fields_ = [("calls", U64), ("queries", U64), ("memsets", U64), ("launches", U64),
-                ("thread_instructions", U64), ("kernels", U64 * MAX_DEVS),
+                ("thread_instructions", U64), ("memset_misses", U64), ("kernels", U64 * MAX_DEVS),
                 ("ops", U64), ("quiet", U32), ("max_frame", U32), ("nstreams", U32), ("nevents", U32),
                 ("nallocs", U32), ("nlaunches", U32), ("err", I32), ("nfds", I32), ("fds", I32 * MAX_FDS),
                 ("streams", U64 * MAX_HANDLES), ("events", U64 * MAX_HANDLES), ("allocs", _Alloc * MAX_ALLOCS),
@@ -122,6 +123,7 @@ class FastPath:
         self.rw = (U64 * 2)()
         self._handles: tuple[int, ...] = ()
         self._memory: tuple[int, ...] = ()
+        self._stale: int | None = 0  # memset_misses when the allocation table went stale (None: it is current)
         self._launches: tuple[Any, ...] = ()
         self._kernels = [0] * MAX_DEVS  # of st.kernels, what the scheduler's table was told
         session.fast_calls = self.calls
@@ -166,17 +168,32 @@ class FastPath:
             st.streams[: len(streams)] = streams
             st.events[: len(events)] = events
         mems = self.bs.memories
-        key = tuple(m.version for m in mems) + tuple(id(m.arena) for m in mems)
-        if key != self._memory:
+        key = tuple(m.version for m in mems)
+        if key != self._memory:  # the allocation table changed: C stops using its copy (it is rebuilt lazily)
             self._memory = key
-            table = sorted((a.addr, a.size, m.arena.ctypes.data + a.addr - m.base)
-                           for m in mems for a in m.allocations())
-            if len(table) > MAX_ALLOCS:
-                table = []  # memsets go to Python
-            for i, row in enumerate(table):
-                st.allocs[i] = row
-            st.nallocs = len(table)
+            st.nallocs = 0
+            self._stale = st.memset_misses
+        if self._stale is not None and st.memset_misses != self._stale:  # a memset missed it: rebuild
+            self._stale = None
+            self._rebuild_allocs(mems)
         self._refresh_launches(key)
+
+    def _rebuild_allocs(self, mems: list[Any]) -> None:
+        """Every allocation of every device, sorted by address, with its place in this process (the arena):
+        the table fastpath.c's memsets look up. Rebuilt only after a memset missed it, so a program that
+        allocates and frees without memsets in between pays nothing for it."""
+        table: list[int] = []
+        for m in sorted(mems, key=lambda m: m.base):  # device windows do not overlap: sorted by address
+            host = m.arena.ctypes.data - m.base
+            for a in m.allocations():
+                table += (a.addr, a.size, host + a.addr)
+        n = len(table) // 3
+        if n > MAX_ALLOCS:
+            n, table = 0, []  # memsets go to Python
+        if n:
+            flat = array.array("Q", table)
+            ctypes.memmove(ctypes.addressof(self.st.allocs), flat.buffer_info()[0], len(flat) * 8)
+        self.st.nallocs = n
 
     def _refresh_launches(self, memory_key: tuple[int, ...]) -> None:
         """The configurations of empty kernels that Python's launch checked and ran (backend.py: _launches, an
