@@ -154,7 +154,14 @@ def setup(prof: str | None, fast: bool) -> tuple[socket.socket, int, Peer, dict]
             r = peer.call("STREAM_SYNC", [0])
             assert r[2] == 0, r
 
+    def malloc_free(n: int) -> None:
+        for _ in range(n // 2):
+            r = peer.call("MALLOC", [0, 1 << 20])
+            assert r[2] == 0, r
+            assert peer.call("FREE", [r[3][0]])[2] == 0
+
     cases = {"query": ("STREAM_QUERY (sync call)", queries("STREAM_QUERY", 0)),
+             "malloc": ("MALLOC 1 MiB and FREE (sync calls, per call)", malloc_free),
              "event": ("EVENT_QUERY (sync call)", queries("EVENT_QUERY", ev)),
              "memset": (f"MEMSET 4 KiB posted, bursts of {burst} + STREAM_SYNC", posted),
              "launch": (f"LAUNCH empty<<<1,1>>> posted, bursts of {burst} + STREAM_SYNC", launched)}
@@ -171,7 +178,7 @@ def main() -> int:
     ap.add_argument("--fastpath", choices=("on", "off", "both"), default="on", help="the worker's C fast path "
                     "(gpushim/server/fastpath.py); both: two workers, measured in turn")
     ap.add_argument("--cases", default="query,event,memset,launch", help="comma-separated: query, event, "
-                    "memset, launch")
+                    "memset, launch, malloc")
     args = ap.parse_args()
     if args.pin == "auto":
         args.pin = str(min(os.sched_getaffinity(0)))

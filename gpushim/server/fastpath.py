@@ -121,6 +121,8 @@ class FastPath:
                 self.st.ops |= 1 << op_id
         self.fd = conn.fileno()
         self.rw = (U64 * 2)()
+        self._st_ref = ctypes.byref(self.st)
+        self._view: tuple[bytearray, int, Any, int] | None = None
         self._handles: tuple[int, ...] = ()
         self._memory: tuple[int, ...] = ()
         self._stale: int | None = 0  # memset_misses when the allocation table went stale (None: it is current)
@@ -200,11 +202,12 @@ class FastPath:
         entry whose last item is _count_empty's function), while their module and its variables are the
         same objects and the device has no peer access; anything that changes them changes this key."""
         bs, st = self.bs, self.st
-        counted = [(ck, hit) for ck, hit in bs._launches.items() if hit[4] is not None]
-        key = (len(bs._launches), len(counted), *map(id, bs.modules.values()), *memory_key)
+        # an entry is added, or counted for the first time, only by a launch Python ran (bs.launches grows)
+        key = (len(bs._launches), bs.launches, *map(id, bs.modules.values()), *memory_key)
         if key == self._launches:
             return
         self._launches = key
+        counted = [(ck, hit) for ck, hit in bs._launches.items() if hit[4] is not None]
         n = 0
         for (mod_key, name, dev, grid, block, shared, nparams), hit in counted:
             name_bytes = name.encode()
@@ -225,11 +228,10 @@ class FastPath:
         frames, rw = self.frames, self.rw
         buf = frames.buf
         rw[0], rw[1] = frames.r, frames.w
-        view = (ctypes.c_char * len(buf)).from_buffer(buf)  # released below: the reader may grow buf
-        try:
-            why = _lib.fp_serve(ctypes.byref(self.st), self.fd, ctypes.addressof(view), len(buf), rw)
-        finally:
-            del view
+        if self._view is None or self._view[0] is not buf or self._view[1] != len(buf):
+            view = (ctypes.c_char * len(buf)).from_buffer(buf)  # an export of buf: dropped before it may grow
+            self._view = (buf, len(buf), view, ctypes.addressof(view))
+        why = _lib.fp_serve(self._st_ref, self.fd, self._view[3], self._view[1], rw)
         frames.r, frames.w = rw[0], rw[1]
         if self.st.launches:
             self._fold_kernels()
@@ -237,6 +239,7 @@ class FastPath:
         if why == FP_FRAME:
             return None if self.handle_frames(s, frames, self.conn, self.log) else 1
         if why == FP_READ:
+            self._view = None  # the reader may grow its buffer (a frame larger than it): no export may remain
             return self.receive(s, frames, self.conn, self.log)
         if why == FP_FDS:
             s.received_fds.extend(self.st.fds[: self.st.nfds])
