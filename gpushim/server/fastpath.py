@@ -128,6 +128,7 @@ class FastPath:
         self._stale: int | None = 0  # memset_misses when the allocation table went stale (None: it is current)
         self._launches: tuple[Any, ...] = ()
         self._kernels = [0] * MAX_DEVS  # of st.kernels, what the scheduler's table was told
+        self._folded = 0  # st.launches when it was told
         session.fast_calls = self.calls
         self.bs.fast_counts = self.counts
 
@@ -141,8 +142,10 @@ class FastPath:
     def _fold_kernels(self) -> None:
         """The scheduler's per-device kernel counts learn the C loop's launches (whenever it returns)."""
         st, told = self.st, self._kernels
+        self._folded = st.launches
+        kernels = st.kernels[:]
         for dev in range(MAX_DEVS):
-            n = st.kernels[dev] - told[dev]
+            n = kernels[dev] - told[dev]
             if n:
                 self.bs.note_kernel(dev, n)
                 told[dev] += n
@@ -178,7 +181,7 @@ class FastPath:
         if self._stale is not None and st.memset_misses != self._stale:  # a memset missed it: rebuild
             self._stale = None
             self._rebuild_allocs(mems)
-        self._refresh_launches(key)
+        self._refresh_launches()
 
     def _rebuild_allocs(self, mems: list[Any]) -> None:
         """Every allocation of every device, sorted by address, with its place in this process (the arena):
@@ -197,13 +200,14 @@ class FastPath:
             ctypes.memmove(ctypes.addressof(self.st.allocs), flat.buffer_info()[0], len(flat) * 8)
         self.st.nallocs = n
 
-    def _refresh_launches(self, memory_key: tuple[int, ...]) -> None:
+    def _refresh_launches(self) -> None:
         """The configurations of empty kernels that Python's launch checked and ran (backend.py: _launches, an
         entry whose last item is _count_empty's function), while their module and its variables are the
         same objects and the device has no peer access; anything that changes them changes this key."""
         bs, st = self.bs, self.st
-        # an entry is added, or counted for the first time, only by a launch Python ran (bs.launches grows)
-        key = (len(bs._launches), bs.launches, *map(id, bs.modules.values()), *memory_key)
+        # an entry is added, or counted for the first time, only by a launch Python ran (bs.launches grows); a
+        # module's variables (symbols[dev]) are placed once per module object, so the module ids cover them
+        key = (len(bs._launches), bs.launches, *map(id, bs.modules.values()))
         if key == self._launches:
             return
         self._launches = key
@@ -233,7 +237,7 @@ class FastPath:
             self._view = (buf, len(buf), view, ctypes.addressof(view))
         why = _lib.fp_serve(self._st_ref, self.fd, self._view[3], self._view[1], rw)
         frames.r, frames.w = rw[0], rw[1]
-        if self.st.launches:
+        if self.st.launches != self._folded:
             self._fold_kernels()
         s = self.session
         if why == FP_FRAME:
