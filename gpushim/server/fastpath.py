@@ -123,7 +123,7 @@ class FastPath:
         self.rw = (U64 * 2)()
         self._st_ref = ctypes.byref(self.st)
         self._view: tuple[bytearray, int, Any, int] | None = None
-        self._handles: tuple[int, ...] = ()
+        self._handles: tuple[Any, ...] = ()
         self._memory: tuple[int, ...] = ()
         self._stale: int | None = 0  # memset_misses when the allocation table went stale (None: it is current)
         self._launches: tuple[Any, ...] = ()
@@ -163,8 +163,10 @@ class FastPath:
         st.quiet = quiet
         if not quiet:
             return
-        # handles are never reused (next_handle only grows), so these change whenever the tables do
-        key = (s.next_handle, len(s.streams), len(s.events), len(s._legacy))
+        # handles are never reused (next_handle only grows), so these change whenever the tables do; an event
+        # exported for IPC becomes shared (another process may record it) in place, under the same handle
+        ipc = getattr(s, "ipc_table", None)
+        key = (s.next_handle, len(s.streams), len(s.events), len(s._legacy), ipc and len(ipc.event_exports))
         if key != self._handles:
             self._handles = key
             streams = [*s._legacy, *s.streams][:MAX_HANDLES]

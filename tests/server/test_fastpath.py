@@ -25,7 +25,7 @@ from gpushim.backends.emulator.backend import EmulatorBackend
 from gpushim.protocol import CALL, CALLBACK, OPS_BY_NAME, POST, REPLY
 from gpushim.server import fastpath
 from gpushim.server.modules import ModuleStore
-from gpushim.server.session import SessionInfo
+from gpushim.server.session import Session, SessionInfo
 from gpushim.server.worker import run_worker
 
 pytestmark = pytest.mark.skipif(fastpath.not_built() != "", reason=f"no C fast path: {fastpath.not_built()}")
@@ -268,3 +268,30 @@ def test_c_and_python_paths_send_the_same_bytes(tmp_path: Path) -> None:
     # how many more C answers depends on how frames batch in the worker's receives (a batch that starts with
     # a frame for Python is Python's): at least the calls sent one at a time, launches included
     assert out_c["fast_calls"] >= 20
+
+
+def test_the_mirror_drops_an_event_exported_for_ipc(tmp_path: Path) -> None:
+    """An event exported with cudaIpcGetEventHandle becomes shared in place, under the same handle: another
+    process may record it, so the C loop must not answer queries of it any more (Python reads its state)."""
+    import logging
+
+    from gpushim.wire import FrameReader
+
+    log = logging.getLogger("test")
+    be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
+    session = Session(be, SessionInfo(1, os.getpid(), "fp", 13000, 0, [0]), lambda m: None, log,
+                      ModuleStore(tmp_path / "m"))
+    a, b = socket.socketpair()
+    try:
+        fast = fastpath.FastPath(session, FrameReader(b), b, log, lambda *x: True, lambda *x: None)
+        [plain] = session.op_event_create(0, 0)
+        [shared] = session.op_event_create(0, 0x6)  # cudaEventInterprocess | cudaEventDisableTiming
+        fast.refresh()
+        assert fast.st.quiet and set(fast.st.events[: fast.st.nevents]) == {plain, shared}
+        session.op_ipc_get_event_handle(shared)
+        fast.refresh()
+        assert set(fast.st.events[: fast.st.nevents]) == {plain}
+    finally:
+        session.close()
+        a.close()
+        b.close()
