@@ -237,6 +237,7 @@ class FastPath:
         if self._view is None or self._view[0] is not buf or self._view[1] != len(buf):
             view = (ctypes.c_char * len(buf)).from_buffer(buf)  # an export of buf: dropped before it may grow
             self._view = (buf, len(buf), view, ctypes.addressof(view))
+            del view  # self._view holds the only reference (FP_READ drops it)
         why = _lib.fp_serve(self._st_ref, self.fd, self._view[3], self._view[1], rw)
         frames.r, frames.w = rw[0], rw[1]
         if self.st.launches != self._folded:

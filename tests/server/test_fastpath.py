@@ -140,7 +140,11 @@ def start(tmp: Path, fast: bool) -> tuple[int, Client]:
 
 def script(c: Client) -> dict:
     """The calls; returns what the test checks beyond the bytes (the final memory and the call counts)."""
+    # frames larger than the worker's 1 MiB receive buffer, the first before anything else: the reader grows its
+    # buffer while the C loop has seen it (an address in no allocation: an error either way)
+    assert c.call("MEMCPY_H2D", [0x1000, 0, bytes(3 << 20)])[2] == ERR_INVALID_VALUE
     assert c.call("DEVICE_COUNT", [])[3] == [1]
+    assert c.call("MEMCPY_H2D", [0x1000, 0, bytes(5 << 20)])[2] == ERR_INVALID_VALUE
     a = c.call("MALLOC", [0, 8192])[3][0]
     b = c.call("MALLOC", [0, 4096])[3][0]
     s = c.call("STREAM_CREATE", [0, 0, 0])[3][0]
