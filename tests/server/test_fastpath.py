@@ -299,3 +299,39 @@ def test_the_mirror_drops_an_event_exported_for_ipc(tmp_path: Path) -> None:
         session.close()
         a.close()
         b.close()
+
+
+def test_without_the_library_the_worker_runs_python_and_says_why(tmp_path: Path) -> None:
+    client, conn = socket.socketpair()
+    sup, control = socket.socketpair()
+    log = tmp_path / "worker.log"
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            import logging
+
+            logging.basicConfig(filename=log, level=logging.INFO, force=True)
+            client.close()
+            sup.close()
+            fastpath._lib, fastpath._why_not = None, "libgsfast.so was not built (test)"
+            be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
+            code = run_worker(conn, control, be, SessionInfo(1, os.getpid(), "nolib", 13000, 0, [0]), b"",
+                              ModuleStore(tmp_path / "m"))
+        finally:
+            os._exit(code)
+    conn.close()
+    control.close()
+    c = Client(client, sup)
+    try:
+        for _ in range(3):
+            assert c.call("STREAM_QUERY", [0])[2] == 0
+        assert c.call("SESSION_INFO", [])[3][0]["fast_calls"] == 0
+    finally:
+        client.close()
+        sup.close()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    text = log.read_text()
+    assert text.count("the C fast path is off: libgsfast.so was not built (test)") == 1
+    assert "WARNING" in text
