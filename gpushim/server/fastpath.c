@@ -28,7 +28,7 @@
 enum { OP_MEMSET = 29, OP_STREAM_QUERY = 43, OP_EVENT_QUERY = 53, OP_LAUNCH = 63 };
 enum { KIND_CALL = 1, KIND_POST = 3 };
 /* why fp_serve returned */
-enum { FP_FRAME = 1, FP_READ = 2, FP_FDS = 3, FP_EOF = 4, FP_RECV_ERROR = 5, FP_SEND_ERROR = 6 };
+enum { FP_FRAME = 1, FP_READ = 2, FP_FDS = 3, FP_EOF = 4, FP_RECV_ERROR = 5, FP_SEND_ERROR = 6, FP_REFRESH = 7 };
 
 typedef struct {
     uint64_t addr, size; /* the allocation as the client sees it (size: what it asked for) */
@@ -55,6 +55,7 @@ typedef struct {
     /* set by Python before each entry */
     uint64_t ops;       /* bit n: op n may be answered here (bits of OP_MEMSET etc.; the policy refuses none) */
     uint32_t quiet;     /* no error pending, nothing queued or waiting, no printf output to deliver */
+    uint32_t fresh;     /* the mirror is current: Python refreshed it since it last handled a frame */
     uint32_t max_frame; /* frames above it go to Python, which reports them */
     uint32_t nstreams, nevents, nallocs, nlaunches;
     int32_t err;        /* errno of FP_RECV_ERROR / FP_SEND_ERROR */
@@ -288,7 +289,8 @@ static int launch(fp_state *st, const uint8_t *p, const uint8_t *end) {
     return 0;
 }
 
-/* 1: the frame was handled (and answered); 0: Python must handle it; -1: sending the reply failed. */
+/* 1: the frame was handled (and answered); 0: Python must handle it; 2: it may be, once Python has refreshed
+ * the mirror (it handled frames since it last did); -1: sending the reply failed. */
 static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
     const uint8_t *end = p + n;
     if (n < 5 || p[0] != 0x94 || (p[1] != KIND_CALL && p[1] != KIND_POST))
@@ -297,6 +299,10 @@ static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
     p += 2;
     uint64_t seq, op;
     if (!rd_uint(&p, end, &seq) || !rd_uint(&p, end, &op) || op >= 64 || !(st->ops & ((uint64_t)1 << op)) || p >= end)
+        return 0;
+    if (!st->fresh)
+        return 2;
+    if (!st->quiet)
         return 0;
     uint8_t args = *p++;
     if (op == OP_STREAM_QUERY || op == OP_EVENT_QUERY) {
@@ -348,9 +354,9 @@ FP_API int fp_serve(fp_state *st, int fd, uint8_t *buf, uint64_t cap, uint64_t *
             }
             if (w - r - 4 < n)
                 break;
-            int done = st->quiet ? take(st, fd, buf + r + 4, n) : 0;
-            if (done == 0) {
-                ret = FP_FRAME;
+            int done = take(st, fd, buf + r + 4, n);
+            if (done == 0 || done == 2) {
+                ret = done ? FP_REFRESH : FP_FRAME;
                 goto out;
             }
             r += 4 + (uint64_t)n;

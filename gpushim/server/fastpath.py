@@ -39,7 +39,7 @@ LIB = Path(__file__).resolve().parent.parent / "lib" / "libgsfast.so"
 SOURCE = Path(__file__).with_suffix(".c")
 MAX_HANDLES, MAX_ALLOCS, MAX_FDS, MAX_LAUNCHES, MAX_NAME, MAX_DEVS = 256, 4096, 8, 64, 255, 16  # FP_MAX_*
 OPS = ("STREAM_QUERY", "EVENT_QUERY", "MEMSET", "LAUNCH")  # what the C loop may answer
-FP_FRAME, FP_READ, FP_FDS, FP_EOF, FP_RECV_ERROR, FP_SEND_ERROR = 1, 2, 3, 4, 5, 6
+FP_FRAME, FP_READ, FP_FDS, FP_EOF, FP_RECV_ERROR, FP_SEND_ERROR, FP_REFRESH = 1, 2, 3, 4, 5, 6, 7
 U64, U32, I32 = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int32
 
 
@@ -57,7 +57,7 @@ class State(ctypes.Structure):
     """fastpath.c's fp_state, field for field."""
     _fields_ = [("calls", U64), ("queries", U64), ("memsets", U64), ("launches", U64),
                 ("thread_instructions", U64), ("memset_misses", U64), ("kernels", U64 * MAX_DEVS),
-                ("ops", U64), ("quiet", U32), ("max_frame", U32), ("nstreams", U32), ("nevents", U32),
+                ("ops", U64), ("quiet", U32), ("fresh", U32), ("max_frame", U32), ("nstreams", U32), ("nevents", U32),
                 ("nallocs", U32), ("nlaunches", U32), ("err", I32), ("nfds", I32), ("fds", I32 * MAX_FDS),
                 ("streams", U64 * MAX_HANDLES), ("events", U64 * MAX_HANDLES), ("allocs", _Alloc * MAX_ALLOCS),
                 ("launch", _Launch * MAX_LAUNCHES)]
@@ -165,7 +165,7 @@ class FastPath:
             return
         # handles are never reused (next_handle only grows), so these change whenever the tables do; an event
         # exported for IPC becomes shared (another process may record it) in place, under the same handle
-        ipc = getattr(s, "ipc_table", None)
+        ipc = s.__dict__.get("ipc_table")  # (getattr with a default costs an exception while it is absent)
         key = (s.next_handle, len(s.streams), len(s.events), len(s._legacy), ipc and len(ipc.event_exports))
         if key != self._handles:
             self._handles = key
@@ -175,7 +175,7 @@ class FastPath:
             st.streams[: len(streams)] = streams
             st.events[: len(events)] = events
         mems = self.bs.memories
-        key = tuple(m.version for m in mems)
+        key = tuple([m.version for m in mems])
         if key != self._memory:  # the allocation table changed: C stops using its copy (it is rebuilt lazily)
             self._memory = key
             st.nallocs = 0
@@ -230,16 +230,24 @@ class FastPath:
 
     # -- one entry ------------------------------------------------------------------------------------------
     def step(self) -> int | None:
-        self.refresh()
-        frames, rw = self.frames, self.rw
+        frames, rw, st = self.frames, self.rw, self.st
         buf = frames.buf
-        rw[0], rw[1] = frames.r, frames.w
         if self._view is None or self._view[0] is not buf or self._view[1] != len(buf):
             view = (ctypes.c_char * len(buf)).from_buffer(buf)  # an export of buf: dropped before it may grow
             self._view = (buf, len(buf), view, ctypes.addressof(view))
             del view  # self._view holds the only reference (FP_READ drops it)
-        why = _lib.fp_serve(self._st_ref, self.fd, self._view[3], self._view[1], rw)
-        frames.r, frames.w = rw[0], rw[1]
+        while True:
+            rw[0], rw[1] = frames.r, frames.w
+            why = _lib.fp_serve(self._st_ref, self.fd, self._view[3], self._view[1], rw)
+            frames.r, frames.w = rw[0], rw[1]
+            if why != FP_REFRESH:
+                break
+            # a frame C may take, after frames Python handled: the mirror is refreshed only now, so calls that
+            # C never takes (malloc, copies...) pay nothing for it
+            self.refresh()
+            st.fresh = 1
+        if why in (FP_FRAME, FP_READ, FP_FDS):
+            st.fresh = 0  # Python handles frames now: what the mirror describes may change
         if self.st.launches != self._folded:
             self._fold_kernels()
         s = self.session
