@@ -5,8 +5,9 @@
  * not told about, descriptors, end of file, an error) returns to Python with the unconsumed bytes left in the
  * FrameReader's buffer, and Python handles them exactly as it would have without this file.
  *
- * Python is the only other writer of fp_state and refreshes it before every entry (fastpath.py: _refresh);
- * what this loop does while it runs (queries, memsets) changes nothing that the state describes.
+ * Python is the only other writer of fp_state: after it handled frames it clears `fresh`, and the loop asks it
+ * to refresh the mirror (FP_REFRESH, fastpath.py: refresh) before taking another frame. What this loop does
+ * (queries, memsets, counting empty launches) changes nothing that the state describes.
  * Replies are the bytes Python would send: msgpack of [REPLY, seq, 0, [], nil, nil] (tests/server/
  * test_fastpath.py compares them). */
 #define _GNU_SOURCE

@@ -4,7 +4,8 @@ MEMSET itself, in C, with the GIL released. Everything else returns here and run
 Python path unchanged (validation, errors, replies), so the fast path changes only how fast the common calls
 are answered, never what they answer.
 
-Before each entry into the loop Python mirrors into C what the answers depend on (_refresh): whether the
+Before C takes a frame after Python handled some (the loop returns FP_REFRESH), Python mirrors into C what
+the answers depend on (refresh): whether the
 session is quiet (no sticky, deferred or asynchronous error, no printf output waiting, no call waiting,
 nothing queued on any stream, no value waits or inline streams), the stream and event handles it may answer
 for, and every allocation of every device with its place in the arena. Only the worker thread runs either.
