@@ -1,15 +1,15 @@
 """The emulator worker's fast path: fastpath.c (built as gpushim/lib/libgsfast.so by `make` and setup.py), a
-loop that owns the client's socket while the session is quiet and answers STREAM_QUERY, EVENT_QUERY and
-MEMSET itself, in C, with the GIL released. Everything else returns here and runs through the worker's
-Python path unchanged (validation, errors, replies), so the fast path changes only how fast the common calls
-are answered, never what they answer.
+loop that owns the client's socket while the session is quiet and answers STREAM_QUERY, EVENT_QUERY, MEMSET
+and launches of empty kernels itself, in C, with the GIL released. Everything else returns here and runs
+through the worker's Python path unchanged (validation, errors, replies), so the fast path changes only how
+fast the common calls are answered, never what they answer.
 
-Before C takes a frame after Python handled some (the loop returns FP_REFRESH), Python mirrors into C what
-the answers depend on (refresh): whether the
-session is quiet (no sticky, deferred or asynchronous error, no printf output waiting, no call waiting,
-nothing queued on any stream, no value waits or inline streams), the stream and event handles it may answer
-for, and every allocation of every device with its place in the arena. Only the worker thread runs either.
-The loop's own work (queries, memsets into the arena) changes none of that.
+Before C takes a frame after Python handled some (the loop returns FP_REFRESH), Python mirrors into C what the
+answers depend on (refresh): whether the session is quiet (no sticky, deferred or asynchronous error, no
+printf output waiting, no call waiting, nothing queued on any stream, no value waits or inline streams), the
+stream and event handles it may answer for, every allocation of every device with its place in the arena, and
+the empty-kernel configurations Python's launch checked. Only the worker thread runs either. The loop's own
+work (queries, memsets into the arena, counting launches) changes none of that.
 
 GPUSHIM_WORKER_FASTPATH=0 turns it off. Without the library (no C compiler when gpushim was built) the
 worker runs the Python path and logs why.
