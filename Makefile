@@ -12,6 +12,7 @@ SHIM_CFLAGS = -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread 
 SHIM_SRC = $(wildcard shim/*.c shim/*.h)
 ADAPTER_DATA = $(wildcard adapters/cudart/*/*.json adapters/cudart/*/exports.txt adapters/cudadrv/*/*.json adapters/cudadrv/*.json)
 SHIM_LIB = gpushim/lib/libgpushim.so
+FAST_LIB = gpushim/lib/libgsfast.so
 # The driver face: libgpushim.so has the soname libcuda.so.1, and this directory links that name to it, so
 # dlopen("libcuda.so.1") and -lcuda find the one loaded object (one session, one connection).
 DRIVER_DIR = gpushim/lib/driver
@@ -38,7 +39,7 @@ RDC_SOURCES = tests/programs/rdc/main.cu tests/programs/rdc/lib.cu
 
 all: shim programs
 
-shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB)
+shim: $(SHIM_LIB) $(DRIVER_LIB) $(DRIVER_STUB) $(FAST_LIB)
 
 SHIM_GEN = shim/gen/exports.c shim/gen/libgpushim.map shim/gen/ops.h shim/gen/errors.h shim/gen/layouts.c \
 	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c shim/gen/drv_export_tables.h
@@ -54,6 +55,12 @@ $(SHIM_LIB): $(SHIM_STAMP) $(SHIM_SRC)
 	$(CC) $(SHIM_CFLAGS) -shared -o $@ shim/gen/exports.c -Wl,--version-script=shim/gen/libgpushim.map \
 		-Wl,-soname,libcuda.so.1 -Wl,-z,defs -ldl
 	@! ldd $@ | grep -q libpython || (echo "libgpushim.so must not link libpython" && false)
+
+# The session worker's fast path (gpushim/server/fastpath.py loads it with ctypes; without it the worker runs
+# its Python path)
+$(FAST_LIB): gpushim/server/fastpath.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SHIM_CFLAGS) -shared -o $@ $<
 
 $(DRIVER_LIB): $(SHIM_LIB)
 	@mkdir -p $(DRIVER_DIR)

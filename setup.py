@@ -36,9 +36,22 @@ def build_shim() -> Path:
     return out
 
 
+def build_fastpath() -> None:
+    """The session worker's C fast path (gpushim/server/fastpath.c). Optional: without a working compiler
+    the worker runs its Python path and logs why."""
+    out = ROOT / "gpushim" / "lib" / "libgsfast.so"
+    cc = os.environ.get("CC", "cc")
+    try:
+        subprocess.check_call([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-O2", "-g", "-shared",
+                               "-o", str(out), str(ROOT / "gpushim" / "server" / "fastpath.c")], cwd=ROOT)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"gpushim: the worker's C fast path was not built ({e}); the worker runs without it", file=sys.stderr)
+
+
 class BuildPyWithShim(build_py):
     def run(self) -> None:
         build_shim()
+        build_fastpath()
         super().run()
 
 
@@ -50,7 +63,7 @@ setup(
     packages=["gpushim", "gpushim.backends", "gpushim.backends.emulator", "gpushim.backends.cuda", "gpushim.server",
               "gpushim.ptx", "gpushim.ptx.jit", "gpushim.fatbin", "gpushim.compat", "gpushim.adapters"],
     package_dir={"gpushim.adapters": "adapters"},
-    package_data={"gpushim": ["lib/libgpushim.so", "lib/driver/*"],
+    package_data={"gpushim": ["lib/libgpushim.so", "lib/libgsfast.so", "lib/driver/*"],
                   "gpushim.adapters": ["cudart/*/*", "cudart/*.json", "cudadrv/*/*", "compat.json"]},
     install_requires=["click>=8", "msgpack>=1.0", "numpy>=1.26", "rich>=13", "pyelftools>=0.30", "zstandard>=0.22",
                       "llvmlite>=0.44"],  # the compiling PTX engine (gpushim/ptx/jit); numba depends on it too

@@ -379,9 +379,21 @@ def build_rows(res: Json) -> tuple[list[Row], list[Json]]:
     return rows, goals
 
 
+def worker_fastpath() -> str:
+    """Whether the servers' workers answer the common calls in C (gpushim/server/fastpath.py), or why not."""
+    if os.environ.get("GPUSHIM_WORKER_FASTPATH", "1") == "0":
+        return "off (GPUSHIM_WORKER_FASTPATH=0)"
+    try:
+        from gpushim.server import fastpath
+    except ImportError as e:  # run without gpushim on the path: the servers find it, this process did not
+        return f"unknown ({e})"
+    return "on" if not fastpath.not_built() else f"off ({fastpath.not_built()})"
+
+
 def _pinning(meta: Json) -> str:
     cpu = meta.get("pinned_cpu")
-    return "unpinned" if cpu is None else f"per-call parts on CPU {cpu}, copies unpinned"
+    where = "unpinned" if cpu is None else f"per-call parts on CPU {cpu}, copies unpinned"
+    return f"{where}, worker fast path {meta.get('worker_fastpath', '?')}"
 
 
 def print_table(rows: list[Row], goals: list[Json], res: Json) -> None:
@@ -484,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         "meta": {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), "mode": "quick" if args.quick else "full",
                  "cpus": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release(),
                  "python": platform.python_version(), "commit": git_commit(), "loadavg_start": os.getloadavg(),
-                 "pinned_cpu": pin},
+                 "pinned_cpu": pin, "worker_fastpath": worker_fastpath()},
         "params": dict(prm.__dict__),
         "units": {"*_us": "microseconds", "gbps_*": "1e9 bytes per second"},
     }

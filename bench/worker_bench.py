@@ -3,7 +3,7 @@ emulator backend) on one end of a Unix socket pair, this process on the other se
 worker's CPU time comes from /proc/PID/task/*/schedstat (nanoseconds on the CPU), so a loaded machine inflates it
 far less than wall time; round-trip wall times are reported too.
 
-    python3 bench/worker_bench.py [--n 20000] [--repeat 5] [--pin auto|none|CPU] [--profile]
+    python3 bench/worker_bench.py [--n 20000] [--repeat 5] [--pin auto|none|CPU] [--profile] [--fastpath on|off|both]
 
 Cases: a synchronous STREAM_QUERY and EVENT_QUERY (a CALL and its REPLY, one at a time), and bursts of posted
 MEMSET frames, and of posted empty <<<1,1>>> LAUNCH frames, each followed by one STREAM_SYNC (the worker's cost
@@ -86,15 +86,18 @@ class Peer:
         return self.reply()
 
 
-def start_worker(profile_dir: str | None) -> tuple[int, socket.socket]:
+def start_worker(profile_dir: str | None, fast: bool = True) -> tuple[int, socket.socket]:
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     ca, cb = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:
         a.close()
         ca.close()
+        for other in _KEEP:  # an earlier worker's ends (--fastpath both): it must see its client leave
+            other.close()
         if profile_dir:
             os.environ["GPUSHIM_WORKER_PROFILE"] = profile_dir
+        os.environ["GPUSHIM_WORKER_FASTPATH"] = "1" if fast else "0"  # gpushim/server/fastpath.py
         logging.basicConfig(level=logging.ERROR)
         store = ModuleStore(Path(tempfile.mkdtemp(prefix="gpushim-wb-")))
         info = SessionInfo(1, os.getpid(), "wb", 13000, 0, [0])
@@ -102,7 +105,7 @@ def start_worker(profile_dir: str | None) -> tuple[int, socket.socket]:
         os._exit(code)
     b.close()
     cb.close()
-    _KEEP.append(ca)  # the supervisor's end of the control socket: the worker ends when it closes
+    _KEEP.extend((ca, a))  # ca: the supervisor's end of the control socket (the worker ends when it closes)
     return pid, a
 
 
@@ -113,22 +116,9 @@ def measure(peer: Peer, pid: int, n: int, fn) -> tuple[float, float]:  # noqa: A
     return (cpu_ns(pid) - c0) / n / 1e3, (time.perf_counter() - t0) / n * 1e6
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=20000)
-    ap.add_argument("--pin", default="auto", help="CPU for both ends ('auto': the first this process may use; "
-                    "'none': unpinned)")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--cases", default="query,event,memset,launch", help="comma-separated: query, event, "
-                    "memset, launch")
-    args = ap.parse_args()
-    if args.pin == "auto":
-        args.pin = str(min(os.sched_getaffinity(0)))
-    if args.pin != "none":
-        os.sched_setaffinity(0, {int(args.pin)})
-    prof = tempfile.mkdtemp(prefix="gpushim-wb-prof-") if args.profile else None
-    pid, sock = start_worker(prof)
+def setup(prof: str | None, fast: bool) -> tuple[socket.socket, int, Peer, dict]:
+    """A worker (with or without the C fast path) and the cases measured against it."""
+    pid, sock = start_worker(prof, fast)
     peer = Peer(sock)
     assert peer.call("DEVICE_COUNT", [])[3] == [1]
     ptr = peer.call("MALLOC", [0, 4096])[3][0]
@@ -164,20 +154,57 @@ def main() -> int:
             r = peer.call("STREAM_SYNC", [0])
             assert r[2] == 0, r
 
+    def malloc_free(n: int) -> None:
+        for _ in range(n // 2):
+            r = peer.call("MALLOC", [0, 1 << 20])
+            assert r[2] == 0, r
+            assert peer.call("FREE", [r[3][0]])[2] == 0
+
     cases = {"query": ("STREAM_QUERY (sync call)", queries("STREAM_QUERY", 0)),
+             "malloc": ("MALLOC 1 MiB and FREE (sync calls, per call)", malloc_free),
              "event": ("EVENT_QUERY (sync call)", queries("EVENT_QUERY", ev)),
              "memset": (f"MEMSET 4 KiB posted, bursts of {burst} + STREAM_SYNC", posted),
              "launch": (f"LAUNCH empty<<<1,1>>> posted, bursts of {burst} + STREAM_SYNC", launched)}
-    results = {}
-    for name, fn in (cases[c] for c in args.cases.split(",")):
-        fn(min(2000, args.n))  # warm-up
-        results[name] = min((measure(peer, pid, args.n, fn) for _ in range(args.repeat)), key=lambda r: r[0])
-    sock.close()
-    os.waitpid(pid, 0)
+    return sock, pid, peer, cases
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--pin", default="auto", help="CPU for both ends ('auto': the first this process may use; "
+                    "'none': unpinned)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--fastpath", choices=("on", "off", "both"), default="on", help="the worker's C fast path "
+                    "(gpushim/server/fastpath.py); both: two workers, measured in turn")
+    ap.add_argument("--cases", default="query,event,memset,launch", help="comma-separated: query, event, "
+                    "memset, launch, malloc")
+    args = ap.parse_args()
+    if args.pin == "auto":
+        args.pin = str(min(os.sched_getaffinity(0)))
+    if args.pin != "none":
+        os.sched_setaffinity(0, {int(args.pin)})
+    prof = tempfile.mkdtemp(prefix="gpushim-wb-prof-") if args.profile else None
+    modes = {"on": [True], "off": [False], "both": [True, False]}[args.fastpath]
+    workers = {fast: setup(prof, fast) for fast in modes}
+    results: dict[tuple[str, bool], tuple[float, float]] = {}
+    for name in args.cases.split(","):
+        for w in workers.values():
+            w[3][name][1](min(2000, args.n))  # warm-up
+        for _ in range(args.repeat):  # interleaved: each repeat measures every worker once
+            for fast, (_, pid, peer, cases) in workers.items():
+                r = measure(peer, pid, args.n, cases[name][1])
+                key = (name, fast)
+                results[key] = min(results.get(key, r), r, key=lambda x: x[0])
+    labels = next(iter(workers.values()))[3]
+    for sock, pid, _, _ in workers.values():
+        sock.close()
+        os.waitpid(pid, 0)
     print(f"worker cost per frame, both ends on CPU {args.pin}, load {os.getloadavg()[0]:.1f} "
           f"(best of {args.repeat} x {args.n})")
-    for name, (cpu, wall) in results.items():
-        print(f"  {name:50s} worker CPU {cpu:6.2f} µs   wall per call {wall:6.2f} µs")
+    for (name, fast), (cpu, wall) in results.items():
+        label = labels[name][0] + ("" if len(modes) == 1 else " [C fast path]" if fast else " [Python only]")
+        print(f"  {label:65s} worker CPU {cpu:6.2f} µs   wall per call {wall:6.2f} µs")
     if prof:
         import glob
         import pstats

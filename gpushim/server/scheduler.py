@@ -224,17 +224,17 @@ class DeviceArbiter:
         session; the caller may set the kernel's work in the dict it gets (see release)."""
         return _Hold(self.lane(slot, dev) if slot >= 0 else None, queued, memory)
 
-    def kernel_counter(self, slot: int) -> Callable[[int], None]:
-        """A function of dev counting a kernel of `slot` that ran without the token (the emulator's empty
-        kernels: no work, nothing touched). Without the lock: only the slot's own worker writes its row's
+    def kernel_counter(self, slot: int) -> Callable[..., None]:
+        """A function of (dev, n=1) counting n kernels of `slot` that ran without the token (the emulator's
+        empty kernels: no work, nothing touched). Without the lock: only the slot's own worker writes its row's
         counters."""
         if not 0 <= slot < self.nslots:
-            return lambda dev: None
+            return lambda dev, n=1: None
         kernels, ndev = self._mv["kernels"], self.ndev
 
-        def count(dev: int) -> None:
+        def count(dev: int, n: int = 1) -> None:
             if 0 <= dev < ndev:
-                kernels[slot, dev] += 1
+                kernels[slot, dev] += n
 
         return count
 

@@ -110,6 +110,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
         self.host_maps: dict[int, mmap.mmap] = {}
         self.uploads = store.allowance()  # modules this session may still upload
         self.calls = 0
+        self.fast_calls: Callable[[], int] = lambda: 0  # calls the worker's C loop answered (fastpath.py)
         self.started = time.time()
         # op id -> (op, handler, the error every call of it gets): built once, the policy does not change
         self.routes: dict[int, tuple[Op, Callable[..., Any], CudaError | None]] = {}
@@ -311,11 +312,15 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
             "module_upload_bytes": self.uploads.bytes,
             "streams": len(self.streams),
             "events": len(self.events),
-            "calls": self.calls,
+            "calls": self.total_calls(),
+            "fast_calls": self.fast_calls(),  # of them, answered by the worker's C loop (fastpath.py)
             "sticky_error": self.sticky[0] if self.sticky else 0,
             **self.bs.stats(),
             "uptime_s": round(time.time() - self.started, 3),
         }
+
+    def total_calls(self) -> int:
+        return self.calls + self.fast_calls()
 
     def op_session_info(self) -> list[Any]:
         return [self.summary()]

@@ -25,6 +25,7 @@ from typing import Any
 from gpushim.backends.base import Backend
 from gpushim.cuda_errors import Err
 from gpushim.protocol import FATAL, OPS_BY_NAME, REPLY
+from gpushim.server import fastpath
 from gpushim.server.modules import ModuleStore
 from gpushim.server.scheduler import DeviceArbiter
 from gpushim.server.session import ClientGone, ProtocolError, Session, SessionInfo
@@ -130,7 +131,7 @@ def _run_worker(conn: socket.socket, control: socket.socket, backend: Backend, i
                 if ended is not None:
                     return ended
     except (ClientGone, *GONE):
-        log.info("client connection lost after %d calls; freeing its resources", session.calls)
+        log.info("client connection lost after %d calls; freeing its resources", session.total_calls())
     finally:
         finished.set()
         session.close()
@@ -153,7 +154,7 @@ def _watch_client(conn: socket.socket, session: Session, finished: threading.Eve
             break
     if finished.wait(HANGUP_GRACE_S):
         return  # the main thread saw the end and is tidying up
-    log.info("client disconnected while the worker was busy (after %d calls); ending the worker", session.calls)
+    log.info("client disconnected while the worker was busy (after %d calls); ending the worker", session.total_calls())
     try:
         session.bs.account.close()  # give the host-RAM ledger slot back now
     except Exception:  # noqa: BLE001 - the process ends either way; a dead process's slot is reclaimed
@@ -193,8 +194,17 @@ def _apply_priority(priority: int, log: logging.Logger) -> None:
 
 
 def _serve_client(session: Session, frames: FrameReader, conn: socket.socket, log: logging.Logger) -> int:
+    why_not = fastpath.unavailable(session, conn)
+    if why_not is None:  # the common calls answered in C (fastpath.py); the rest through _handle_frames below
+        step = fastpath.FastPath(session, frames, conn, log, _handle_frames, _receive).step
+    else:
+        log.log(logging.WARNING if why_not == fastpath.not_built() else logging.DEBUG,
+                "the C fast path is off: %s", why_not)
+
+        def step() -> int | None:
+            return _receive(session, frames, conn, log)
     while True:
-        ended = _receive(session, frames, conn, log)
+        ended = step()
         if ended is not None:
             return ended
 
@@ -215,7 +225,8 @@ def _receive(session: Session, frames: FrameReader, conn: socket.socket, log: lo
         return 1
     session.received_fds.extend(fds)
     if not nread:
-        log.info("client disconnected after %d calls; freeing its resources", session.calls)
+        log.info("client disconnected after %d calls; freeing its resources (%d calls answered by the C fast "
+                 "path)", session.total_calls(), session.fast_calls())
         return 0
     if not _handle_frames(session, frames, conn, log):
         return 1

@@ -138,7 +138,9 @@ class EmulatorSession(BackendSession):
         self.thread_instructions = 0
         self.kernel_wall_s = 0.0
         self.gate: Callable[[int], AbstractContextManager[dict[str, float]]] = lambda dev: nullcontext({})
-        self.note_kernel: Callable[[int], None] = lambda dev: None  # a kernel that ran without the gate
+        self.note_kernel: Callable[..., None] = lambda dev, n=1: None  # kernels that ran without the gate
+        # (launches, thread-instructions) the worker's C loop counted (gpushim/server/fastpath.py)
+        self.fast_counts: Callable[[], tuple[int, int]] = lambda: (0, 0)
 
     def attach_scheduler(self, arbiter: Any, slot: int) -> None:
         """Kernels take their device's token from the server's scheduler (gpushim/server/scheduler.py)
@@ -595,6 +597,7 @@ class EmulatorSession(BackendSession):
             self.launches += 1
             self.thread_instructions += threads
 
+        run.threads = threads  # type: ignore[attr-defined]  # what the worker's C loop counts (fastpath.py)
         return run
 
     def device_graph(self, handle: int, items: list[tuple] | None) -> None:
@@ -683,7 +686,8 @@ class EmulatorSession(BackendSession):
         return mod.place_symbols(dev, self._mem(dev))[name], g.size
 
     def stats(self) -> dict[str, Any]:
-        return {"launches": self.launches, "thread_instructions": self.thread_instructions,
+        launches, instructions = self.fast_counts()
+        return {"launches": self.launches + launches, "thread_instructions": self.thread_instructions + instructions,
                 "kernel_seconds": round(self.kernel_wall_s, 6)}
 
     def take_async_error(self) -> tuple[int, str] | None:

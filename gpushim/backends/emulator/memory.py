@@ -76,7 +76,8 @@ class DeviceMemory:
         self.arena = np.frombuffer(self._map, dtype=np.uint8)
         self._starts: list[int] = []  # sorted allocation addresses
         self._allocs: dict[int, Allocation] = {}
-        self.version = 0  # bumped by every change of the allocations (the JIT's launch reuses its table until then)
+        self.version = 0  # bumped by every change of the allocations (the JIT's launch reuses its table until then;
+        # the worker's C fast path rebuilds its copy: gpushim/server/fastpath.py)
         self._free: list[tuple[int, int]] = [(0, capacity)]  # sorted (offset, size) holes
         self.used = 0
         self.on_change: Callable[[int], None] | None = None  # told `used` after each change (the scheduler)

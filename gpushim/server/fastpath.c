@@ -1,0 +1,430 @@
+/* The session worker's fast path (gpushim/server/fastpath.py): a loop, run in the worker thread with the GIL
+ * released, that owns the client's socket while the session is quiet and answers the common operations itself:
+ * STREAM_QUERY and EVENT_QUERY of idle streams and events, MEMSET into a known allocation. Anything else (an
+ * op it does not take, an argument encoded in a way it does not accept exactly, a handle or address it was
+ * not told about, descriptors, end of file, an error) returns to Python with the unconsumed bytes left in the
+ * FrameReader's buffer, and Python handles them exactly as it would have without this file.
+ *
+ * Python is the only other writer of fp_state: after it handled frames it clears `fresh`, and the loop asks it
+ * to refresh the mirror (FP_REFRESH, fastpath.py: refresh) before taking another frame. What this loop does
+ * (queries, memsets, counting empty launches) changes nothing that the state describes.
+ * Replies are the bytes Python would send: msgpack of [REPLY, seq, 0, [], nil, nil] (tests/server/
+ * test_fastpath.py compares them). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define FP_API __attribute__((visibility("default")))
+#define FP_MAX_HANDLES 256
+#define FP_MAX_ALLOCS 4096
+#define FP_MAX_FDS 8
+#define FP_MAX_LAUNCHES 64
+#define FP_MAX_NAME 255
+#define FP_MAX_DEVS 16
+#define FP_SMALL_PARAMS 4096 /* gpushim/compat/policy.py SMALL_PARAM_LIMIT: no verdict to build below it */
+
+enum { OP_MEMSET = 29, OP_STREAM_QUERY = 43, OP_EVENT_QUERY = 53, OP_LAUNCH = 63 };
+enum { KIND_CALL = 1, KIND_POST = 3 };
+/* why fp_serve returned */
+enum { FP_FRAME = 1, FP_READ = 2, FP_FDS = 3, FP_EOF = 4, FP_RECV_ERROR = 5, FP_SEND_ERROR = 6, FP_REFRESH = 7 };
+
+typedef struct {
+    uint64_t addr, size; /* the allocation as the client sees it (size: what it asked for) */
+    uint64_t host;       /* where its first byte is in this process (the arena) */
+} fp_alloc;
+
+/* A launch configuration of an empty kernel (every thread returns at once) that Python's launch already
+ * checked and ran once (backend.py: _launches, _count_empty): launching it again only counts. */
+typedef struct {
+    int32_t dev;      /* the client's device ordinal */
+    uint32_t backend_dev;
+    uint8_t hash[32];
+    uint32_t grid[3], block[3], shared, nparams;
+    uint64_t threads; /* the thread-instructions one launch counts */
+    uint32_t name_len;
+    char name[FP_MAX_NAME + 1];
+} fp_launch;
+
+typedef struct {
+    /* counters: only this loop writes them; any thread may read them */
+    uint64_t calls, queries, memsets, launches, thread_instructions;
+    uint64_t memset_misses; /* memsets handed to Python for want of an allocation (fastpath.py rebuilds allocs) */
+    uint64_t kernels[FP_MAX_DEVS]; /* launches per backend device (Python adds them to the scheduler's table) */
+    /* set by Python before each entry */
+    uint64_t ops;       /* bit n: op n may be answered here (bits of OP_MEMSET etc.; the policy refuses none) */
+    uint32_t quiet;     /* no error pending, nothing queued or waiting, no printf output to deliver */
+    uint32_t fresh;     /* the mirror is current: Python refreshed it since it last handled a frame */
+    uint32_t max_frame; /* frames above it go to Python, which reports them */
+    uint32_t nstreams, nevents, nallocs, nlaunches;
+    int32_t err;        /* errno of FP_RECV_ERROR / FP_SEND_ERROR */
+    int32_t nfds;       /* descriptors received with FP_FDS */
+    int32_t fds[FP_MAX_FDS];
+    uint64_t streams[FP_MAX_HANDLES]; /* stream handles (legacy ones included) this loop may answer for */
+    uint64_t events[FP_MAX_HANDLES];  /* idle events of this session */
+    fp_alloc allocs[FP_MAX_ALLOCS];   /* every allocation of every device, sorted by addr */
+    fp_launch launch[FP_MAX_LAUNCHES];
+} fp_state;
+
+static uint64_t be(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* An unsigned msgpack integer (positive fixint, uint 8..64); 0 when the bytes are anything else. */
+static int rd_uint(const uint8_t **pp, const uint8_t *end, uint64_t *v) {
+    const uint8_t *p = *pp;
+    if (p >= end)
+        return 0;
+    int n;
+    if (*p < 0x80) {
+        *v = *p;
+        *pp = p + 1;
+        return 1;
+    }
+    switch (*p) {
+    case 0xcc: n = 1; break;
+    case 0xcd: n = 2; break;
+    case 0xce: n = 4; break;
+    case 0xcf: n = 8; break;
+    default: return 0;
+    }
+    if (end - p < 1 + n)
+        return 0;
+    *v = be(p + 1, n);
+    *pp = p + 1 + n;
+    return 1;
+}
+
+/* A msgpack integer in int32's range (any encoding msgpack decodes to an int there); 0 otherwise. */
+static int rd_i32(const uint8_t **pp, const uint8_t *end, int64_t *v) {
+    const uint8_t *p = *pp;
+    if (p >= end)
+        return 0;
+    if (*p >= 0xe0) { /* negative fixint */
+        *v = (int8_t)*p;
+        *pp = p + 1;
+        return 1;
+    }
+    int n;
+    switch (*p) {
+    case 0xd0: n = 1; break;
+    case 0xd1: n = 2; break;
+    case 0xd2: n = 4; break;
+    case 0xd3: n = 8; break;
+    default: {
+        uint64_t u;
+        if (!rd_uint(pp, end, &u) || u > INT32_MAX)
+            return 0;
+        *v = (int64_t)u;
+        return 1;
+    }
+    }
+    if (end - p < 1 + n)
+        return 0;
+    uint64_t u = be(p + 1, n);
+    int64_t s = n == 1 ? (int8_t)u : n == 2 ? (int16_t)u : n == 4 ? (int32_t)u : (int64_t)u;
+    if (s < INT32_MIN || s > INT32_MAX)
+        return 0;
+    *v = s;
+    *pp = p + 1 + n;
+    return 1;
+}
+
+static int has(const uint64_t *set, uint32_t n, uint64_t h) {
+    for (uint32_t i = 0; i < n; i++)
+        if (set[i] == h)
+            return 1;
+    return 0;
+}
+
+/* The allocation containing addr (memory.py: DeviceMemory.find), or NULL. */
+static const fp_alloc *find(const fp_state *st, uint64_t addr) {
+    uint32_t lo = 0, hi = st->nallocs; /* first index whose addr > addr */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (st->allocs[mid].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const fp_alloc *a = &st->allocs[lo - 1];
+    uint64_t span = a->size ? a->size : 1;
+    return addr - a->addr < span ? a : NULL;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* msgpack of [REPLY, seq, 0, [], nil, nil] in a frame, as Python's Packer writes it. */
+static int reply_ok(int fd, uint64_t seq) {
+    uint8_t f[32], *p = f + 4;
+    *p++ = 0x96;
+    *p++ = 0x02;
+    if (seq < 0x80) {
+        *p++ = (uint8_t)seq;
+    } else {
+        int n = seq <= 0xff ? 1 : seq <= 0xffff ? 2 : seq <= 0xffffffffu ? 4 : 8;
+        *p++ = n == 1 ? 0xcc : n == 2 ? 0xcd : n == 4 ? 0xce : 0xcf;
+        for (int i = n - 1; i >= 0; i--)
+            *p++ = (uint8_t)(seq >> (8 * i));
+    }
+    *p++ = 0x00;
+    *p++ = 0x90;
+    *p++ = 0xc0;
+    *p++ = 0xc0;
+    uint32_t len = (uint32_t)(p - f - 4);
+    memcpy(f, &len, 4); /* little-endian hosts only (x86-64, aarch64): fastpath.py checks */
+    return send_all(fd, f, (size_t)(p - f));
+}
+
+/* A msgpack bin of at most max bytes (any bin encoding); 0 otherwise. */
+static int rd_bin(const uint8_t **pp, const uint8_t *end, const uint8_t **data, uint64_t *len, uint64_t max) {
+    const uint8_t *p = *pp;
+    int n;
+    if (p >= end)
+        return 0;
+    switch (*p) {
+    case 0xc4: n = 1; break;
+    case 0xc5: n = 2; break;
+    case 0xc6: n = 4; break;
+    default: return 0;
+    }
+    if (end - p < 1 + n)
+        return 0;
+    uint64_t k = be(p + 1, n);
+    if (k > max || (uint64_t)(end - p - 1 - n) < k)
+        return 0;
+    *data = p + 1 + n;
+    *len = k;
+    *pp = p + 1 + n + k;
+    return 1;
+}
+
+/* A msgpack str (fixstr, str 8/16/32); 0 otherwise. Its bytes are only compared with names Python gave. */
+static int rd_str(const uint8_t **pp, const uint8_t *end, const uint8_t **data, uint64_t *len) {
+    const uint8_t *p = *pp;
+    int n;
+    uint64_t k;
+    if (p >= end)
+        return 0;
+    if ((*p & 0xe0) == 0xa0) {
+        k = *p & 0x1f;
+        n = 0;
+    } else {
+        switch (*p) {
+        case 0xd9: n = 1; break;
+        case 0xda: n = 2; break;
+        case 0xdb: n = 4; break;
+        default: return 0;
+        }
+        if (end - p < 1 + n)
+            return 0;
+        k = be(p + 1, n);
+    }
+    if ((uint64_t)(end - p - 1 - n) < k)
+        return 0;
+    *data = p + 1 + n;
+    *len = k;
+    *pp = p + 1 + n + k;
+    return 1;
+}
+
+/* Three uint32 in a fixarray of 3 (grid, block). */
+static int rd_dim3(const uint8_t **pp, const uint8_t *end, uint32_t out[3]) {
+    if (*pp >= end || **pp != 0x93)
+        return 0;
+    (*pp)++;
+    for (int i = 0; i < 3; i++) {
+        uint64_t v;
+        if (!rd_uint(pp, end, &v) || v > UINT32_MAX)
+            return 0;
+        out[i] = (uint32_t)v;
+    }
+    return 1;
+}
+
+/* LAUNCH's arguments (dev hash name grid block shared stream params): 1 when they name a known configuration
+ * of an empty kernel on a known stream, which is then counted as launched. */
+static int launch(fp_state *st, const uint8_t *p, const uint8_t *end) {
+    int64_t dev;
+    const uint8_t *hash, *name, *params;
+    uint64_t hash_len, name_len, nparams, shared, stream;
+    uint32_t grid[3], block[3];
+    if (!rd_i32(&p, end, &dev) || !rd_bin(&p, end, &hash, &hash_len, 32) || hash_len != 32
+        || !rd_str(&p, end, &name, &name_len) || !rd_dim3(&p, end, grid) || !rd_dim3(&p, end, block)
+        || !rd_uint(&p, end, &shared) || shared > UINT32_MAX || !rd_uint(&p, end, &stream)
+        || !rd_bin(&p, end, &params, &nparams, FP_SMALL_PARAMS) || p != end)
+        return 0;
+    if (!has(st->streams, st->nstreams, stream))
+        return 0;
+    for (uint32_t i = 0; i < st->nlaunches; i++) {
+        fp_launch *l = &st->launch[i];
+        if (l->dev != dev || l->nparams != nparams || l->shared != shared || l->name_len != name_len
+            || memcmp(l->grid, grid, sizeof grid) || memcmp(l->block, block, sizeof block)
+            || memcmp(l->hash, hash, 32) || memcmp(l->name, name, name_len))
+            continue;
+        st->launches++;
+        st->thread_instructions += l->threads;
+        if (l->backend_dev < FP_MAX_DEVS)
+            st->kernels[l->backend_dev]++;
+        return 1;
+    }
+    return 0;
+}
+
+/* 1: the frame was handled (and answered); 0: Python must handle it; 2: it may be, once Python has refreshed
+ * the mirror (it handled frames since it last did); -1: sending the reply failed. */
+static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
+    const uint8_t *end = p + n;
+    if (n < 5 || p[0] != 0x94 || (p[1] != KIND_CALL && p[1] != KIND_POST))
+        return 0;
+    int kind = p[1];
+    p += 2;
+    uint64_t seq, op;
+    if (!rd_uint(&p, end, &seq) || !rd_uint(&p, end, &op) || op >= 64 || !(st->ops & ((uint64_t)1 << op)) || p >= end)
+        return 0;
+    if (!st->fresh)
+        return 2;
+    if (!st->quiet)
+        return 0;
+    uint8_t args = *p++;
+    if (op == OP_STREAM_QUERY || op == OP_EVENT_QUERY) {
+        uint64_t h;
+        if (args != 0x91 || !rd_uint(&p, end, &h) || p != end)
+            return 0;
+        if (op == OP_STREAM_QUERY ? !has(st->streams, st->nstreams, h) : !has(st->events, st->nevents, h))
+            return 0;
+        st->queries++;
+    } else if (op == OP_MEMSET) {
+        uint64_t dst, nbytes, stream;
+        int64_t value;
+        if (args != 0x94 || !rd_uint(&p, end, &dst) || !rd_i32(&p, end, &value) || !rd_uint(&p, end, &nbytes)
+            || !rd_uint(&p, end, &stream) || p != end)
+            return 0;
+        const fp_alloc *a = find(st, dst);
+        if (!a || nbytes > a->addr + a->size - dst) {
+            st->memset_misses++; /* Python reports the error, or finds what this table lacks */
+            return 0;
+        }
+        if (!has(st->streams, st->nstreams, stream))
+            return 0;
+        memset((void *)(uintptr_t)(a->host + (dst - a->addr)), (int)(value & 0xff), nbytes);
+        st->memsets++;
+    } else if (op == OP_LAUNCH) {
+        if (args != 0x98 || !launch(st, p, end))
+            return 0;
+    } else {
+        return 0;
+    }
+    st->calls++;
+    if (kind == KIND_CALL && reply_ok(fd, seq) < 0)
+        return -1;
+    return 1;
+}
+
+/* Serves frames from buf[rw[0], rw[1]) and from the socket until something needs Python; rw comes back updated
+ * (the FrameReader's r and w). Returns FP_* saying why. */
+FP_API int fp_serve(fp_state *st, int fd, uint8_t *buf, uint64_t cap, uint64_t *rw) {
+    uint64_t r = rw[0], w = rw[1];
+    int ret;
+    for (;;) {
+        while (w - r >= 4) {
+            uint32_t n;
+            memcpy(&n, buf + r, 4);
+            if (n > st->max_frame) {
+                ret = FP_FRAME;
+                goto out;
+            }
+            if (w - r - 4 < n)
+                break;
+            int done = take(st, fd, buf + r + 4, n);
+            if (done == 0 || done == 2) {
+                ret = done ? FP_REFRESH : FP_FRAME;
+                goto out;
+            }
+            r += 4 + (uint64_t)n;
+            if (done < 0) {
+                st->err = errno;
+                ret = FP_SEND_ERROR;
+                goto out;
+            }
+        }
+        if (r == w)
+            r = w = 0;
+        if (cap - w < (1u << 16)) {
+            ret = FP_READ; /* Python makes room */
+            goto out;
+        }
+        if (w - r >= 4) {
+            uint32_t n;
+            memcpy(&n, buf + r, 4);
+            if (r + 4 + (uint64_t)n > cap) {
+                ret = FP_READ;
+                goto out;
+            }
+        }
+        union {
+            struct cmsghdr align;
+            char space[CMSG_SPACE(sizeof(int) * FP_MAX_FDS)];
+        } anc;
+        struct iovec iov = {buf + w, cap - w};
+        struct msghdr msg = {0};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = anc.space;
+        msg.msg_controllen = sizeof anc.space;
+        ssize_t k = recvmsg(fd, &msg, 0);
+        if (k < 0) {
+            if (errno == EINTR) {
+                ret = FP_READ; /* Python runs its signal handlers, then reads */
+                goto out;
+            }
+            st->err = errno;
+            ret = FP_RECV_ERROR;
+            goto out;
+        }
+        if (k == 0) {
+            ret = FP_EOF;
+            goto out;
+        }
+        w += (uint64_t)k;
+        if (msg.msg_controllen) {
+            st->nfds = 0;
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                    continue;
+                size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < count && st->nfds < FP_MAX_FDS; i++)
+                    memcpy(&st->fds[st->nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            }
+            if (st->nfds) {
+                ret = FP_FDS;
+                goto out;
+            }
+        }
+    }
+out:
+    rw[0] = r;
+    rw[1] = w;
+    return ret;
+}
+
+FP_API uint64_t fp_state_size(void) { return sizeof(fp_state); }

@@ -1,0 +1,337 @@
+"""The worker's C fast path (gpushim/server/fastpath.c) answers exactly what the Python path answers.
+
+A differential test: the same script of frames goes to a worker with the C loop and to one without it
+(GPUSHIM_WORKER_FASTPATH=0); every byte the two send back must be equal, and so must device memory afterwards.
+The script mixes the calls the C loop takes (STREAM_QUERY, EVENT_QUERY, MEMSET, with encodings msgpack allows
+but does not write by default) with every reason for it to hand a frame back to Python: a handle or address it
+does not know, a memset out of range (the same error as before), a deferred error, a stream held by a host
+function (CUDA Runtime API, Stream Management, cudaStreamQuery: cudaErrorNotReady while work is pending), a
+sticky error (a kernel's illegal address), a freed allocation. Each worker runs in a forked child, as under the
+supervisor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import struct
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from gpushim.backends.emulator.backend import EmulatorBackend
+from gpushim.protocol import CALL, CALLBACK, OPS_BY_NAME, POST, REPLY
+from gpushim.server import fastpath
+from gpushim.server.modules import ModuleStore
+from gpushim.server.session import Session, SessionInfo
+from gpushim.server.worker import run_worker
+
+pytestmark = pytest.mark.skipif(fastpath.not_built() != "", reason=f"no C fast path: {fastpath.not_built()}")
+
+LEN = struct.Struct("<I")
+ERR_NOT_READY, ERR_INVALID_VALUE, ERR_INVALID_HANDLE, ERR_ILLEGAL_ADDRESS = 600, 1, 400, 700
+BAD_PTX = b""".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry bad()
+{
+    .reg .b64 %rd<2>;
+    .reg .b32 %r<2>;
+    mov.u64 %rd1, 16;
+    mov.u32 %r1, 1;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+EMPTY_PTX = b""".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry empty()
+{
+    ret;
+}
+.visible .entry empty_p(.param .u32 x)
+{
+    ret;
+}
+"""
+
+
+def op(name: str) -> int:
+    return OPS_BY_NAME[name].id
+
+
+def frame(kind: int, seq: int, name: str, args: list) -> bytes:
+    body = msgpack.packb([kind, seq, op(name), args], use_bin_type=True)
+    return LEN.pack(len(body)) + body
+
+
+def raw(body: bytes) -> bytes:
+    return LEN.pack(len(body)) + body
+
+
+class Client:
+    def __init__(self, sock: socket.socket, sup: socket.socket) -> None:
+        self.sock = sock
+        self.sup = sup  # the supervisor's end of the control socket: the worker ends when it closes
+        self.buf = b""
+        self.seq = 0
+        self.got: list[bytes] = []  # every frame received, raw
+        self.callbacks: list[list] = []
+
+    def _frame(self) -> bytes:
+        while True:
+            if len(self.buf) >= 4:
+                (n,) = LEN.unpack_from(self.buf)
+                if len(self.buf) >= 4 + n:
+                    f, self.buf = self.buf[: 4 + n], self.buf[4 + n:]
+                    self.got.append(f)
+                    return f
+            chunk = self.sock.recv(1 << 16)
+            assert chunk, "the worker closed the connection"
+            self.buf += chunk
+
+    def reply(self) -> list:
+        while True:
+            msg = msgpack.unpackb(self._frame()[4:])
+            if msg[0] == REPLY:
+                return msg
+            assert msg[0] == CALLBACK, msg
+            self.callbacks.append(msg)
+
+    def callback(self) -> list:
+        while not self.callbacks:
+            msg = msgpack.unpackb(self._frame()[4:])
+            assert msg[0] == CALLBACK, msg
+            self.callbacks.append(msg)
+        return self.callbacks.pop(0)
+
+    def call(self, name: str, args: list) -> list:
+        self.seq += 1
+        self.sock.sendall(frame(CALL, self.seq, name, args))
+        return self.reply()
+
+    def post(self, name: str, args: list) -> None:
+        self.seq += 1
+        self.sock.sendall(frame(POST, self.seq, name, args))
+
+
+def start(tmp: Path, fast: bool) -> tuple[int, Client]:
+    client, conn = socket.socketpair()
+    sup, control = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            client.close()
+            sup.close()
+            os.environ["GPUSHIM_WORKER_FASTPATH"] = "1" if fast else "0"
+            be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
+            code = run_worker(conn, control, be, SessionInfo(1, os.getpid(), "fastpath", 13000, 0, [0]), b"",
+                              ModuleStore(tmp / f"m{int(fast)}"))
+        finally:
+            os._exit(code)
+    conn.close()
+    control.close()
+    return pid, Client(client, sup)
+
+
+def script(c: Client) -> dict:
+    """The calls; returns what the test checks beyond the bytes (the final memory and the call counts)."""
+    # frames larger than the worker's 1 MiB receive buffer, the first before anything else: the reader grows its
+    # buffer while the C loop has seen it (an address in no allocation: an error either way)
+    assert c.call("MEMCPY_H2D", [0x1000, 0, bytes(3 << 20)])[2] == ERR_INVALID_VALUE
+    assert c.call("DEVICE_COUNT", [])[3] == [1]
+    assert c.call("MEMCPY_H2D", [0x1000, 0, bytes(5 << 20)])[2] == ERR_INVALID_VALUE
+    a = c.call("MALLOC", [0, 8192])[3][0]
+    b = c.call("MALLOC", [0, 4096])[3][0]
+    s = c.call("STREAM_CREATE", [0, 0, 0])[3][0]
+    ev = c.call("EVENT_CREATE", [0, 0])[3][0]
+    c.call("EVENT_RECORD", [ev, 0, 0])
+    for h in (0, 0, s, s):  # the first query of the legacy stream goes to Python (it creates the stream)
+        assert c.call("STREAM_QUERY", [h])[2] == 0
+    for _ in range(3):
+        assert c.call("EVENT_QUERY", [ev])[2] == 0
+    # memsets, posted and called, values as msgpack's fixint, negative int, uint8
+    c.post("MEMSET", [a, 7, 8192, 0])
+    c.post("MEMSET", [a + 100, -2, 50, s])
+    assert c.call("MEMSET", [a + 4000, 200, 96, 0])[2] == 0
+    assert c.call("MEMSET", [b, 0x1234, 0, 0])[2] == 0  # nothing
+    # encodings msgpack does not write but decodes: seq as uint16, a handle as uint64, a value as int32
+    c.seq += 1
+    c.sock.sendall(raw(bytes([0x94, 0x01, 0xCD, 0x00, 0x05, op("STREAM_QUERY"), 0x91, 0xCF]) + (0).to_bytes(8, "big")))
+    assert c.reply()[1] == 5
+    c.sock.sendall(raw(bytes([0x94, 0x03, 0x06, op("MEMSET"), 0x94, 0xCF]) + b.to_bytes(8, "big")
+                       + bytes([0xD2]) + (-3).to_bytes(4, "big", signed=True) + bytes([0x10, 0x00])))
+    # what the C loop hands back: unknown handles, out of range, an address in no allocation
+    assert c.call("STREAM_QUERY", [s + 0x1000])[2] == ERR_INVALID_HANDLE
+    assert c.call("STREAM_QUERY", [5])[2] == ERR_INVALID_HANDLE
+    assert c.call("EVENT_QUERY", [ev + 0x1000])[2] == ERR_INVALID_HANDLE
+    assert c.call("MEMSET", [b, 1, 4097, 0])[2] == ERR_INVALID_VALUE
+    assert c.call("MEMSET", [b + 8192 * 16, 1, 1, 0])[2] == ERR_INVALID_VALUE
+    # a posted memset out of range: the error is deferred to the next synchronising call
+    c.post("MEMSET", [b + 4000, 1, 200, 0])
+    assert c.call("STREAM_QUERY", [0])[2] == ERR_INVALID_VALUE
+    assert c.call("STREAM_QUERY", [0])[2] == 0
+    # a stream held by a host function: queries see the pending work, a memset queued behind it waits for it
+    c.call("STREAM_HOST_FUNC", [s, 77])
+    assert c.callback()[2] == 77
+    assert c.call("STREAM_QUERY", [s])[2] == ERR_NOT_READY
+    assert c.call("STREAM_QUERY", [0])[2] == ERR_NOT_READY  # the legacy stream waits for blocking streams
+    c.post("MEMSET", [a, 9, 16, s])
+    c.call("EVENT_RECORD", [ev, s, 0])
+    assert c.call("EVENT_QUERY", [ev])[2] == ERR_NOT_READY
+    before = c.call("MEMCPY_D2H", [a, 16, s + 0x10000])  # an invalid stream: answered at once, with an error
+    assert before[2] == ERR_INVALID_HANDLE
+    c.post("CALLBACK_DONE", [77])
+    assert c.call("STREAM_QUERY", [s])[2] == 0
+    assert c.call("EVENT_QUERY", [ev])[2] == 0
+    # a freed allocation
+    assert c.call("FREE", [b])[2] == 0
+    assert c.call("MEMSET", [b, 1, 16, 0])[2] == ERR_INVALID_VALUE
+    b2 = c.call("MALLOC", [0, 1024])[3][0]  # the same address again, smaller
+    assert b2 == b
+    assert c.call("MEMSET", [b2, 5, 1024, 0])[2] == 0
+    assert c.call("MEMSET", [b2, 5, 1025, 0])[2] == ERR_INVALID_VALUE
+    # empty kernels: the first launch of a configuration runs in Python, later ones are counted in C
+    de = hashlib.sha256(EMPTY_PTX).digest()
+    assert c.call("MODULE_LOAD", [de, EMPTY_PTX])[2] == 0
+    one, warp = [1, 1, 1], [32, 1, 1]
+    for i in range(4):
+        c.post("LAUNCH", [0, de, "empty", one, one, 0, 0, b""])
+        c.post("LAUNCH", [0, de, "empty", [3, 2, 1], warp, 0, s, b""])
+        c.post("LAUNCH", [0, de, "empty_p", [2, 1, 1], warp, 0, 0, os.urandom(4)])
+        if i == 0:  # the worker's Python path ran this batch; the C loop takes the next ones
+            assert c.call("STREAM_QUERY", [0])[2] == 0
+    assert c.call("LAUNCH", [0, de, "empty", one, one, 0, 0, b""])[2] == 0
+    assert c.call("LAUNCH", [0, de, "empty", one, one, 16, 0, b""])[2] == 0  # dynamic shared memory: a new one
+    # what C hands back: an unknown kernel, a configuration the device refuses, wrong parameter sizes
+    assert c.call("LAUNCH", [0, de, "nosuch", one, one, 0, 0, b""])[2] != 0
+    assert c.call("LAUNCH", [0, de, "empty", one, [2048, 1, 1], 0, 0, b""])[2] != 0
+    c.call("LAUNCH", [0, de, "empty_p", [2, 1, 1], warp, 0, 0, b"12345678"])  # another size: Python decides
+    assert c.call("LAUNCH", [1, de, "empty", one, one, 0, 0, b""])[2] != 0  # no device 1
+    # a stream held by a host function: the launch waits behind it
+    c.call("STREAM_HOST_FUNC", [s, 78])
+    assert c.callback()[2] == 78
+    c.post("LAUNCH", [0, de, "empty", [3, 2, 1], warp, 0, s, b""])
+    assert c.call("STREAM_QUERY", [s])[2] == ERR_NOT_READY
+    c.post("CALLBACK_DONE", [78])
+    # an unloaded module: the next launch loads the image afresh (the cached configuration is gone)
+    assert c.call("MODULE_UNLOAD", [de])[2] == 0
+    for _ in range(3):
+        c.post("LAUNCH", [0, de, "empty", one, one, 0, 0, b""])
+    assert c.call("STREAM_QUERY", [0])[2] == 0
+    counts = c.call("SESSION_INFO", [])[3][0]
+    c.got.pop()
+    for _ in range(10):  # each one alone in the worker's buffer, the session quiet: all answered in C
+        assert c.call("EVENT_QUERY", [ev])[2] == 0
+    after = c.call("SESSION_INFO", [])[3][0]
+    c.got.pop()
+    memory = [c.call("MEMCPY_D2H", [p, n, 0])[3][0] for p, n in ((a, 8192), (b2, 1024))]
+    # a sticky error: every later call fails with it, and memsets do nothing
+    digest = hashlib.sha256(BAD_PTX).digest()
+    assert c.call("MODULE_LOAD", [digest, BAD_PTX])[2] == 0
+    c.post("LAUNCH", [0, digest, "bad", [1, 1, 1], [1, 1, 1], 0, 0, b""])
+    c.post("MEMSET", [a, 1, 16, 0])
+    assert c.call("STREAM_QUERY", [0])[2] == ERR_ILLEGAL_ADDRESS
+    assert c.call("EVENT_QUERY", [ev])[2] == ERR_ILLEGAL_ADDRESS
+    assert c.call("MEMSET", [a, 1, 16, 0])[2] == ERR_ILLEGAL_ADDRESS
+    info = c.call("SESSION_INFO", [])[3][0]
+    c.got.pop()  # its uptime differs
+    return {"memory": memory, "calls": info["calls"], "fast_calls": info["fast_calls"],
+            "kernels": (counts["launches"], counts["thread_instructions"]),
+            "queries_in_c": after["fast_calls"] - counts["fast_calls"]}
+
+
+def run(tmp: Path, fast: bool) -> tuple[list[bytes], dict]:
+    pid, c = start(tmp, fast)
+    try:
+        out = script(c)
+    finally:
+        c.sock.close()
+        c.sup.close()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return c.got, out
+
+
+def test_c_and_python_paths_send_the_same_bytes(tmp_path: Path) -> None:
+    got_c, out_c = run(tmp_path, True)
+    got_py, out_py = run(tmp_path, False)
+    assert len(got_c) == len(got_py)
+    for i, (x, y) in enumerate(zip(got_c, got_py, strict=True)):
+        assert x == y, f"frame {i}: {msgpack.unpackb(x[4:])} != {msgpack.unpackb(y[4:])}"
+    assert out_c["memory"] == out_py["memory"]
+    assert out_c["memory"][0][:16] == bytes([9] * 16) and out_c["memory"][1][:16] == bytes([5] * 16)
+    assert out_c["calls"] == out_py["calls"]
+    assert out_c["kernels"] == out_py["kernels"] and out_c["kernels"][0] == 19
+    assert out_py["fast_calls"] == out_py["queries_in_c"] == 0
+    assert out_c["queries_in_c"] == 10
+    # how many more C answers depends on how frames batch in the worker's receives (a batch that starts with
+    # a frame for Python is Python's): at least the calls sent one at a time, launches included
+    assert out_c["fast_calls"] >= 20
+
+
+def test_the_mirror_drops_an_event_exported_for_ipc(tmp_path: Path) -> None:
+    """An event exported with cudaIpcGetEventHandle becomes shared in place, under the same handle: another
+    process may record it, so the C loop must not answer queries of it any more (Python reads its state)."""
+    import logging
+
+    from gpushim.wire import FrameReader
+
+    log = logging.getLogger("test")
+    be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
+    session = Session(be, SessionInfo(1, os.getpid(), "fp", 13000, 0, [0]), lambda m: None, log,
+                      ModuleStore(tmp_path / "m"))
+    a, b = socket.socketpair()
+    try:
+        fast = fastpath.FastPath(session, FrameReader(b), b, log, lambda *x: True, lambda *x: None)
+        [plain] = session.op_event_create(0, 0)
+        [shared] = session.op_event_create(0, 0x6)  # cudaEventInterprocess | cudaEventDisableTiming
+        fast.refresh()
+        assert fast.st.quiet and set(fast.st.events[: fast.st.nevents]) == {plain, shared}
+        session.op_ipc_get_event_handle(shared)
+        fast.refresh()
+        assert set(fast.st.events[: fast.st.nevents]) == {plain}
+    finally:
+        session.close()
+        a.close()
+        b.close()
+
+
+def test_without_the_library_the_worker_runs_python_and_says_why(tmp_path: Path) -> None:
+    client, conn = socket.socketpair()
+    sup, control = socket.socketpair()
+    log = tmp_path / "worker.log"
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            import logging
+
+            logging.basicConfig(filename=log, level=logging.INFO, force=True)
+            client.close()
+            sup.close()
+            fastpath._lib, fastpath._why_not = None, "libgsfast.so was not built (test)"
+            be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
+            code = run_worker(conn, control, be, SessionInfo(1, os.getpid(), "nolib", 13000, 0, [0]), b"",
+                              ModuleStore(tmp_path / "m"))
+        finally:
+            os._exit(code)
+    conn.close()
+    control.close()
+    c = Client(client, sup)
+    try:
+        for _ in range(3):
+            assert c.call("STREAM_QUERY", [0])[2] == 0
+        assert c.call("SESSION_INFO", [])[3][0]["fast_calls"] == 0
+    finally:
+        client.close()
+        sup.close()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    text = log.read_text()
+    assert text.count("the C fast path is off: libgsfast.so was not built (test)") == 1
+    assert "WARNING" in text
