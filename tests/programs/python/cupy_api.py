@@ -60,6 +60,13 @@ if "arrays" in parts:
         np.add.at(b, idx, 1.5)
         return eq(a, b)
     check("scatter_add", scatter_add)
+
+    def scatter_add_f16():  # CuPy's float16 add.at is atomicAdd on __half: atom.add.noftz.f16
+        a, b = cp.zeros(6, cp.float16), np.zeros(6, np.float16)
+        cp.add.at(a, cp.asarray(idx), cp.asarray([1, 2, 3, 4], cp.float16))
+        np.add.at(b, idx, np.array([1, 2, 3, 4], np.float16))
+        return eq(a, b)
+    check("scatter_add_f16", scatter_add_f16)
     check("where", lambda: eq(cp.where(cp.asarray(X) > 0, cp.asarray(X), 0), np.where(X > 0, X, 0)))
     check("nonzero", lambda: all_eq(cp.nonzero(cp.asarray(Z > 0)), np.nonzero(Z > 0)))
     u = rng.integers(0, 20, 500)
@@ -230,6 +237,36 @@ if "dlpack" in parts:
         return eq(a, X + 1)
     check("numba_cai", numba_interop)
 
+if "ipc" in parts:
+    def ipc():
+        """Another process opens this one's array (cudaIpcGetMemHandle / OpenMemHandle, which CuPy's static
+        runtime makes with cuIpcGetMemHandle / cuIpcOpenMemHandle_v2), doubles it in place, and waits on an
+        event exported the same way; its changes are visible here."""
+        import subprocess
+
+        rt = cp.cuda.runtime
+        a = cp.asarray(X)
+        ev = cp.cuda.Event(block=False, disable_timing=True, interprocess=True)
+        ev.record()
+        mh, eh = rt.ipcGetMemHandle(a.data.ptr), rt.ipcGetEventHandle(ev.ptr)
+        child = subprocess.run([sys.executable, __file__, "ipc_child", mh.hex(), eh.hex()], capture_output=True,
+                               text=True, timeout=300)
+        if child.stdout.strip().splitlines()[-1:] != ["child True"]:
+            return f"child: {child.stdout[-200:]} {child.stderr[-300:]}"
+        return eq(a, X * 2)
+    check("ipc", ipc)
+if "ipc_child" in parts:
+    rt = cp.cuda.runtime
+    ptr = rt.ipcOpenMemHandle(bytes.fromhex(sys.argv[2]))
+    rt.streamWaitEvent(0, rt.ipcOpenEventHandle(bytes.fromhex(sys.argv[3])))
+    mem = cp.cuda.UnownedMemory(ptr, X.nbytes, None)
+    b = cp.ndarray(X.shape, cp.float32, cp.cuda.MemoryPointer(mem, 0))
+    same = eq(b, X)
+    b *= 2
+    cp.cuda.Device().synchronize()
+    rt.ipcCloseMemHandle(ptr)
+    print("child", same)
+    sys.exit(0)
 if "libs" in parts:
     A = rng.standard_normal((4, 4))
     B = rng.standard_normal((4, 3))
