@@ -510,6 +510,25 @@ GS_DRV CUresult gs_cuCtxSetFlags(unsigned flags) {
     return CUDA_SUCCESS;
 }
 
+/* Peer access of the current context to peer's memory. Every context of a device shares that device here, so
+ * this is the runtime's cudaDeviceEnablePeerAccess between the two devices (CuPy's static runtime implements
+ * cudaDeviceEnablePeerAccess with these calls): the same checks and error codes (driver API, "Peer Context
+ * Memory Access": CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED / _NOT_ENABLED / _UNSUPPORTED, INVALID_CONTEXT). */
+GS_DRV CUresult gs_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
+    CUresult r = gs_drv_enter(NULL);
+    if (r) return r;
+    if (!valid_ctx(peer)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (flags) return CUDA_ERROR_INVALID_VALUE;
+    return GS_DRV_CALL(gs_cudaDeviceEnablePeerAccess(peer->device, 0));
+}
+
+GS_DRV CUresult gs_cuCtxDisablePeerAccess(CUcontext peer) {
+    CUresult r = gs_drv_enter(NULL);
+    if (r) return r;
+    if (!valid_ctx(peer)) return CUDA_ERROR_INVALID_CONTEXT;
+    return GS_DRV_CALL(gs_cudaDeviceDisablePeerAccess(peer->device));
+}
+
 GS_DRV CUresult gs_cuCtxGetApiVersion(CUcontext ctx, unsigned *version) {
     if (!version) return CUDA_ERROR_INVALID_VALUE;
     if (ctx && !valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;

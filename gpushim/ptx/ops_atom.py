@@ -46,6 +46,17 @@ def _add_ftz(cur, b, c):
     return ftz(ftz(cur) + ftz(b))
 
 
+def _half_add(typ: str):
+    """atom/red.add.noftz on .f16, .bf16 and their x2 packs (raw bits): each lane rounded to nearest even,
+    subnormals kept (PTX ISA, atom: .noftz). Adding in f32 and rounding once is exact enough: f32 carries more
+    than twice the bits of f16/bf16 plus two, so the double rounding cannot differ."""
+    from gpushim.ptx.ops_half import lanes, pack
+
+    dt = np_type(typ)
+    return lambda cur, b, c: np.asarray(pack([x + y for x, y in zip(lanes(cur, typ), lanes(b, typ), strict=True)],
+                                             typ)).astype(dt)
+
+
 def _rounds(arr, e, b, c, f, want_old: bool):
     n = e.size
     old = np.empty(n, arr.dtype) if want_old else None
@@ -124,7 +135,8 @@ def compile_atom(ctx: Ctx, ins: Instr):
             raise ctx.fail(f"vector atomics [{ins.op}]")
     if op is None or typ is None:
         raise ctx.error(f"{ins.op}: missing operation or type")
-    if typ in ("f16", "bf16", "f16x2", "bf16x2", "b128"):
+    half = typ in ("f16", "bf16", "f16x2", "bf16x2")
+    if typ == "b128" or (half and op != "add"):
         raise ctx.fail(f"{ins.op} ({typ} atomics)")
     if space not in (None, "global", "shared"):
         raise ctx.error(f"{ins.op}: atomics on .{space}")
@@ -142,9 +154,9 @@ def compile_atom(ctx: Ctx, ins: Instr):
     size = type_size(typ)
     rb = ctx.reader(srcs[0], typ)
     rc = ctx.reader(srcs[1], typ) if op == "cas" else None
-    f = _apply(op, dt)
+    f = _half_add(typ) if half else _apply(op, dt)
     what = f"{ins.op} (line {ins.line})"
-    int_add = op == "add" and dt.kind in "iu"
+    int_add = op == "add" and dt.kind in "iu" and not half  # half types are held as raw bits
     ftz_global = op == "add" and typ == "f32"
 
     def run(st, idx, sp, a, b, c, n):
@@ -153,6 +165,8 @@ def compile_atom(ctx: Ctx, ins: Instr):
         e = np.broadcast_to(e, (n,)) if np.ndim(e) == 0 else e
         if int_add:
             return _int_add(arr, e, b, wd is not None)
+        if half:
+            return _rounds(arr, e, np.broadcast_to(b, (n,)), None, f, wd is not None)
         if ftz_global and sp in ("global", "const"):
             # PTX ISA: atom.add.f32 on global memory flushes subnormal inputs and results to zero (shared does not)
             return _rounds(arr, e, np.broadcast_to(b, (n,)), None, _add_ftz, wd is not None)
