@@ -28,7 +28,8 @@ def sessions(server) -> list[dict]:
     return server.status()["sessions"]
 
 
-def wait_sessions(server, n: int, timeout: float = 10) -> list[dict]:
+def wait_sessions(server, n: int, timeout: float = 60) -> list[dict]:
+    """Until status lists n sessions (the timeout only bounds a hang: a loaded host can take seconds)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         s = sessions(server)
