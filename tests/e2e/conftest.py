@@ -62,6 +62,7 @@ class Server:
         deadline = time.monotonic() + 60
         while "listening on" not in self.log.read_text():
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()  # not left running behind the failed test
                 raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
             time.sleep(0.05)
         if self.url.startswith("tcp://"):  # port 0: the log names the port the kernel chose
