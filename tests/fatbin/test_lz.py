@@ -66,11 +66,11 @@ def test_corrupt_input_raises(data, size):
 
 def test_random_garbage_never_escapes():
     rng = random.Random(7)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(2000):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
         try:
             lz_decompress(data, rng.randrange(0, 2000))
         except FatbinError:
             pass
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5
