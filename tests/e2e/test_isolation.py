@@ -60,9 +60,12 @@ def test_sigkilled_client_leaves_nothing_allocated(server):
     assert held[0]["allocated_bytes"] == 64 << 20
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    wait_sessions(server, 0)  # the worker saw EOF and exited; its memory went with it
+    wait_sessions(server, 0)  # the worker saw its client go and exited; its memory went with it
     log = server.log.read_text()
-    assert "freeing its resources" in log
+    # Which of the worker's two ways out it took depends on whether it was still running the (asynchronous)
+    # cudaMemset when the kill came: its main thread reads the end of the connection when idle; when busy, the
+    # hang-up watcher ends it 0.5 s later. On a loaded host either can happen.
+    assert "freeing its resources" in log or "client disconnected while the worker was busy" in log, log[-2000:]
 
 
 def raw_client(server) -> socket.socket:
