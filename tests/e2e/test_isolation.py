@@ -186,11 +186,16 @@ def test_sigterm_stops_cleanly_and_removes_socket(server):
 
 def test_priority_orders_sessions_through_the_scheduler(make_server):
     s = make_server()  # --max-priority 0: no client may claim more than the default
-    low = s.start("hold", "1", "1", "3", GPUSHIM_PRIORITY="-5")
-    high = s.start("hold", "1", "2", "3", GPUSHIM_PRIORITY="50")  # clamped to --max-priority (0)
-    wait_line(low, "ready")
-    wait_line(high, "ready")
-    nice = {x["priority"]: x["nice"] for x in wait_sessions(s, 2)}
-    assert nice == {-5: 5, 0: 0}
-    for p in (low, high):
-        p.communicate(timeout=60)
+    # each holds its session for 60 s (killed below): with 3 s, a loaded host could end the first before the
+    # second had started
+    low = s.start("hold", "1", "1", "60", GPUSHIM_PRIORITY="-5")
+    high = s.start("hold", "1", "2", "60", GPUSHIM_PRIORITY="50")  # clamped to --max-priority (0)
+    try:
+        wait_line(low, "ready")
+        wait_line(high, "ready")
+        nice = {x["priority"]: x["nice"] for x in wait_sessions(s, 2)}
+        assert nice == {-5: 5, 0: 0}
+    finally:
+        for p in (low, high):
+            p.kill()
+            p.communicate(timeout=60)
