@@ -39,15 +39,18 @@ def wait_sessions(server, n: int, timeout: float = 60) -> list[dict]:
     raise AssertionError(f"expected {n} sessions, have {sessions(server)}")
 
 
-def test_two_clients_see_separate_memory(server):
-    a = server.start("hold", "16", "17", "2")
-    b = server.start("hold", "16", "99", "2")
+def test_two_clients_see_separate_memory(server, tmp_path):
+    # both hold their memory until the stop file exists (a fixed time could end one before the other started)
+    stop = tmp_path / "stop"
+    a = server.start("hold", "16", "17", "60", str(stop))
+    b = server.start("hold", "16", "99", "60", str(stop))
     addr_a = wait_line(a, "ready").split()[1]
     addr_b = wait_line(b, "ready").split()[1]
     # Each session has its own arena: the same address may come back, and holds different data.
     assert addr_a.startswith("0x") and addr_b.startswith("0x")
     held = wait_sessions(server, 2)
     assert sorted(s["allocated_bytes"] for s in held) == [16 << 20, 16 << 20]
+    stop.touch()
     out_a, _ = a.communicate(timeout=60)
     out_b, _ = b.communicate(timeout=60)
     assert "intact 17" in out_a and "intact 99" in out_b
@@ -171,12 +174,14 @@ def test_raw_session_calls_and_bad_pointers(server):
     assert info["launches"] == 0 and info["thread_instructions"] == 0
 
 
-def test_sigterm_stops_cleanly_and_removes_socket(server):
-    p = server.start("hold", "1", "1", "3")
+def test_sigterm_stops_cleanly_and_removes_socket(server, tmp_path):
+    stop = tmp_path / "stop"  # the client's next call comes after the server stopped, however slow the host
+    p = server.start("hold", "1", "1", "60", str(stop))
     wait_line(p, "ready")
     code = server.stop()
     assert code == 0
     assert not server.path.exists()
+    stop.touch()
     p.wait(30)
     assert p.returncode == 1  # its session ended with the server: the next call fails, no hang, no crash
     err = p.stderr.read()

@@ -103,14 +103,16 @@ def test_an_unreachable_server_in_the_list_is_a_clear_error(make_server, tmp_pat
 
 
 @emulator_only
-def test_losing_one_server_fails_the_client_cleanly(make_server) -> None:
+def test_losing_one_server_fails_the_client_cleanly(make_server, tmp_path) -> None:
     a = make_server("--emulate-gpu", "h100")
     b = make_server("--emulate-gpu", "a100", "--arena-base", ARENA_B)
-    p = a.start("hold", "16", "7", "4", GPUSHIM_SERVER=_list(a, b))
+    stop = tmp_path / "stop"  # the client's next call comes after b stopped, however slow the host
+    p = a.start("hold", "16", "7", "60", str(stop), GPUSHIM_SERVER=_list(a, b))
     try:
         assert p.stdout is not None and p.stdout.readline().startswith("ready")
         [mux] = _multiplexers(a.url)  # the client's, started by its shim
         b.stop()  # the client's other server goes away while it holds memory on the first
+        stop.touch()
         out, err = p.communicate(timeout=60)
         assert p.returncode != 0
         assert "server 1" in err and b.url in err, err
