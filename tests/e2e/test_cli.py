@@ -49,17 +49,19 @@ def test_run_uses_a_reachable_server(server):
 
 @emulator_only
 def test_status_lists_sessions_and_holdings(server):
-    p = server.start("hold", "4", "1", "20")
-    p.stdout.readline()
-    r = gpushim("status", "--server", server.url, "--json")
-    assert r.returncode == 0, r.stderr
-    st = json.loads(r.stdout)
-    assert st["devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
-    assert st["sessions"][0]["allocated_bytes"] == 4 << 20
-    text = gpushim("status", "--server", server.url).stdout
-    assert "1 session(s)" in text and "hold" in text
-    p.kill()
-    p.wait()
+    p = server.start("hold", "4", "1", "600")  # until killed below (20 s came close on a loaded host)
+    try:
+        p.stdout.readline()
+        r = gpushim("status", "--server", server.url, "--json")
+        assert r.returncode == 0, r.stderr
+        st = json.loads(r.stdout)
+        assert st["devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
+        assert st["sessions"][0]["allocated_bytes"] == 4 << 20
+        text = gpushim("status", "--server", server.url).stdout
+        assert "1 session(s)" in text and "hold" in text
+    finally:
+        p.kill()
+        p.wait()
 
 
 def test_client_without_server_fails_clearly(built, tmp_path):

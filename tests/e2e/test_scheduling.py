@@ -76,11 +76,12 @@ def test_status_shows_each_sessions_priority_share_and_queue(make_server, tmp_pa
 
 def test_placement_puts_a_new_session_on_the_least_loaded_device(make_server) -> None:
     s = make_server("--emulate-devices", "3")
-    first = s.start("hold", "64", "1", "20")
+    # both hold their sessions until killed below (20 s ran out on a loaded host: the test took 18 s there)
+    first = s.start("hold", "64", "1", "600")
     second = None
     try:
         assert first.stdout and first.stdout.readline().startswith("ready")
-        second = s.start("hold", "64", "2", "20")
+        second = s.start("hold", "64", "2", "600")
         assert second.stdout and second.stdout.readline().startswith("ready")
         sessions = sorted(s.status()["sessions"], key=lambda x: x["session"])
         assert sessions[0]["devices"][0] == 0
