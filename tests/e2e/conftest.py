@@ -87,7 +87,8 @@ class Server:
     def status(self) -> dict:
         from gpushim.cli import query_status
 
-        return query_status(self.url)
+        # the answer takes up to 2 s when workers are busy, and longer on a loaded host: the 5 s default is short
+        return query_status(self.url, timeout=60)
 
     def session_of(self, pid: int) -> dict:
         """The STATUS entry of the client process pid (sessions of earlier tests may still be closing)."""
