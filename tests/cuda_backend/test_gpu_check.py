@@ -4,6 +4,7 @@ bench/cuda_bench's JSON lines into the table."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,10 @@ def test_script_parses() -> None:
 
 
 @pytest.mark.skipif(USABLE, reason="a GPU is usable here")
-def test_gpu_check_fails_fast_without_a_driver() -> None:
-    r = subprocess.run(["make", "-s", "gpu-check"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+def test_gpu_check_fails_fast_without_a_driver(tmp_path: Path) -> None:
+    # its logs in tmp_path: by default the script makes a /tmp folder for them and leaves it for the reader
+    r = subprocess.run(["make", "-s", "gpu-check"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "GPU_CHECK_OUT": str(tmp_path / "out")})
     assert r.returncode != 0
     assert "gpu-check: FAILED" in r.stderr and ("libcuda.so.1" in r.stderr or "NVML" in r.stderr)
 

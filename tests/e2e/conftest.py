@@ -62,6 +62,7 @@ class Server:
         deadline = time.monotonic() + 60
         while "listening on" not in self.log.read_text():
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()  # not left running behind the failed test
                 raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
             time.sleep(0.05)
         if self.url.startswith("tcp://"):  # port 0: the log names the port the kernel chose
@@ -86,7 +87,8 @@ class Server:
     def status(self) -> dict:
         from gpushim.cli import query_status
 
-        return query_status(self.url)
+        # the answer takes up to 2 s when workers are busy, and longer on a loaded host: the 5 s default is short
+        return query_status(self.url, timeout=60)
 
     def session_of(self, pid: int) -> dict:
         """The STATUS entry of the client process pid (sessions of earlier tests may still be closing)."""

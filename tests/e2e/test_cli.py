@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from .conftest import BIN, ROOT, SHIM, emulator_only, kv
 
@@ -48,17 +49,19 @@ def test_run_uses_a_reachable_server(server):
 
 @emulator_only
 def test_status_lists_sessions_and_holdings(server):
-    p = server.start("hold", "4", "1", "20")
-    p.stdout.readline()
-    r = gpushim("status", "--server", server.url, "--json")
-    assert r.returncode == 0, r.stderr
-    st = json.loads(r.stdout)
-    assert st["devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
-    assert st["sessions"][0]["allocated_bytes"] == 4 << 20
-    text = gpushim("status", "--server", server.url).stdout
-    assert "1 session(s)" in text and "hold" in text
-    p.kill()
-    p.wait()
+    p = server.start("hold", "4", "1", "600")  # until killed below (20 s came close on a loaded host)
+    try:
+        p.stdout.readline()
+        r = gpushim("status", "--server", server.url, "--json")
+        assert r.returncode == 0, r.stderr
+        st = json.loads(r.stdout)
+        assert st["devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
+        assert st["sessions"][0]["allocated_bytes"] == 4 << 20
+        text = gpushim("status", "--server", server.url).stdout
+        assert "1 session(s)" in text and "hold" in text
+    finally:
+        p.kill()
+        p.wait()
 
 
 def test_client_without_server_fails_clearly(built, tmp_path):
@@ -82,21 +85,22 @@ def test_shim_has_no_python_and_exports_three_abis(built):
 
 
 def test_shim_path_devices_and_bad_arguments(built, tmp_path):
-    assert gpushim("shim-path").stdout.strip() == str(SHIM)
-    d = json.loads(gpushim("devices", "--backend", "emulator", "--emulate-devices", "2", "--json").stdout)
+    calls = [("shim-path",), ("devices", "--backend", "emulator", "--emulate-devices", "2", "--json"),
+             ("devices", "--emulate-gpu", "nosuchgpu"), ("serve", "--listen", "http://x"),
+             ("serve", "--listen", "tcp://0.0.0.0:0", "--backend", "emulator"),
+             ("status", "--server", f"unix://{tmp_path}/none.sock"), ("serve", "--backend", "cuda"), ("run",)]
+    # independent commands, each a fresh Python process (most of its time is imports): run side by side
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        shim, devices, gpu, listen, token, status, cuda, run = pool.map(lambda a: gpushim(*a), calls)
+    assert shim.stdout.strip() == str(SHIM)
+    d = json.loads(devices.stdout)
     assert len(d["devices"]) == 2 and d["driver"] == 13000
-    r = gpushim("devices", "--emulate-gpu", "nosuchgpu")
-    assert r.returncode != 0 and "unknown GPU model" in r.stderr
-    r = gpushim("serve", "--listen", "http://x")
-    assert r.returncode != 0 and "listen address" in r.stderr
-    r = gpushim("serve", "--listen", "tcp://0.0.0.0:0", "--backend", "emulator")
-    assert r.returncode != 0 and "requires --token-file" in r.stderr
-    r = gpushim("status", "--server", f"unix://{tmp_path}/none.sock")
-    assert r.returncode != 0 and "no gpushim server" in r.stderr
-    r = gpushim("serve", "--backend", "cuda")
-    assert r.returncode != 0 and "--backend cuda" in r.stderr
-    r = gpushim("run")
-    assert r.returncode == 2  # click usage error: COMMAND is required
+    assert gpu.returncode != 0 and "unknown GPU model" in gpu.stderr
+    assert listen.returncode != 0 and "listen address" in listen.stderr
+    assert token.returncode != 0 and "requires --token-file" in token.stderr
+    assert status.returncode != 0 and "no gpushim server" in status.stderr
+    assert cuda.returncode != 0 and "--backend cuda" in cuda.stderr
+    assert run.returncode == 2  # click usage error: COMMAND is required
 
 
 def test_a_silent_peer_does_not_hang_the_application(built, tmp_path):

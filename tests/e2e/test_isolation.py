@@ -28,7 +28,8 @@ def sessions(server) -> list[dict]:
     return server.status()["sessions"]
 
 
-def wait_sessions(server, n: int, timeout: float = 10) -> list[dict]:
+def wait_sessions(server, n: int, timeout: float = 60) -> list[dict]:
+    """Until status lists n sessions (the timeout only bounds a hang: a loaded host can take seconds)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         s = sessions(server)
@@ -38,15 +39,18 @@ def wait_sessions(server, n: int, timeout: float = 10) -> list[dict]:
     raise AssertionError(f"expected {n} sessions, have {sessions(server)}")
 
 
-def test_two_clients_see_separate_memory(server):
-    a = server.start("hold", "16", "17", "2")
-    b = server.start("hold", "16", "99", "2")
+def test_two_clients_see_separate_memory(server, tmp_path):
+    # both hold their memory until the stop file exists (a fixed time could end one before the other started)
+    stop = tmp_path / "stop"
+    a = server.start("hold", "16", "17", "60", str(stop))
+    b = server.start("hold", "16", "99", "60", str(stop))
     addr_a = wait_line(a, "ready").split()[1]
     addr_b = wait_line(b, "ready").split()[1]
     # Each session has its own arena: the same address may come back, and holds different data.
     assert addr_a.startswith("0x") and addr_b.startswith("0x")
     held = wait_sessions(server, 2)
     assert sorted(s["allocated_bytes"] for s in held) == [16 << 20, 16 << 20]
+    stop.touch()
     out_a, _ = a.communicate(timeout=60)
     out_b, _ = b.communicate(timeout=60)
     assert "intact 17" in out_a and "intact 99" in out_b
@@ -59,9 +63,12 @@ def test_sigkilled_client_leaves_nothing_allocated(server):
     assert held[0]["allocated_bytes"] == 64 << 20
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    wait_sessions(server, 0)  # the worker saw EOF and exited; its memory went with it
+    wait_sessions(server, 0)  # the worker saw its client go and exited; its memory went with it
     log = server.log.read_text()
-    assert "freeing its resources" in log
+    # Which of the worker's two ways out it took depends on whether it was still running the (asynchronous)
+    # cudaMemset when the kill came: its main thread reads the end of the connection when idle; when busy, the
+    # hang-up watcher ends it 0.5 s later. On a loaded host either can happen.
+    assert "freeing its resources" in log or "client disconnected while the worker was busy" in log, log[-2000:]
 
 
 def raw_client(server) -> socket.socket:
@@ -167,12 +174,14 @@ def test_raw_session_calls_and_bad_pointers(server):
     assert info["launches"] == 0 and info["thread_instructions"] == 0
 
 
-def test_sigterm_stops_cleanly_and_removes_socket(server):
-    p = server.start("hold", "1", "1", "3")
+def test_sigterm_stops_cleanly_and_removes_socket(server, tmp_path):
+    stop = tmp_path / "stop"  # the client's next call comes after the server stopped, however slow the host
+    p = server.start("hold", "1", "1", "60", str(stop))
     wait_line(p, "ready")
     code = server.stop()
     assert code == 0
     assert not server.path.exists()
+    stop.touch()
     p.wait(30)
     assert p.returncode == 1  # its session ended with the server: the next call fails, no hang, no crash
     err = p.stderr.read()
@@ -182,11 +191,16 @@ def test_sigterm_stops_cleanly_and_removes_socket(server):
 
 def test_priority_orders_sessions_through_the_scheduler(make_server):
     s = make_server()  # --max-priority 0: no client may claim more than the default
-    low = s.start("hold", "1", "1", "3", GPUSHIM_PRIORITY="-5")
-    high = s.start("hold", "1", "2", "3", GPUSHIM_PRIORITY="50")  # clamped to --max-priority (0)
-    wait_line(low, "ready")
-    wait_line(high, "ready")
-    nice = {x["priority"]: x["nice"] for x in wait_sessions(s, 2)}
-    assert nice == {-5: 5, 0: 0}
-    for p in (low, high):
-        p.communicate(timeout=60)
+    # each holds its session for 60 s (killed below): with 3 s, a loaded host could end the first before the
+    # second had started
+    low = s.start("hold", "1", "1", "60", GPUSHIM_PRIORITY="-5")
+    high = s.start("hold", "1", "2", "60", GPUSHIM_PRIORITY="50")  # clamped to --max-priority (0)
+    try:
+        wait_line(low, "ready")
+        wait_line(high, "ready")
+        nice = {x["priority"]: x["nice"] for x in wait_sessions(s, 2)}
+        assert nice == {-5: 5, 0: 0}
+    finally:
+        for p in (low, high):
+            p.kill()
+            p.communicate(timeout=60)

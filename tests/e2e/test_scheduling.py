@@ -16,7 +16,10 @@ from tests.e2e.conftest import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 import sched_bench  # noqa: E402
 
-SMALL = sched_bench.Sizes(clients=4, fair_kernels=40, fair_iters=2000, hp_kernels=15, hp_iters=3000,
+# fair_iters: each client's 40 kernels take about a second of device time in all (the JIT runs 2000 iterations
+# in well under a millisecond, and then a client's round trips and the host's scheduling decided who finished
+# first, not the device scheduler)
+SMALL = sched_bench.Sizes(clients=4, fair_kernels=40, fair_iters=200_000, hp_kernels=15, hp_iters=3000,
                           hp_gap_us=2000, be_iters=200)
 
 
@@ -43,11 +46,20 @@ def test_status_shows_each_sessions_priority_share_and_queue(make_server, tmp_pa
         for p in procs:
             sched_bench.wait_ready(p)
         go.touch()
-        time.sleep(0.5)
-        st = s.status()
+
+        def rows_now() -> tuple[dict, dict]:
+            st = s.status()
+            return st, {r["priority"]: r for r in st["scheduler"][0]["sessions"]}
+
+        # until each client has had a kernel (an event: a loaded host may take seconds to get there)
+        st, rows = rows_now()
+        deadline = time.monotonic() + 60
+        while not (set(rows) == {0, 1} and all(r["kernels"] > 0 for r in rows.values())):
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.1)
+            st, rows = rows_now()
         dev = st["scheduler"][0]
         assert dev["policy"] == "priority" and dev["max_share"] == 0.9
-        rows = {r["priority"]: r for r in dev["sessions"]}
         assert set(rows) == {0, 1}
         assert all(r["program"] == "sched_client" and r["kernels"] > 0 and r["share"] > 0 for r in rows.values())
         assert sum(r["share"] for r in rows.values()) <= 1.01  # read without the lock: approximate
@@ -64,11 +76,12 @@ def test_status_shows_each_sessions_priority_share_and_queue(make_server, tmp_pa
 
 def test_placement_puts_a_new_session_on_the_least_loaded_device(make_server) -> None:
     s = make_server("--emulate-devices", "3")
-    first = s.start("hold", "64", "1", "20")
+    # both hold their sessions until killed below (20 s ran out on a loaded host: the test took 18 s there)
+    first = s.start("hold", "64", "1", "600")
     second = None
     try:
         assert first.stdout and first.stdout.readline().startswith("ready")
-        second = s.start("hold", "64", "2", "20")
+        second = s.start("hold", "64", "2", "600")
         assert second.stdout and second.stdout.readline().startswith("ready")
         sessions = sorted(s.status()["sessions"], key=lambda x: x["session"])
         assert sessions[0]["devices"][0] == 0

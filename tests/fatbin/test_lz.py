@@ -39,9 +39,9 @@ def test_round_trip(data):
 def test_reasonably_fast():
     data = b"".join(f"mad.lo.s32 %r{i % 251}, %r{i % 17}, %r{i % 19}, {i * 7};\n".encode() for i in range(60000))
     packed = lz4_block_compress(data)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time: other work on a loaded host does not count
     assert lz_decompress(packed, len(data)) == data
-    elapsed = time.perf_counter() - t0
+    elapsed = time.process_time() - t0
     assert elapsed < 2.0, f"{len(data) / 1e6:.1f} MB took {elapsed:.2f} s"
 
 
@@ -66,11 +66,11 @@ def test_corrupt_input_raises(data, size):
 
 def test_random_garbage_never_escapes():
     rng = random.Random(7)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(2000):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
         try:
             lz_decompress(data, rng.randrange(0, 2000))
         except FatbinError:
             pass
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5

@@ -49,7 +49,7 @@ def test_truncations(request, which):
     for start, pstart, end in bounds:
         cuts |= {start - 1, start, start + 1, start + 32, pstart - 1, pstart, pstart + 1, end - 1, end, end + 1}
     cuts = {c for c in cuts if 0 <= c < len(fb)}
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for cut in sorted(cuts):
         with pytest.raises(FatbinError):  # header still announces the full size
             parse_fatbin(fb[:cut])
@@ -63,7 +63,7 @@ def test_truncations(request, which):
         else:
             with pytest.raises(FatbinError):
                 parse_fatbin(patched)
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5
 
 
 def test_bad_magic_and_short_headers(fatbin):
@@ -101,12 +101,12 @@ def _patch_entry(fb: bytes, index: int, offset: int, fmt: str, value: int) -> by
 @pytest.mark.parametrize("which", ["fatbin", "zstd_fatbin"])
 def test_huge_and_inconsistent_sizes(request, which, offset, fmt, value):
     fb = request.getfixturevalue(which)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(FatbinError):
         parse_fatbin(_patch_entry(fb, 0, offset, fmt, value))
     with pytest.raises(FatbinError):
         parse_fatbin(fb[:8] + struct.pack("<Q", 2**63) + fb[16:])
-    assert time.perf_counter() - t0 < 1
+    assert time.process_time() - t0 < 1
 
 
 def test_flipped_compression_flag(zstd_fatbin, fatbin):
@@ -119,7 +119,7 @@ def test_flipped_compression_flag(zstd_fatbin, fatbin):
 
 def test_corrupted_compressed_payloads(fatbin, zstd_fatbin):
     rng = random.Random(11)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for fb in (fatbin, zstd_fatbin):
         bounds = _entry_bounds(fb)
         for _ in range(150):
@@ -131,12 +131,12 @@ def test_corrupted_compressed_payloads(fatbin, zstd_fatbin):
                 parse_fatbin(bytes(buf))  # a corrupted literal may still decode; nothing else may escape
             except FatbinError:
                 pass
-    assert time.perf_counter() - t0 < 10
+    assert time.process_time() - t0 < 10
 
 
 def test_random_bytes(fatbin):
     rng = random.Random(3)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for i in range(400):
         body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))
         if i % 2:  # a valid header in front of garbage
@@ -147,14 +147,14 @@ def test_random_bytes(fatbin):
             parse_fatbin(data)
         except FatbinError:
             pass
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5
 
 
 def test_random_entry_headers(fatbin):
     """Valid container framing, random entry header fields."""
     rng = random.Random(5)
     start, pstart, end = _entry_bounds(fatbin)[0]
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(300):
         buf = bytearray(fatbin)
         for off in rng.sample(range(0, 64, 4), 3):
@@ -163,4 +163,4 @@ def test_random_entry_headers(fatbin):
             parse_fatbin(bytes(buf))
         except FatbinError:
             pass
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5

@@ -95,5 +95,15 @@ class Dev:
             kernel, grid, block, shared, self.pack(kernel, *args), self.mem, self.symbols, self.out.append
         )
 
+    def launch_raw(self, kernel: str, grid, block, shared: int, params: bytes, mem=None, symbols=None, out=None):
+        """PtxModule.launch as it is (dimensions, parameter bytes, memory and symbols passed through unchecked),
+        on this test's engine: the module keeps the engine of its last launch, which may be another test's."""
+        self.mod.engine = ENGINE["name"]
+        return self.mod.launch(
+            kernel, grid, block, shared, params,
+            self.mem if mem is None else mem, self.symbols if symbols is None else symbols,
+            self.out.append if out is None else out,
+        )
+
     def text(self) -> str:
         return b"".join(self.out).decode()

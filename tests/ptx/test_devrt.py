@@ -148,10 +148,11 @@ ret;
     assert d.get(out, np.int32, 2).tolist() == [11, 22]
 
 
-def test_child_the_engine_cannot_run_fails_the_launch_naming_it():
+def test_child_the_engine_cannot_run_fails_the_launch_naming_it(engine):
     from gpushim.backends.emulator.memory import DeviceMemory
 
     mod = load_module(compile_ptx("devrt_unsupported", "sm_75", RDC), strict=False)
+    mod.engine = engine
     assert "_Z9odd_childPy" in mod.unsupported and "_Z18launches_odd_childPy" not in mod.unsupported
     mem = DeviceMemory(1 << 24)
     out = mem.alloc(8)

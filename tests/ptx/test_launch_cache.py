@@ -66,7 +66,7 @@ def test_interleaved_configurations(lc, rng):
         for j, (grid, block) in enumerate(configs):
             out = outs[(rnd + j) % 2]
             scale = int(rng.integers(1, 1000))
-            lc.mod.launch("ids", grid, block, 0, lc.pack("ids", out, scale), lc.mem, lc.symbols, lc.out.append)
+            lc.launch_raw("ids", grid, block, 0, lc.pack("ids", out, scale), lc.mem, lc.symbols, lc.out.append)
             n = int(np.prod(grid)) * int(np.prod(block))
             assert np.array_equal(lc.get(out, np.int32, n), _ids_ref(grid, block, scale)), (grid, block)
 
@@ -74,7 +74,7 @@ def test_interleaved_configurations(lc, rng):
 def test_list_grid_and_numpy_dims(lc):
     out = lc.empty(4 * 64)
     for grid, block in (([2, 1, 1], [32, 1, 1]), ((np.int64(2), 1, 1), (np.int32(32), 1, 1)), ((2, 1, 1), (32, 1, 1))):
-        lc.mod.launch("ids", grid, block, 0, lc.pack("ids", out, 5), lc.mem, lc.symbols, lc.out.append)
+        lc.launch_raw("ids", grid, block, 0, lc.pack("ids", out, 5), lc.mem, lc.symbols, lc.out.append)
         assert np.array_equal(lc.get(out, np.int32, 64), _ids_ref((2, 1, 1), (32, 1, 1), 5))
 
 
@@ -102,7 +102,7 @@ def test_errors_do_not_poison_later_launches(lc):
             lc.launch("poke", 1, 2048, p, 0, 1)
         assert e.value.code == Err.INVALID_CONFIGURATION
         with pytest.raises(CudaError) as e:
-            lc.mod.launch("poke", (1, 1, 1), (1, 1, 1), 0, b"\0" * 4, lc.mem, lc.symbols, lc.out.append)
+            lc.launch_raw("poke", (1, 1, 1), (1, 1, 1), 0, b"\0" * 4, lc.mem, lc.symbols, lc.out.append)
         assert e.value.code == Err.INVALID_VALUE
 
 
@@ -113,7 +113,7 @@ def test_globals_are_device_memory_not_launch_state(lc):
         lc.launch("bump", 2, 64, out)
         assert lc.get(out, np.int32, 1)[0] == 128 * i
     with pytest.raises(CudaError) as e:  # a missing symbol is checked at every launch
-        lc.mod.launch("bump", (2, 1, 1), (64, 1, 1), 0, lc.pack("bump", out), lc.mem, {}, lc.out.append)
+        lc.launch_raw("bump", (2, 1, 1), (64, 1, 1), 0, lc.pack("bump", out), lc.mem, {}, lc.out.append)
     assert e.value.code == Err.INVALID_VALUE
 
 
@@ -124,7 +124,7 @@ def test_memory_closes_after_launches(lc):
     mem = DeviceMemory(1 << 20)
     out = mem.alloc(4 * 64)
     for grid in ((2, 1, 1), (1, 1, 1)):
-        lc.mod.launch("ids", grid, (32, 1, 1), 0, lc.pack("ids", out, 3), mem, lc.symbols, lc.out.append)
+        lc.launch_raw("ids", grid, (32, 1, 1), 0, lc.pack("ids", out, 3), mem, lc.symbols, lc.out.append)
     assert np.array_equal(np.frombuffer(bytes(mem.read(out, 4 * 32)), np.int32), _ids_ref((1, 1, 1), (32, 1, 1), 3))
     mem.close()
 
@@ -135,7 +135,7 @@ def test_many_configurations_evict_and_stay_correct(lc):
     for rnd in range(2):
         for g in range(1, 81, 2):
             block = (32 + (g % 3) * 16, 1, 1)
-            lc.mod.launch("ids", (g, 1, 1), block, 0, lc.pack("ids", out, g + rnd), lc.mem, lc.symbols, lc.out.append)
+            lc.launch_raw("ids", (g, 1, 1), block, 0, lc.pack("ids", out, g + rnd), lc.mem, lc.symbols, lc.out.append)
             n = g * block[0]
             assert np.array_equal(lc.get(out, np.int32, n), _ids_ref((g, 1, 1), block, g + rnd)), (g, block)
     assert len(lc.mod._plans) <= 64 and len(lc.mod._geometries) <= 33

@@ -158,13 +158,13 @@ def test_launch_configuration_errors(misc):
     p = misc.empty(64)
     for grid, block in (((0, 1, 1), (1, 1, 1)), ((1, 1, 1), (2048, 1, 1)), ((1, 1, 1), (32, 32, 2))):
         with pytest.raises(CudaError) as e:
-            misc.mod.launch("oob", grid, block, 0, misc.pack("oob", p, 1), misc.mem, misc.symbols, misc.out.append)
+            misc.launch_raw("oob", grid, block, 0, misc.pack("oob", p, 1), misc.mem, misc.symbols, misc.out.append)
         assert e.value.code == Err.INVALID_CONFIGURATION
     with pytest.raises(CudaError) as e:
-        misc.mod.launch("dynShared", (1, 1, 1), (32, 1, 1), 1 << 20, bytes(20), misc.mem, misc.symbols, print)
+        misc.launch_raw("dynShared", (1, 1, 1), (32, 1, 1), 1 << 20, bytes(20), misc.mem, misc.symbols, print)
     assert e.value.code == Err.INVALID_CONFIGURATION
     with pytest.raises(CudaError) as e:
-        misc.mod.launch("oob", (1, 1, 1), (1, 1, 1), 0, bytes(3), misc.mem, misc.symbols, print)
+        misc.launch_raw("oob", (1, 1, 1), (1, 1, 1), 0, bytes(3), misc.mem, misc.symbols, print)
     assert e.value.code == Err.INVALID_VALUE
 
 

@@ -145,9 +145,10 @@ def test_named_barriers_producer_consumer(more, rng):
     assert np.array_equal(got, ref)
 
 
-def test_non_strict_load_keeps_other_kernels(rng):
+def test_non_strict_load_keeps_other_kernels(rng, engine):
     ptx = compile_ptx("unsupported", "sm_75", ("-DCASE=1",)) + "\n"
     mod = load_module(ptx, strict=False)
+    mod.engine = engine
     assert "texKernel" in mod.unsupported and "sust.p" in mod.unsupported["texKernel"]
     assert mod.kernels["texKernel"].param_bytes == 16
     from gpushim.backends.emulator.memory import DeviceMemory

@@ -200,10 +200,12 @@ def test_the_server_survives_a_protocol_fuzzer(make_server, tmp_path):
     share = SECONDS / len(transports)
     for extra, listen in transports:
         srv = make_server("--token-file", str(token), *extra, listen=listen)
-        # a well-behaved session holds memory through the whole fuzzing
-        held = srv.start("hold", "4", "7", str(int(share) + 3), GPUSHIM_TOKEN=TOKEN, GPUSHIM_TLS_CA=str(certs.ca))
+        # a well-behaved session holds memory through the whole fuzzing (until the stop file, however long)
+        stop = tmp_path / f"stop-{len(counts)}"
+        held = srv.start("hold", "4", "7", "600", str(stop), GPUSHIM_TOKEN=TOKEN, GPUSHIM_TLS_CA=str(certs.ca))
         assert held.stdout.readline().startswith("ready")
         counts[srv.url.split(":")[0]] = fuzz(srv.url, srv, share, rng, certs.ca)
+        stop.touch()
         out, err = held.communicate(timeout=120)
         assert held.returncode == 0 and "intact 7" in out, err  # it never noticed
         r = srv.run("device_query", GPUSHIM_TOKEN=TOKEN, GPUSHIM_TLS_CA=str(certs.ca))  # the server still serves

@@ -4,6 +4,7 @@ the behaviour depends on them (waking a waiter, reclaiming a dead holder's token
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
@@ -15,13 +16,17 @@ def _arbiter(policy: str = "priority", slots: int = 4, devices: int = 2, **kw: o
     return DeviceArbiter(devices, slots, SchedConfig(policy, **kw))  # type: ignore[arg-type]
 
 
-def _wait_in_child(arb: DeviceArbiter, slot: int, dev: int, hold_s: float = 0.0) -> int:
-    """Forks a process that binds `slot`, acquires `dev`, holds it hold_s and releases it."""
+def _wait_in_child(arb: DeviceArbiter, slot: int, dev: int, hold_s: float = 0.0, granted: int = -1) -> int:
+    """Forks a process that binds `slot`, acquires `dev`, holds it hold_s and releases it. While it holds the
+    device it writes its slot to the pipe `granted`: the pipe lists the holders in the order the arbiter granted
+    them, however late this process polls (sampling arb.holder misses a holder the host did not let it see)."""
     pid = os.fork()
     if pid == 0:
         try:
             arb.bind(slot)
             arb.acquire(slot, dev)
+            if granted >= 0:
+                os.write(granted, bytes([slot]))
             time.sleep(hold_s)
             arb.release(slot, dev, int(hold_s * 1e9))
         finally:
@@ -29,7 +34,18 @@ def _wait_in_child(arb: DeviceArbiter, slot: int, dev: int, hold_s: float = 0.0)
     return pid
 
 
-def _until(cond, timeout: float = 5.0) -> None:  # noqa: ANN001
+def _grants(r: int, n: int) -> list[int]:
+    """The first n slots the children wrote to the pipe whose read end is r (blocks until they have)."""
+    out = b""
+    while len(out) < n:
+        chunk = os.read(r, n - len(out))
+        assert chunk, "a child ended without being granted the device"
+        out += chunk
+    return list(out)
+
+
+def _until(cond, timeout: float = 60.0) -> None:  # noqa: ANN001
+    """Waits for an event (a generous limit: a loaded host may be slow to run the forked children)."""
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "condition not reached"
@@ -67,15 +83,15 @@ def test_higher_priority_waiter_goes_first_then_least_device_time() -> None:
     arb.usage[low_busy, 0] = arb.vtime[low_busy, 0] = 5e9  # it has had the device for 5 s already
     arb.acquire(me, 0)  # free: taken at once
     assert arb.holder[0] == me
-    pids = [_wait_in_child(arb, s, 0, 0.05) for s in (low_busy, low_idle, high)]
+    r, w = os.pipe()
+    pids = [_wait_in_child(arb, s, 0, 0.05, w) for s in (low_busy, low_idle, high)]
     _until(lambda: int((arb.waiting[:, 0] != 0).sum()) == 3)
-    order: list[int] = []
     arb.release(me, 0, 1000)
-    for _ in range(3):  # each holder is recorded as soon as it is granted
-        _until(lambda: arb.holder[0] >= 0 and (not order or arb.holder[0] != order[-1]))
-        order.append(int(arb.holder[0]))
+    order = _grants(r, 3)
     for pid in pids:
         os.waitpid(pid, 0)
+    os.close(r)
+    os.close(w)
     assert order == [high, low_idle, low_busy]
     assert arb.holder[0] == -1
 
@@ -87,14 +103,16 @@ def test_fair_policy_ignores_priority() -> None:
     high, low = arb.open_slot(2, 0, 5), arb.open_slot(3, 0, 0)
     arb.vtime[high, 0] = 1e9
     arb.acquire(me, 0)
-    pids = [_wait_in_child(arb, s, 0, 0.05) for s in (high, low)]
+    r, w = os.pipe()
+    pids = [_wait_in_child(arb, s, 0, 0.05, w) for s in (high, low)]
     _until(lambda: int((arb.waiting[:, 0] != 0).sum()) == 2)
     arb.release(me, 0, 1000)
-    _until(lambda: arb.holder[0] >= 0)
-    first = int(arb.holder[0])
+    order = _grants(r, 2)
     for pid in pids:
         os.waitpid(pid, 0)
-    assert first == low
+    os.close(r)
+    os.close(w)
+    assert order == [low, high]
 
 
 def test_weights_scale_virtual_time() -> None:
@@ -145,11 +163,27 @@ def test_closing_a_slot_hands_its_token_on() -> None:
     holder, waiter = arb.open_slot(1, 0, 0), arb.open_slot(2, 0, 0)
     arb.bind(holder)  # this process, which stays alive: only close_slot can free the token
     arb.acquire(holder, 0)
-    pid = _wait_in_child(arb, waiter, 0, 0.3)
+    r, w = os.pipe()
+    pid = _wait_in_child(arb, waiter, 0, 0.0, w)
     _until(lambda: arb.waiting[waiter, 0] != 0)
+    # The waiter is stopped (outside the table's lock) while the slot closes: its own POLL_S re-check would
+    # find the device free too, so only with it stopped does the grant show that close_slot handed it on.
+    while True:
+        os.kill(pid, signal.SIGSTOP)
+        os.waitpid(pid, os.WUNTRACED)
+        if arb._mutex.acquire(False):  # not stopped inside the lock (close_slot would wait for it forever)
+            arb._mutex.release()
+            break
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.001)
     arb.close_slot(holder)
-    _until(lambda: arb.holder[0] == waiter, 1.0)
+    assert arb.holder[0] == waiter and arb.granted[waiter] == 0
+    os.kill(pid, signal.SIGCONT)
+    assert _grants(r, 1) == [waiter]
     os.waitpid(pid, 0)
+    os.close(r)
+    os.close(w)
+    assert arb.holder[0] == -1
 
 
 def test_off_policy_only_accounts() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import socket
 import struct
 import subprocess
@@ -207,27 +208,36 @@ def test_status_shows_process_ids_only_to_the_servers_user(make_server, tmp_path
         pytest.skip("needs root to connect as another user")
     import tempfile
 
-    d = tempfile.mkdtemp(prefix="gpushim-redact-")
+    d = tempfile.mkdtemp(prefix="gpushim-redact-")  # not in tmp_path: uid 65534 must reach the socket
+    try:
+        _status_as_nobody(make_server, d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _status_as_nobody(make_server, d: str) -> None:  # noqa: ANN001
     os.chmod(d, 0o755)
     srv = make_server("--socket-mode", "0666", listen=f"unix://{d}/s.sock")
     held = srv.start("hold", "1", "5", "60")
-    assert held.stdout.readline().startswith("ready")
-    mine = srv.status()["sessions"][0]
-    assert mine["pid"] == held.pid and mine["worker"] > 0 and mine["program"] == "hold"
-    # the same request from uid 65534 (nobody)
-    code = ("import os, json, gpushim.wire, gpushim.protocol; from gpushim.cli import query_status; "
-            f"os.setgid(65534); os.setuid(65534); print(json.dumps(query_status('{srv.url}')))")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stderr
-    import json
+    try:
+        assert held.stdout.readline().startswith("ready")
+        mine = srv.status()["sessions"][0]
+        assert mine["pid"] == held.pid and mine["worker"] > 0 and mine["program"] == "hold"
+        # the same request from uid 65534 (nobody)
+        code = ("import os, json, gpushim.wire, gpushim.protocol; from gpushim.cli import query_status; "
+                f"os.setgid(65534); os.setuid(65534); print(json.dumps(query_status('{srv.url}')))")
+        r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert r.returncode == 0, r.stderr
+        import json
 
-    theirs = json.loads(r.stdout)["sessions"][0]
-    assert theirs["session"] == 1 and theirs["allocated_bytes"] == mine["allocated_bytes"]
-    for key in ("pid", "worker", "program"):
-        assert key not in theirs, theirs
-    held.kill()
-    held.wait()
+        theirs = json.loads(r.stdout)["sessions"][0]
+        assert theirs["session"] == 1 and theirs["allocated_bytes"] == mine["allocated_bytes"]
+        for key in ("pid", "worker", "program"):
+            assert key not in theirs, theirs
+    finally:
+        held.kill()
+        held.wait()
 
 
 def test_the_unix_socket_is_private_by_default(server):

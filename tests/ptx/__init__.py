@@ -1,0 +1,1 @@
+"""PTX interpreter/JIT tests: a package, so its conftest does not clash with tests/server's."""
