@@ -1,0 +1,96 @@
+"""numba-cuda's own test suite (shipped in the numba-cuda wheel) under gpushim: a curated list of its modules,
+run with `python -m unittest` under the shim against a real server, must pass (code we did not write, so it
+checks behaviour we did not think of). docs/numba-suite.md lists what was run, what passes and why the rest
+does not. Also the regression programs for the bugs that suite found."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import CUDA_HOME, ROOT, SHIM, Server, emulator_only
+
+DRIVER_DIR = SHIM.parent / "driver"
+
+# Modules of numba.cuda.tests that pass under gpushim's emulator, broad and quick (seconds each). The slower
+# ones that pass too are in docs/numba-suite.md; tests known to fail there are excluded by name below.
+MODULES = [
+    "cudadrv.test_events",
+    "cudadrv.test_streams",
+    "cudadrv.test_pinned",
+    "cudadrv.test_host_alloc",  # mapped memory through cuMemcpyDtoH and cuMemGetAddressRange (fixed)
+    "cudadrv.test_array_attr",
+    "cudadrv.test_context_stack",
+    "cudadrv.test_runtime",
+    "cudadrv.test_emm_plugins",
+    "cudadrv.test_select_device",
+    "cudadrv.test_reset_device",
+    "cudapy.test_idiv",
+    "cudapy.test_boolean",
+    "cudapy.test_freevar",
+    "cudapy.test_constmem",
+    "cudapy.test_sync",
+]
+
+
+@pytest.fixture(scope="module")
+def nb(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Iterator[Server]:
+    s = Server(tmp_path_factory.mktemp("numba_suite"))
+    yield s
+    s.stop()
+
+
+def _numba_suite_available() -> None:
+    for mod, pip in (("numba.cuda", "numba-cuda"), ("filecheck", "filecheck")):  # numba.cuda.testing needs filecheck
+        if importlib.util.find_spec(mod) is None:
+            pytest.skip(f"{mod} is not installed (pip install {pip}); numba-cuda's tests need it")
+
+
+def test_numba_cuda_suite(nb: Server) -> None:
+    """One unittest process for the whole list (numba's import and first compile cost seconds each time)."""
+    _numba_suite_available()
+    env = nb.env(LD_LIBRARY_PATH=str(DRIVER_DIR), CUDA_HOME=str(CUDA_HOME), PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-W", "ignore", "-m", "unittest", "-v",
+                        *(f"numba.cuda.tests.{m}" for m in MODULES)],
+                       env=env, capture_output=True, text=True, timeout=900)
+    out = p.stderr  # unittest reports on stderr
+    bad = re.findall(r"^(?:ERROR|FAIL): (\S+) \((\S+)\)", out, re.M)
+    assert p.returncode == 0 and not bad, f"failed: {bad}\n{out[-6000:]}"
+    ran = re.search(r"^Ran (\d+) tests", out, re.M)
+    assert ran and int(ran.group(1)) >= 100, out[-2000:]  # the list is ~130 tests: the modules were found
+    assert re.search(r"^OK\b", out, re.M)
+
+
+def test_mapped_host_memory_as_device_memory(nb: Server) -> None:
+    """cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP) memory through cuMemsetD8, cuMemcpyDtoH/HtoD/DtoD and
+    cuMemGetAddressRange at its device pointer (tests/programs/drv_mapped.c, which cites the driver API's
+    "Unified Addressing"). numba-cuda's test_host_alloc found cuMemcpyDtoH and cuMemGetAddressRange refusing
+    it."""
+    p = nb.run("drv_mapped", LD_LIBRARY_PATH=str(DRIVER_DIR))
+    assert p.returncode == 0, p.stdout + p.stderr
+    v = dict(line.split("=", 1) for line in p.stdout.split())
+    for key in ("same_pointer", "memset_seen", "dtoh", "htod", "dtod", "range", "done"):
+        assert v.get(key) == "1", (key, p.stdout, p.stderr)
+
+
+@emulator_only
+def test_mapped_host_memory_bounds(nb: Server) -> None:
+    # the emulator keeps the allocation's bounds: a copy past its end is refused, not run into other memory
+    p = nb.run("drv_mapped", LD_LIBRARY_PATH=str(DRIVER_DIR))
+    assert "past_end=1" in p.stdout, p.stdout + p.stderr
+
+
+
+def test_user_objects_through_the_driver(nb: Server) -> None:
+    """cuUserObjectCreate/Retain/Release and cuGraphRetainUserObject (tests/programs/drv_user_objects.c): they
+    were unsupported stubs on the driver face, so cuda.core's GraphBuilder.complete() (numba-cuda's
+    test_cuda_core_graph_builder_launch_user_facing) failed with CUDA_ERROR_NOT_SUPPORTED."""
+    p = nb.run("drv_user_objects", LD_LIBRARY_PATH=str(DRIVER_DIR))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "alive_while_graph_holds=1" in p.stdout and "destroyed=1" in p.stdout and "done=1" in p.stdout
