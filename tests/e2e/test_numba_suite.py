@@ -52,13 +52,16 @@ def _numba_suite_available() -> None:
             pytest.skip(f"{mod} is not installed (pip install {pip}); numba-cuda's tests need it")
 
 
+def _env(nb: Server) -> dict[str, str]:
+    return nb.env(LD_LIBRARY_PATH=str(DRIVER_DIR), CUDA_HOME=str(CUDA_HOME), PYTHONPATH=str(ROOT))
+
+
 def test_numba_cuda_suite(nb: Server) -> None:
     """One unittest process for the whole list (numba's import and first compile cost seconds each time)."""
     _numba_suite_available()
-    env = nb.env(LD_LIBRARY_PATH=str(DRIVER_DIR), CUDA_HOME=str(CUDA_HOME), PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-W", "ignore", "-m", "unittest", "-v",
                         *(f"numba.cuda.tests.{m}" for m in MODULES)],
-                       env=env, capture_output=True, text=True, timeout=900)
+                       env=_env(nb), capture_output=True, text=True, timeout=900)
     out = p.stderr  # unittest reports on stderr
     bad = re.findall(r"^(?:ERROR|FAIL): (\S+) \((\S+)\)", out, re.M)
     assert p.returncode == 0 and not bad, f"failed: {bad}\n{out[-6000:]}"
@@ -94,3 +97,14 @@ def test_user_objects_through_the_driver(nb: Server) -> None:
     p = nb.run("drv_user_objects", LD_LIBRARY_PATH=str(DRIVER_DIR))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "alive_while_graph_holds=1" in p.stdout and "destroyed=1" in p.stdout and "done=1" in p.stdout
+
+
+def test_numba_grid_sync(nb: Server) -> None:
+    """numba's cuda.cg.this_grid().sync() links libcudadevrt (cudaCGGetIntrinsicHandle, cudaCGSynchronize); the
+    shim refused that archive with CUDA_ERROR_NOT_SUPPORTED (found by numba-cuda's doc_examples/test_cg)."""
+    if importlib.util.find_spec("numba.cuda") is None:
+        pytest.skip("numba.cuda is not installed (pip install numba-cuda)")
+    script = ROOT / "tests" / "programs" / "python" / "numba_grid_sync.py"
+    p = subprocess.run([sys.executable, "-W", "ignore", str(script)], env=_env(nb), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0 and "grid sync ok" in p.stdout, p.stdout + p.stderr[-3000:]
