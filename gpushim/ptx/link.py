@@ -218,6 +218,11 @@ class _Linker:
                 return
         if self.max_depth and len(self.p.code) > MAX_CODE:
             raise _TooBig()
+        # A module's calls match its own prototype; linking goes by name. A caller whose prototype has a return
+        # value calling a definition without one (numba's abi="c" declare_device of a void function) gets an
+        # undefined value: its return slot is left as it was.
+        if not fn.rets and rets:
+            rets = ()
         if len(cargs) != len(fn.params) or len(rets) != len(fn.rets):
             raise PtxError(f"line {line}: call to {name} with the wrong number of arguments")
         self.instances += 1

@@ -99,12 +99,24 @@ def test_user_objects_through_the_driver(nb: Server) -> None:
     assert "alive_while_graph_holds=1" in p.stdout and "destroyed=1" in p.stdout and "done=1" in p.stdout
 
 
+def _numba_program(nb: Server, script: str, *needs: str) -> subprocess.CompletedProcess:
+    for mod in ("numba.cuda", *needs):
+        if importlib.util.find_spec(mod) is None:
+            pytest.skip(f"{mod} is not installed")
+    path = ROOT / "tests" / "programs" / "python" / script
+    p = subprocess.run([sys.executable, "-W", "ignore", str(path)], env=_env(nb), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    return p
+
+
 def test_numba_grid_sync(nb: Server) -> None:
     """numba's cuda.cg.this_grid().sync() links libcudadevrt (cudaCGGetIntrinsicHandle, cudaCGSynchronize); the
     shim refused that archive with CUDA_ERROR_NOT_SUPPORTED (found by numba-cuda's doc_examples/test_cg)."""
-    if importlib.util.find_spec("numba.cuda") is None:
-        pytest.skip("numba.cuda is not installed (pip install numba-cuda)")
-    script = ROOT / "tests" / "programs" / "python" / "numba_grid_sync.py"
-    p = subprocess.run([sys.executable, "-W", "ignore", str(script)], env=_env(nb), capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0 and "grid sync ok" in p.stdout, p.stdout + p.stderr[-3000:]
+    assert "grid sync ok" in _numba_program(nb, "numba_grid_sync.py").stdout
+
+
+def test_numba_c_abi_void_function(nb: Server) -> None:
+    """declare_device(abi="c") of a void CUDA C function: numba's prototype returns a value the definition does
+    not; the PTX engine refused the call (found by numba-cuda's test_device_func.TestDeclareDeviceCABI)."""
+    assert "cabi ok" in _numba_program(nb, "numba_cabi_void.py", "cffi").stdout
