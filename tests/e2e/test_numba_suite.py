@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import CUDA_HOME, ROOT, SHIM, Server, emulator_only
+from tests.e2e.conftest import BIN, CUDA_HOME, ROOT, SHIM, Server, emulator_only
 
 DRIVER_DIR = SHIM.parent / "driver"
 
@@ -120,3 +120,26 @@ def test_numba_c_abi_void_function(nb: Server) -> None:
     """declare_device(abi="c") of a void CUDA C function: numba's prototype returns a value the definition does
     not; the PTX engine refused the call (found by numba-cuda's test_device_func.TestDeclareDeviceCABI)."""
     assert "cabi ok" in _numba_program(nb, "numba_cabi_void.py", "cffi").stdout
+
+
+def test_ipc_through_the_driver(nb: Server) -> None:
+    """cuIpcGetMemHandle/OpenMemHandle/CloseMemHandle and the event handles (tests/programs/drv_ipc.c): they were
+    unsupported stubs on the driver face, which numba-cuda's test_ipc found (the runtime face had them)."""
+    env = _env(nb)
+    exporter = subprocess.Popen([str(BIN / "drv_ipc"), "export"], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = exporter.stdout.readline()
+        assert line.startswith("handle="), exporter.stderr.read()
+        mem, ev, own = line.split()
+        assert own == "own=201"  # CUDA_ERROR_INVALID_CONTEXT: not in the process that made the handle
+        imp = subprocess.run([str(BIN / "drv_ipc"), "import", mem[len("handle="):], ev], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert imp.returncode == 0, imp.stderr
+        assert "read=0x1234 event=0" in imp.stdout and "closed=1" in imp.stdout
+        out, err = exporter.communicate("go\n", timeout=120)
+        assert exporter.returncode == 0, err
+        assert "exporter_sees=0x5678" in out  # the importer's write reached the exporter's allocation
+    finally:
+        if exporter.poll() is None:
+            exporter.kill()
