@@ -1,12 +1,16 @@
 """PTX shapes numba-cuda emits that the engine refused (found by running numba-cuda's own test suite,
 tests/e2e/test_numba_suite.py): `.reg.b16` without a space in cuda_fp16.hpp's inline asm (numba's fp16
 intrinsics, linked from NVRTC output), and a call whose prototype has a return value to a definition without
-one (numba's declare_device(abi="c") of a void function)."""
+one (numba's declare_device(abi="c") of a void function); an indirect call no function can be the target of
+(numba's NRT destructor call through a pointer its kernels leave null)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from harness import Dev
+
+from gpushim.cuda_errors import CudaError, Err
 
 PTX = """.version 8.0
 .target sm_80
@@ -60,6 +64,26 @@ PTX = """.version 8.0
     }
     ret;
 }
+.visible .entry icallUnreached(.param .u64 out, .param .u64 fp)
+{
+    .reg .pred %p<2>;
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<2>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [fp];
+    setp.eq.s64 %p1, %rd2, 0;
+    @%p1 bra $L_skip;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0+0], %rd1;
+    prototype_1 : .callprototype ()_ (.param .b64 _);
+    call %rd2, (param0), prototype_1;
+    }
+$L_skip:
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
 """
 
 
@@ -76,3 +100,13 @@ def test_call_with_return_slot_to_void_definition() -> None:
     out = dev.empty(4 * 32)
     dev.launch("callVoid", 1, 32, out)
     np.testing.assert_array_equal(dev.get(out, np.int32, 32), 3 * np.arange(32))
+
+
+def test_indirect_call_without_candidates_traps_only_when_reached() -> None:
+    dev = Dev(PTX)
+    out = dev.empty(4)
+    dev.launch("icallUnreached", 1, 1, out, 0)
+    assert dev.get(out, np.int32, 1)[0] == 7
+    with pytest.raises(CudaError) as e:  # a pointer to no function of the module: the call traps
+        dev.launch("icallUnreached", 1, 1, out, 0x1234)
+    assert e.value.code == Err.LAUNCH_FAILURE
