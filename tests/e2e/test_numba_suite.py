@@ -18,9 +18,10 @@ from tests.e2e.conftest import BIN, CUDA_HOME, ROOT, SHIM, Server, emulator_only
 
 DRIVER_DIR = SHIM.parent / "driver"
 
-# Modules of numba.cuda.tests that pass under gpushim's emulator, broad and quick (seconds each). The slower
-# ones that pass too are in docs/numba-suite.md; tests known to fail there are excluded by name below.
+# Modules (or classes) of numba.cuda.tests that pass under gpushim's emulator, broad and quick (seconds each).
+# The slower ones that pass too, and what fails and why, are in docs/numba-suite.md.
 MODULES = [
+    "cudadrv.test_cuda_driver.TestCudaDriver",  # with cuda.core's GraphBuilder (user objects, fixed)
     "cudadrv.test_events",
     "cudadrv.test_streams",
     "cudadrv.test_pinned",
@@ -31,11 +32,19 @@ MODULES = [
     "cudadrv.test_emm_plugins",
     "cudadrv.test_select_device",
     "cudadrv.test_reset_device",
+    "cudadrv.test_inline_ptx",
+    "cudadrv.test_cuda_auto_context",
     "cudapy.test_idiv",
     "cudapy.test_boolean",
     "cudapy.test_freevar",
-    "cudapy.test_constmem",
-    "cudapy.test_sync",
+    "cudapy.test_mandel",
+    "cudapy.test_blackscholes",
+    "cudapy.test_typeconv",
+    "cudapy.test_stream_api",
+    "doc_examples.test_vecadd",
+    "doc_examples.test_matmul",
+    "doc_examples.test_reduction",
+    "doc_examples.test_cg",  # grid.sync() links libcudadevrt (fixed)
 ]
 
 
@@ -66,7 +75,7 @@ def test_numba_cuda_suite(nb: Server) -> None:
     bad = re.findall(r"^(?:ERROR|FAIL): (\S+) \((\S+)\)", out, re.M)
     assert p.returncode == 0 and not bad, f"failed: {bad}\n{out[-6000:]}"
     ran = re.search(r"^Ran (\d+) tests", out, re.M)
-    assert ran and int(ran.group(1)) >= 100, out[-2000:]  # the list is ~130 tests: the modules were found
+    assert ran and int(ran.group(1)) >= 80, out[-2000:]  # the list is 85 tests: the modules were found
     assert re.search(r"^OK\b", out, re.M)
 
 
