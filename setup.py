@@ -74,6 +74,8 @@ setup(
         "test": ["pytest>=8", "pytest-timeout", "cffi>=1.16", "ruff", "cuda-bindings>=12.4", "cryptography>=41",
                  # frameworks the driver face is tested with (tests/e2e/test_driver.py; ~45 s to install)
                  "numba-cuda==0.30.4", "cuda-core==1.2.2", "nvidia-cuda-nvrtc>=13.0,<14",
+                 # numba-cuda's own tests import it (tests/e2e/test_numba_suite.py; pure Python, seconds)
+                 "filecheck>=1.0",
                  # CuPy, static runtime inside (tests/e2e/test_cupy.py; ~20 s to install); cuRAND's library for
                  # its RandomState test (CuPy does not bring it)
                  "cupy-cuda13x==14.2.0", "nvidia-curand>=10.4,<11"],

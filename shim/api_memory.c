@@ -95,7 +95,7 @@ static int shm_wanted(void) {
 }
 
 #define HOST_ALLOC_MAPPED 2u /* cudaHostAllocMapped */
-#define ARENA_BACKED 2        /* gs_range.owned of mapped pinned memory that lives in the emulator's memory */
+#define ARENA_BACKED GS_ARENA_BACKED /* gs_range.owned of mapped pinned memory in the emulator's memory */
 
 /* Mapped pinned memory with the client on the server's host: device memory of the emulator, mapped at its own
  * address in this process as managed memory is (api_managed.c), so the host pointer is the device pointer, as

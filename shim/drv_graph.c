@@ -33,6 +33,19 @@ GS_DRV CUresult gs_cuGraphUpload_ptsz(void *exec, CUstream s) { GRT(gs_cudaGraph
 GS_DRV CUresult gs_cuGraphGetNodes(void *g, void **nodes, size_t *count) { GRT(gs_cudaGraphGetNodes(g, nodes, count)); }
 GS_DRV CUresult gs_cuGraphDestroy(void *g) { GRT(gs_cudaGraphDestroy(g)); }
 GS_DRV CUresult gs_cuGraphExecDestroy(void *exec) { GRT(gs_cudaGraphExecDestroy(exec)); }
+/* User objects: CUuserObject is the runtime's cudaUserObject_t, CUhostFn its cudaHostFn_t, the flags the same
+ * (cuda.core's GraphBuilder keeps its kernels' arguments alive with them) */
+GS_DRV CUresult gs_cuUserObjectCreate(void **out, void *ptr, cudaHostFn_t fn, unsigned refs, unsigned flags) {
+    GRT(gs_cudaUserObjectCreate(out, ptr, fn, refs, flags));
+}
+GS_DRV CUresult gs_cuUserObjectRetain(void *obj, unsigned count) { GRT(gs_cudaUserObjectRetain(obj, count)); }
+GS_DRV CUresult gs_cuUserObjectRelease(void *obj, unsigned count) { GRT(gs_cudaUserObjectRelease(obj, count)); }
+GS_DRV CUresult gs_cuGraphRetainUserObject(void *g, void *obj, unsigned count, unsigned flags) {
+    GRT(gs_cudaGraphRetainUserObject(g, obj, count, flags));
+}
+GS_DRV CUresult gs_cuGraphReleaseUserObject(void *g, void *obj, unsigned count) {
+    GRT(gs_cudaGraphReleaseUserObject(g, obj, count));
+}
 #undef GRT
 
 /* ---- graphs built node by node (shim/gs_graph.h): CUgraphNode is the runtime's cudaGraphNode_t ---- */

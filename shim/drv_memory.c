@@ -83,7 +83,9 @@ GS_DRV CUresult gs_cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
 GS_DRV CUresult gs_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
     DRV_ENTER();
     gs_range r;
-    if (!gs_ranges_find((uintptr_t)p, &r) || r.kind != cudaMemoryTypeDevice) return CUDA_ERROR_NOT_FOUND;
+    /* mapped pinned memory counts: its device pointer is the host pointer (numba sizes mapped arrays so) */
+    if (!gs_ranges_find((uintptr_t)p, &r) || !(r.kind == cudaMemoryTypeDevice || (r.kind == cudaMemoryTypeHost && r.owned == GS_ARENA_BACKED)))
+        return CUDA_ERROR_NOT_FOUND;
     if (base) *base = r.base;
     if (size) *size = r.size;
     return CUDA_SUCCESS;

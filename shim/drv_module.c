@@ -723,11 +723,50 @@ GS_DRV CUresult gs_cuLinkCreate_v2(unsigned n, int *opts, void **values, drv_lin
     return CUDA_SUCCESS;
 }
 
+/* libcudadevrt's cooperative-groups entry points, which numba-cuda's grid.sync() calls (cg.py): the grid's
+ * workspace from %envreg1/%envreg2 and the grid barrier on it, the algorithm of CUDA's
+ * cooperative_groups/details/sync.h (sync_grids_arrive / sync_grids_wait) as nvcc emits it inline. The archive
+ * holds only cubins, so a link that adds libcudadevrt gets this PTX instead. */
+static const char CG_DEVRT_PTX[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n"
+    ".visible .func (.param .b64 h) cudaCGGetIntrinsicHandle(.param .b32 scope)\n{\n"
+    "\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<4>;\n"
+    "\tmov.u32 %r1, %envreg2;\n\tmov.u32 %r2, %envreg1;\n"
+    "\tcvt.u64.u32 %rd1, %r1;\n\tcvt.u64.u32 %rd2, %r2;\n\tbfi.b64 %rd3, %rd2, %rd1, 32, 32;\n"
+    "\tst.param.b64 [h], %rd3;\n\tret;\n}\n"
+    ".visible .func (.param .b32 rc) cudaCGSynchronize(.param .b64 handle, .param .b32 flags)\n{\n"
+    "\t.reg .pred %p<5>;\n\t.reg .b32 %r<20>;\n\t.reg .b64 %rd<3>;\n"
+    "\tld.param.u64 %rd1, [handle];\n\tsetp.ne.s64 %p1, %rd1, 0;\n\t@%p1 bra $L_grid;\n\ttrap;\n"
+    "$L_grid:\n\tbarrier.sync 0;\n"
+    "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %tid.y;\n\tmov.u32 %r3, %tid.z;\n"
+    "\tor.b32 %r4, %r1, %r2;\n\tor.b32 %r4, %r4, %r3;\n\tsetp.ne.s32 %p2, %r4, 0;\n\t@%p2 bra $L_done;\n"
+    "\tadd.s64 %rd2, %rd1, 4;\n"
+    "\tmov.u32 %r5, %nctaid.x;\n\tmov.u32 %r6, %nctaid.y;\n\tmul.lo.s32 %r7, %r5, %r6;\n"
+    "\tmov.u32 %r8, %nctaid.z;\n\tmul.lo.s32 %r9, %r7, %r8;\n"
+    "\tmov.u32 %r10, %ctaid.x;\n\tmov.u32 %r11, %ctaid.y;\n\tmov.u32 %r12, %ctaid.z;\n"
+    "\tor.b32 %r13, %r10, %r11;\n\tor.b32 %r13, %r13, %r12;\n\tsetp.eq.s32 %p3, %r13, 0;\n"
+    "\tmov.u32 %r14, -2147483647;\n\tsub.s32 %r15, %r14, %r9;\n\tselp.b32 %r16, %r15, 1, %p3;\n"
+    "\tatom.add.release.gpu.u32 %r17, [%rd2], %r16;\n"
+    "$L_wait:\n\tld.acquire.gpu.u32 %r18, [%rd2];\n\txor.b32 %r19, %r18, %r17;\n"
+    "\tsetp.gt.s32 %p4, %r19, -1;\n\t@%p4 bra $L_wait;\n"
+    "$L_done:\n\tbarrier.sync 0;\n\tmov.u32 %r1, 0;\n\tst.param.b32 [rc], %r1;\n\tret;\n}\n";
+
+/* libcudadevrt.a as a JIT input: an ar archive holding cuda_device_runtime.o */
+static int is_cudadevrt(int type, const void *data, size_t size, const char *name) {
+    if (type != JIT_INPUT_LIBRARY || size < 8 || memcmp(data, "!<arch>\n", 8) != 0) return 0;
+    return (name && strstr(name, "cudadevrt")) || memmem(data, size, "cuda_device_runtime", 19);
+}
+
 GS_DRV CUresult gs_cuLinkAddData_v2(drv_link *l, int type, void *data, size_t size, const char *name, unsigned n,
                                    int *opts, void **values) {
     if (!l || l->magic != LINK_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
     if (!data || !size) return CUDA_ERROR_INVALID_VALUE;
     jit_options(n, opts, values);
+    if (is_cudadevrt(type, data, size, name)) {
+        type = JIT_INPUT_PTX;
+        data = (void *)CG_DEVRT_PTX;
+        size = sizeof CG_DEVRT_PTX;
+    }
     if (type != JIT_INPUT_PTX) {
         gs_warn_once("cuLinkAddData-type", "cuLinkAddData: gpushim links PTX inputs only; %s (input type %d) is "
                      "refused with CUDA_ERROR_NOT_SUPPORTED", name ? name : "an input", type);

@@ -103,8 +103,7 @@ int gs_handle_known(int kind, uint64_t h) {
 
 cudaError_t gs_check_device_range(const void *p, size_t n) {
     gs_range r;
-    if (!gs_ranges_find((uintptr_t)p, &r) || (r.kind != cudaMemoryTypeDevice && r.kind != cudaMemoryTypeManaged))
-        return cudaErrorInvalidValue;
+    if (!gs_ranges_find((uintptr_t)p, &r) || !gs_range_device_reachable(&r)) return cudaErrorInvalidValue;
     return n <= r.base + r.size - (uintptr_t)p ? cudaSuccess : cudaErrorInvalidValue; /* p + n may wrap */
 }
 

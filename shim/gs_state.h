@@ -68,10 +68,18 @@ typedef struct {
     int device;
     int kind;       /* cudaMemoryTypeDevice or cudaMemoryTypeHost */
     unsigned flags; /* cudaHostAlloc / cudaHostRegister flags */
-    int owned;      /* host memory the shim allocated (MallocHost) vs registered */
+    int owned;      /* host memory the shim allocated (MallocHost) vs registered; GS_ARENA_BACKED: see below */
     uint64_t shm;   /* pinned memory shared with the server (memfd), or 0 */
     int reserved;   /* device range: its pages are reserved (PROT_NONE) in this process's address space */
 } gs_range;
+
+/* gs_range.owned of mapped pinned memory that lives in the emulator's memory (api_memory.c): its host pointer
+ * is its device pointer, so device-side calls (copies, memsets, cuMemGetAddressRange) accept it. */
+#define GS_ARENA_BACKED 2
+static inline int gs_range_device_reachable(const gs_range *r) {
+    return r->kind == cudaMemoryTypeDevice || r->kind == cudaMemoryTypeManaged ||
+           (r->kind == cudaMemoryTypeHost && r->owned == GS_ARENA_BACKED);
+}
 
 void gs_ranges_add(gs_range r);
 /* Told of every range added and removed: a context made with cuCtxCreate owns what is made while it is

@@ -329,6 +329,10 @@ def _parse_body(s: _Stream, fn: Function) -> None:
         if not toks:
             continue
         head = toks[0].text
+        if head.startswith(".reg."):  # `.reg.b16 r;` (cuda_fp16.hpp's inline asm): the same as `.reg .b16 r;`
+            t0 = toks[0]
+            toks = [t0._replace(text=f".{w}") for w in head[1:].split(".")] + toks[1:]
+            head = ".reg"
         if head == ".reg":
             _declare_regs(toks, fn, scopes)
         elif head in _SPACES or head in _LINKAGE:
