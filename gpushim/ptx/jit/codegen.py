@@ -551,12 +551,15 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             raise JitUnsupported(ins.op)
         if len(ins.args) != 1 or not isinstance(ins.args[0], Imm) or int(ins.args[0].value) != 0:
             raise JitUnsupported(f"{ins.op} with a barrier id or thread count")
-        b = self.b
         if self.mode == "check":  # no memory: nothing to wait for
             return
+        self._stop()
+
+    def _stop(self) -> int:
+        """A stop at the current instruction (a barrier, a warp collective): save the registers live after it,
+        return its resume point; resuming restores them and continues after it. Returns the resume point."""
+        b = self.b
         k = len(self.barriers) + 1
-        # save the registers live after the barrier, return the resume point; resuming restores them and
-        # continues after the barrier
         defs, spilled = self.bar_plan[self.i]
         live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
         for j, (a, _) in live:
@@ -572,10 +575,11 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             v = self._tag(b.load(self._spill_slot(j)), "spill")
             b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
         here = self.i
-        for i in defs:  # recomputed (remat.py); not counted: they ran before the barrier
+        for i in defs:  # recomputed (remat.py); not counted: they ran before the stop
             self.i, self.ins = i, self.prog.code[i]
             self._body(self.ins, self.ins.parts[0])
         self.i, self.ins = here, self.prog.code[here]
+        return k
 
     def _spill_slot(self, j: int):
         """Thread t's slot j (slots of consecutive threads are adjacent: the region loops vectorise)."""

@@ -143,26 +143,7 @@ class WarpOps:
             self.write(d, zero, "u32" if op == "popc" else "pred")
             return
         self._tag(b.store(b.zext(self.read(ins.args[2], "pred"), I64), self._cslot(CA)), "coll_in")
-        k = len(self.barriers) + 1
-        self.red_at[k] = self.i
-        defs, spilled = self.bar_plan[self.i]
-        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
-        for j, (a, _) in live:
-            self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
-        self._flush_count()
-        b.ret(ir.Constant(I32, k))
-        blk = self.f.append_basic_block(f"resume{k}")
-        self.barriers.append(blk)
-        self.dispatch.add_case(ir.Constant(I32, k), blk)
-        b.position_at_end(blk)
-        for j, (a, rt) in live:
-            v = self._tag(b.load(self._spill_slot(j)), "spill")
-            b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
-        here = self.i
-        for i in defs:
-            self.i, self.ins = i, self.prog.code[i]
-            self._body(self.ins, self.ins.parts[0])
-        self.i, self.ins = here, self.prog.code[here]
+        self.red_at[self._stop()] = self.i
         r = self._tag(b.load(self._cslot(CR)), "coll_out")
         if op == "popc":
             self.write(d, b.trunc(r, I32), "u32")
@@ -239,26 +220,7 @@ class WarpOps:
         for j, v in stores:
             self._tag(b.store(v, self._cslot(j)), "coll_in")
         # stop like at a barrier: save the live registers, return the resume point
-        k = len(self.barriers) + 1
-        self.coll_at[k] = self.i
-        defs, spilled = self.bar_plan[self.i]
-        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
-        for j, (a, _) in live:
-            self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
-        self._flush_count()
-        b.ret(ir.Constant(I32, k))
-        blk = self.f.append_basic_block(f"resume{k}")
-        self.barriers.append(blk)
-        self.dispatch.add_case(ir.Constant(I32, k), blk)
-        b.position_at_end(blk)
-        for j, (a, rt) in live:
-            v = self._tag(b.load(self._spill_slot(j)), "spill")
-            b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
-        here = self.i
-        for i in defs:
-            self.i, self.ins = i, self.prog.code[i]
-            self._body(self.ins, self.ins.parts[0])
-        self.i, self.ins = here, self.prog.code[here]
+        self.coll_at[self._stop()] = self.i
         if kind == "syncwarp":
             return
         # the results, for a lane that executed it (its guard held)
