@@ -342,27 +342,21 @@ typedef struct owned_range {
 static owned_range *owned_ranges;
 static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void gs_drv_range_added(const gs_range *r) {
+/* Remembers something made while a created (not primary) context was current, for cuCtxDestroy. */
+static void remember_owned(uintptr_t base, int kind, int owned) {
     gs_ctx *c = depth ? stack[depth - 1] : NULL;
     if (!c || c->primary) return;
     owned_range *o = malloc(sizeof *o);
     if (!o) return;
     pthread_mutex_lock(&owned_lock);
-    *o = (owned_range){r->base, r->kind, r->owned, c, owned_ranges};
+    *o = (owned_range){base, kind, owned, c, owned_ranges};
     owned_ranges = o;
     pthread_mutex_unlock(&owned_lock);
 }
 
-void gs_drv_own(uintptr_t handle, int kind) {
-    gs_ctx *c = depth ? stack[depth - 1] : NULL;
-    if (!c || c->primary) return;
-    owned_range *o = malloc(sizeof *o);
-    if (!o) return;
-    pthread_mutex_lock(&owned_lock);
-    *o = (owned_range){handle, kind, 0, c, owned_ranges};
-    owned_ranges = o;
-    pthread_mutex_unlock(&owned_lock);
-}
+void gs_drv_range_added(const gs_range *r) { remember_owned(r->base, r->kind, r->owned); }
+
+void gs_drv_own(uintptr_t handle, int kind) { remember_owned(handle, kind, 0); }
 
 static void forget_owned(uintptr_t base, int kind) { /* kind 0: any memory range */
     pthread_mutex_lock(&owned_lock);
