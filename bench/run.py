@@ -383,9 +383,12 @@ def worker_fastpath() -> str:
     """Whether the servers' workers answer the common calls in C (gpushim/server/fastpath.py), or why not."""
     if os.environ.get("GPUSHIM_WORKER_FASTPATH", "1") == "0":
         return "off (GPUSHIM_WORKER_FASTPATH=0)"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:  # the servers run from the checkout (python -m gpushim): look where they do
+        sys.path.insert(0, root)
     try:
         from gpushim.server import fastpath
-    except ImportError as e:  # run without gpushim on the path: the servers find it, this process did not
+    except ImportError as e:
         return f"unknown ({e})"
     return "on" if not fastpath.not_built() else f"off ({fastpath.not_built()})"
 
