@@ -466,7 +466,6 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
 
     # -- instructions ---------------------------------------------------------------------------------------
     def _instr(self, ins: Instr) -> None:
-        b = self.b
         self.pending += 1
         op = ins.parts[0]
         if op in ("bra", "ret", "exit"):
@@ -484,18 +483,25 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             self._barrier(ins)
             return
         if ins.guard is not None:
-            pred = self.read(Reg(ins.guard[0]), "pred")
-            if ins.guard[1]:
-                pred = b.not_(pred)
-            yes = self.f.append_basic_block()
-            join = self.f.append_basic_block()
-            b.cbranch(pred, yes, join)
-            b.position_at_end(yes)
-            self._body(ins, op)
-            b.branch(join)
-            b.position_at_end(join)
+            self._when(self._guard(ins), lambda: self._body(ins, op))
             return
         self._body(ins, op)
+
+    def _guard(self, ins: Instr):
+        """The instruction's guard predicate (@p / @!p) as an i1."""
+        pred = self.read(Reg(ins.guard[0]), "pred")
+        return self.b.not_(pred) if ins.guard[1] else pred
+
+    def _when(self, cond, emit) -> None:
+        """Code from emit() in a block that runs only where cond (i1) holds; continues after it."""
+        b = self.b
+        yes = self.f.append_basic_block()
+        join = self.f.append_basic_block()
+        b.cbranch(cond, yes, join)
+        b.position_at_end(yes)
+        emit()
+        b.branch(join)
+        b.position_at_end(join)
 
     def _control(self, ins: Instr) -> None:
         b = self.b

@@ -230,13 +230,7 @@ class WarpOps:
             self._coll_write(ins, kind, mode, r, p)
             return
         went = b.icmp_unsigned("!=", self._tag(b.load(self._cslot(CG)), "coll_in"), ir.Constant(I64, 0))
-        yes = self.f.append_basic_block()
-        join = self.f.append_basic_block()
-        b.cbranch(went, yes, join)
-        b.position_at_end(yes)
-        self._coll_write(ins, kind, mode, r, p)
-        b.branch(join)
-        b.position_at_end(join)
+        self._when(went, lambda: self._coll_write(ins, kind, mode, r, p))
 
     def _lanemask(self, name: str):
         """%lanemask_eq/lt/le/gt/ge (state.py)."""
@@ -290,16 +284,7 @@ class WarpOps:
         """Write a collective's results (r: i64 value, p: i1 predicate) to its destinations."""
         b = self.b
         if check and ins.guard is not None:
-            g = self.read(Reg(ins.guard[0]), "pred")
-            if ins.guard[1]:
-                g = b.not_(g)
-            yes = self.f.append_basic_block()
-            join = self.f.append_basic_block()
-            b.cbranch(g, yes, join)
-            b.position_at_end(yes)
-            self._coll_write(ins, kind, mode, r, p)
-            b.branch(join)
-            b.position_at_end(join)
+            self._when(self._guard(ins), lambda: self._coll_write(ins, kind, mode, r, p))
             return
         d = ins.args[0]
         if kind == "vote" and mode != "ballot":
