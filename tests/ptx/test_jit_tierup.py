@@ -199,14 +199,16 @@ def test_long_first_launch_hands_its_remaining_blocks_to_tier_1(engine, backgrou
 @pytest.mark.parametrize("engine", ["auto"], indirect=True)
 def test_background_compile_of_an_unsupported_kernel_falls_back(engine, background):
     dev = Dev(compile_ptx("jittierup"))
-    _launch(dev, "sayHello", 1, 4, 2)
-    hit = jit_kernel._cache[(dev.mod.source_hash, "sayHello")]
+    out = dev.empty(8 * 4)
+    _launch(dev, "stampClock", 1, 4, out, 2)
+    hit = jit_kernel._cache[(dev.mod.source_hash, "stampClock")]
     if isinstance(hit, Pending):
         assert hit.wait(120) and not hit.ready()
-    assert "printf" in (jit_kernel.fallback_reason(dev.mod.source_hash, "sayHello") or "")
-    _launch(dev, "sayHello", 1, 4, 1)
-    assert dev.mod._jit["sayHello"] is None
-    assert dev.text() == "hello 0\nhello 1\nhello 0\n"
+    assert "%clock64" in (jit_kernel.fallback_reason(dev.mod.source_hash, "stampClock") or "")
+    assert dev.get(out, np.int64, 4).tolist() == [1, 2, 0, 0]
+    _launch(dev, "stampClock", 1, 4, out, 3)
+    assert dev.mod._jit["stampClock"] is None
+    assert dev.get(out, np.int64, 4).tolist() == [1, 2, 3, 0]
 
 
 @pytest.mark.parametrize("engine", ["auto"], indirect=True)
