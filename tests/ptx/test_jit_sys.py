@@ -148,3 +148,42 @@ def test_bad_format_address_is_the_interpreters_error(dev, engine):
     assert str(ej) == str(ei) and oi == oj == []
     (_, ei), (oj, ej) = _both(dev, engine, "badFormat", 1, 2, 0)  # NULL: printf prints "(null)"
     assert ei is None and ej is None and oj == [b"(null)"] * 2
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_concurrent_launches_each_use_their_own_callback(engine):
+    """Launches of one compiled kernel in several threads at once (the GIL released around each, taken back by
+    each host call): every launch prints its own lines to its own output and frees its own heap blocks."""
+    import threading
+
+    ptx = compile_ptx("jitsys")
+    devs = [Dev(ptx) for _ in range(3)]
+    assert devs[0].mod.jit_kernel("printAll") is devs[1].mod.jit_kernel("printAll")  # one compiled kernel
+    results: dict[int, object] = {}
+
+    def work(k: int) -> None:
+        d = devs[k]
+        try:
+            px = d.array(np.full(100, k, np.float32))
+            out = d.empty(4 * 128)
+            for _ in range(4):
+                d.mod.engine = "jit"
+                d.out.clear()
+                d.mod.launch("printAll", (2, 1, 1), (64, 1, 1), 0, d.pack("printAll", px, 100), d.mem, d.symbols,
+                             d.out.append)  # fmt: skip
+                d.mod.launch("heapRw", (2, 1, 1), (64, 1, 1), 0, d.pack("heapRw", out, 5), d.mem, d.symbols,
+                             d.out.append)  # fmt: skip
+            results[k] = (_per_thread(d.out), d.get(out, np.int32, 128).tolist())
+        except Exception as e:  # reported below
+            results[k] = e
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    for k in range(3):
+        assert not isinstance(results.get(k), Exception | None), results.get(k)
+        lines, sums = results[k]
+        assert len(lines) == 100 and all(f"f={k:f}" in ls[1] for ls in lines.values()), k
+        assert sums == [i * 10 for i in range(128)] and heap.heap_used(devs[k].mem) == 0
