@@ -78,8 +78,9 @@ def test_printf_every_conversion_per_thread_in_program_order(dev, engine, rng):
     )
     assert lines[1].startswith(f"b1 t5 f={v:f} F={v * 3.0:F} e={v * 1e-7:e}")
     assert lines[3].startswith(f"b1 t5 [{i:5d}] [{i:<5d}] [{i:05d}] [{i:+d}] [{i: d}] [{v:.3f}]")
-    assert lines[4:] == ["b1 t5 odd"] + ([f"b1 t5 big {v:.1f}"] if v > 10 else [])  # (t % 5 == 0: no loop)
-    assert len(pj[0, 4]) == 5 + 4 + (x[4] > 10)  # even line, 4 loop iterations
+    assert lines[4] == f"b1 t5 n= s=ab zu={i * 5} null=(null) p=(nil)"
+    assert lines[5:] == ["b1 t5 odd"] + ([f"b1 t5 big {v:.1f}"] if v > 10 else [])  # (t % 5 == 0: no loop)
+    assert len(pj[0, 4]) == 6 + 4 + (x[4] > 10)  # even line, 4 loop iterations
     # the JIT's order (hostcall.py / README): threads one after the other between barriers, blocks in order
     keys = [tuple(int(g) for g in re.match(r"b(\d+) t(\d+) ", c.decode()).groups()) for c in oj]
     assert keys == sorted(keys)

@@ -29,6 +29,9 @@ extern "C" __global__ void printAll(const float *x, int n) {
            (signed char)(i * 7), (unsigned short)(i * 5000), (void *)(x + i));
     printf("b%d t%d [%5d] [%-5d] [%05d] [%+d] [% d] [%.3f] [%10.2e] [%-8s] [%*d] [%.*f] [%#x] [%#o]\n", b, t, i,
            i, i, i, i, v, v, "ab", t % 7, i, t % 4, v, i, i);
+    int written = 0;
+    printf("b%d t%d n=%n s=%.2s zu=%zu null=%s p=%p\n", b, t, &written, "abcdef", (size_t)i * 5, (const char *)nullptr,
+           (void *)nullptr);
     if (t & 1)
         printf("b%d t%d odd\n", b, t);
     else
