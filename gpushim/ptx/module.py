@@ -230,7 +230,7 @@ class PtxModule:
                     return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
             if jk is not None and self.engine != "diff":  # the JIT copies the bytes: no numpy buffer to build
                 count = jk.launch(plan, shared_bytes, memory, symbols, bytes(params) + plan.param_pad, psize,
-                                  self.watchdog_s)
+                                  self.watchdog_s, output)
                 return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
         pbuf = bytearray(params)
         pbuf.extend(plan.param_pad)
@@ -240,10 +240,11 @@ class PtxModule:
 
             count = launch_both(
                 jk,
-                lambda: self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output),
-                lambda: jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s),
+                lambda out: self._interpret(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, out),
+                lambda out: jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, self.watchdog_s, out),
                 kernel,
                 memory,
+                output,
             )
             return LaunchStats(count, time.perf_counter() - t0, plan.nblocks)
         if not plan.grid_sync:
@@ -347,7 +348,7 @@ class PtxModule:
     def _interpret_until_compiled(self, pending: Pending, plan, kernel, shared_bytes, memory, symbols, pbuf, psize,
                                   output) -> int:  # fmt: skip
         """The interpreter runs the launch batch after batch until the kernel's compile is done; the compiled
-        code runs the blocks left (blocks are independent: the JIT runs no grid sync or printf)."""
+        code runs the blocks left (blocks are independent: the JIT runs no grid sync)."""
         deadline = time.monotonic() + self.watchdog_s
         try:
             return _run_ignoring_fp(plan, kernel, shared_bytes, memory, symbols, pbuf, psize, output, deadline,
@@ -355,7 +356,7 @@ class PtxModule:
         except Handoff as h:
             jk = self.jit_kernel(kernel)  # compiled: at once
             left = max(deadline - time.monotonic(), 1e-3)
-            return h.count + jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, left, begin=h.block)
+            return h.count + jk.launch(plan, shared_bytes, memory, symbols, pbuf, psize, left, output, h.block)
 
     def apply_relocations(self, memory, symbols: dict[str, int]) -> None:
         """Write the address initialisers (GlobalVar.relocs) of the module's variables placed at `symbols`.

@@ -77,6 +77,23 @@ def read_bytes(st, t: int, addr: int, n: int) -> bytes:
     return bytes(st.par[a : a + n])
 
 
+def printf_text(st, t: int, fmt: bytes, argp: int) -> tuple[bytes, int]:
+    """What thread t's vprintf(fmt, argp) prints, and its argument count (also the JIT's, jit/hostcall.py)."""
+    return format_printf(
+        fmt, lambda off, size: read_bytes(st, t, argp + off, size), lambda addr: read_cstring(st, t, addr)
+    )
+
+
+def assert_text(st, t: int, coords, msg: int, fil: int, line: int, fun: int) -> str:
+    """CUDA's line for a failed assert of thread t at (block, thread) coords (also the JIT's)."""
+    b, th = coords
+    m, f, fn = (read_cstring(st, t, a).decode(errors="replace") for a in (msg, fil, fun))
+    return (
+        f"{f}:{line}: {fn}: block: [{b[0]},{b[1]},{b[2]}], thread: [{th[0]},{th[1]},{th[2]}] "
+        f"Assertion `{m}` failed.\n"
+    )
+
+
 def compile_vprintf(ctx: Ctx, ins: Instr):
     rets, args = ins.args
     assert isinstance(rets, Plist) and isinstance(args, Plist)
@@ -97,12 +114,7 @@ def compile_vprintf(ctx: Ctx, ins: Instr):
             fmt = cache.get(fa)
             if fmt is None:
                 fmt = cache[fa] = read_cstring(st, t, fa)
-            ap = int(argp[i])
-            text, nargs = format_printf(
-                fmt,
-                lambda off, size, t=t, ap=ap: read_bytes(st, t, ap + off, size),
-                lambda addr, t=t: read_cstring(st, t, addr),
-            )
+            text, nargs = printf_text(st, t, fmt, int(argp[i]))
             counts[i] = nargs
             st.out(text)
         if wret is not None:
@@ -126,14 +138,7 @@ def compile_assertfail(ctx: Ctx, ins: Instr):
         first = None
         for i in range(n):
             t = int(threads[i])
-            b, th = st.coords(t)
-            m = read_cstring(st, t, int(msg[i])).decode(errors="replace")
-            f = read_cstring(st, t, int(fil[i])).decode(errors="replace")
-            fn = read_cstring(st, t, int(fun[i])).decode(errors="replace")
-            text = (
-                f"{f}:{int(line[i])}: {fn}: block: [{b[0]},{b[1]},{b[2]}], thread: [{th[0]},{th[1]},{th[2]}] "
-                f"Assertion `{m}` failed.\n"
-            )
+            text = assert_text(st, t, st.coords(t), int(msg[i]), int(fil[i]), int(line[i]), int(fun[i]))
             st.out(text.encode())
             if first is None:
                 first = text.strip()

@@ -72,3 +72,30 @@ def test_warp_collectives_run_on_the_jit(server):
     log = server.log.read_text()
     for kernel in ("block_sum", "count_positive"):
         assert f"compiled {kernel} in" in log and f"PTX kernel {kernel} runs on the interpreter" not in log, log[-3000:]
+
+
+def test_printf_and_assert_kernels_run_on_the_jit(tmp_path, built, monkeypatch):
+    """kernels/main.cu's `hello` (device printf) and fault.cu's `asserter` (a failing assert) run compiled
+    (gpushim/ptx/jit/ops_sys.py, hostcall.py): each is compiled at its first launch (tier 1 "sync": no
+    interpreter meanwhile) and the server logs no fallback for them; the programs see the same output."""
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER1", "sync")
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_CACHE", str(tmp_path / "ptx-jit"))
+    s = Server(tmp_path)
+    try:
+        main, fault = tmp_path / "main", tmp_path / "fault"
+        nvcc(main, str(SRC / "main.cu"), str(SRC / "tu2.cu"))
+        nvcc(fault, str(SRC / "fault.cu"))
+        r = subprocess.run([str(main)], env=s.env(), capture_output=True, text=True, timeout=300)
+        check_kernel_program(r)
+        hello = [ln for ln in r.stdout.splitlines() if ln.startswith("hello from")]
+        assert sorted(hello) == sorted(f"hello from block {b} thread {t} tag 7" for b in (0, 1) for t in (0, 1))
+        r = subprocess.run([str(fault), "assert"], env=s.env(), capture_output=True, text=True, timeout=120)
+        v = kv(r.stdout)
+        assert v["sync"] == v["sticky"] == "cudaErrorAssert", r.stdout + r.stderr
+        assert "Assertion `v == 42` failed" in r.stdout + r.stderr
+        log = s.log.read_text()
+        for kernel in ("_Z5helloi", "_Z8asserteri"):
+            assert f"compiled {kernel} in" in log, log[-3000:]
+            assert f"PTX kernel {kernel} runs on the interpreter" not in log
+    finally:
+        s.stop()

@@ -38,6 +38,7 @@ from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
 from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
+from gpushim.ptx.jit.ops_sys import SysOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
@@ -46,7 +47,7 @@ from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, LaunchOps):
+class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, LaunchOps):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -58,6 +59,7 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         self.m.triple = ""
         self.barriers: list[ir.Block] = []  # resume blocks, by resume point - 1
         self.ncache = 0  # global access sites
+        self.host_calls = False  # printf, assert, malloc or free: the launch needs its host callback (ops_sys.py)
 
     # -- module ---------------------------------------------------------------------------------------------
     def _declare_intrinsics(self) -> None:
@@ -132,6 +134,7 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         self.mode = mode
         self.barriers = []
         self.ncache = 0
+        self.acache_resets: list = []  # after each free (ops_sys.py)
         self.check_sites: list[int] = []  # check mode: bytes of each global access
         self._abort = None
         self._fault = None
@@ -201,6 +204,7 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         # code
         self.b = ir.IRBuilder(body)
         self._emit_code()
+        self._fill_acache_resets()
         b = self.b = ir.IRBuilder(self.exit_blk)
         b.ret(ir.Constant(I32, 0))
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count

@@ -9,6 +9,7 @@ import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -17,6 +18,7 @@ from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.jit import diskcache, log
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
+from gpushim.ptx.jit.hostcall import HostCalls
 from gpushim.ptx.jit.pending import Pending
 from gpushim.ptx.jit.tierup import tierup
 from gpushim.ptx.link import Program, align_up
@@ -125,7 +127,8 @@ class _Code:
             self.from_disk = True
         else:
             g = generate(mod, prog, name, tier)
-            meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked}
+            meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked,
+                    "host_calls": g.host_calls}
             ref = llvm.parse_assembly(str(g.m), context=self.context)
             ref.verify()
             _optimise(ref, tm, tier)
@@ -202,6 +205,7 @@ class JitKernel:
         self.globals = meta["globals"]
         self.nregs = meta["nregs"]  # spill slots per thread
         self.unchecked = meta["unchecked"]  # why tier 2 has no check pass and fast code (None: it has)
+        self.host_calls = meta["host_calls"]  # printf, assert, malloc, free (hostcall.py)
         self.t2: _Code | None = None
         self.t2_state = "none"
         self.tier2_runs = self.tier2_declined = 0  # launches on tier 2; of those, run by tier 1 after the check
@@ -344,14 +348,17 @@ class JitKernel:
         ws["pmv"] = memoryview(ws["pb"])
         ctx[L.PARAM] = _addr(ws["pb"])
         ws["deadline"] = _watchdog.register(ctx)
+        ws["host"] = HostCalls(self.kernel, ws, _refresh_allocs) if self.host_calls else None
         return ws
 
     def launch(self, plan, shared_bytes: int, memory, symbols, pbuf, psize: int, watchdog_s: float,
-               begin: int = 0) -> int:
+               output: Callable[[bytes], None], begin: int = 0) -> int:
         """Run every block of a launch (from block `begin`: the interpreter ran the others, pending.py); the
         thread-instructions executed. Raises CudaError as the interpreter.
-        pbuf: the parameters and their zero padding (bytes, or a numpy array of uint8)."""
+        pbuf: the parameters and their zero padding (bytes, or a numpy array of uint8); output: where printf
+        and assert write (the interpreter's State.out)."""
         ws = self._workspace(plan, shared_bytes)
+        host = ws["host"]
         try:
             ctx = ws["ctx"]
             arena = memory.arena
@@ -360,19 +367,7 @@ class JitKernel:
                 ctx[L.BASE] = memory.base
                 ws["arena"] = weakref.ref(arena)
                 ws["checked"] = None
-            # DeviceMemory.version changes with every allocation and free: while it stands (same memory) the
-            # table is current without listing the allocations (None: a peer view, whose list is compared)
-            ver = getattr(memory, "version", None)
-            if ver is None or ver != ws["ver"] or ws["mem"]() is not memory:
-                allocs = memory.allocations()
-                if allocs != ws["allocs"]:  # identical Allocation objects compare by identity
-                    tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
-                    ws["tab"] = tab
-                    ws["allocs"] = allocs
-                    ctx[L.ALLOCS] = _addr(tab)
-                    ctx[L.NALLOCS] = len(allocs)
-                    ws["checked"] = None
-                ws["ver"], ws["mem"] = ver, weakref.ref(memory)
+            _refresh_allocs(ws, memory)
             if self.globals:
                 syms = [symbols[g] for g in self.globals]
                 if syms != ws["syms"]:
@@ -407,6 +402,8 @@ class JitKernel:
                 mv[L.SKIPCHECK] = 0
             deadline = ws["deadline"]
             deadline[0] = time.monotonic() + watchdog_s
+            if host is not None:
+                host.begin(memory, output, psize, plan.geo.grid, plan.geo.block)
             try:
                 if code is not None:
                     self.tier2_runs += 1
@@ -426,6 +423,9 @@ class JitKernel:
                 deadline[0] = 0.0
                 if begin:
                     mv[L.BEGIN] = 0
+                failed = host.end() if host is not None else None
+            if failed is not None:  # a printf, assert, malloc or free failed (or the assert ran)
+                raise failed
             if rc:
                 geo = plan.geo
                 raise self._error(ctx, code.sites, geo.grid, geo.block, watchdog_s)
@@ -451,6 +451,25 @@ class JitKernel:
         if msg.startswith("trap"):
             return CudaError(code, msg.replace("{who}", who))
         return CudaError(code, f"{msg} at {addr:#x} by {who}")
+
+
+def _refresh_allocs(ws: dict, memory) -> None:
+    """The workspace's table of live allocations (find_alloc's), current for `memory` (at each launch, and
+    after a device malloc or free during one: hostcall.py)."""
+    # DeviceMemory.version changes with every allocation and free: while it stands (same memory) the table is
+    # current without listing the allocations (None: a peer view, whose list is compared)
+    ver = getattr(memory, "version", None)
+    if ver is None or ver != ws["ver"] or ws["mem"]() is not memory:
+        allocs = memory.allocations()
+        if allocs != ws["allocs"]:  # identical Allocation objects compare by identity
+            tab = np.array(sorted((a.addr, a.addr + a.size) for a in allocs) or [(0, 0)], np.int64)
+            ws["tab"] = tab
+            ws["allocs"] = allocs
+            ctx = ws["ctx"]
+            ctx[L.ALLOCS] = _addr(tab)
+            ctx[L.NALLOCS] = len(allocs)
+            ws["checked"] = None
+        ws["ver"], ws["mem"] = ver, weakref.ref(memory)
 
 
 def _compile(mod: Module, prog: Program, name: str, key: str) -> JitKernel | str:

@@ -31,5 +31,6 @@ LOSTRIDE = 29  # bytes between two threads' local frames
 SKIPCHECK = 30  # 1: an identical launch (parameters, configuration, allocations) passed the check pass
 YIELD = 31  # set when tier 2 is ready: tier 1's block loop stops after the current block (BEGIN: the next one)
 UNDEF = 32  # set when a shuffle read a lane that was not at it (undefined in CUDA; ops_warp.py)
+HOSTCALL = 33  # address of the launch's host callback (printf, assert, malloc, free: hostcall.py; 0: none)
 
-SLOTS = 33
+SLOTS = 34

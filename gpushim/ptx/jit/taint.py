@@ -10,6 +10,7 @@ Kernel parameters and constant memory do not change during a launch: reading the
 from __future__ import annotations
 
 from gpushim.ptx.jit.liveness import _NO_DEST, _regs
+from gpushim.ptx.jit.ops_sys import HOST_OPS
 from gpushim.ptx.jit.ops_warp import is_bar_red, is_collective
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Instr, Reg
@@ -68,6 +69,8 @@ def why_unchecked(prog: Program) -> str | None:
         op = ins.parts[0]
         if op == "trap":
             return "trap"
+        if op in HOST_OPS:  # (a malloc'd address is memory-derived; printf's output must not run twice)
+            return f"line {ins.line}: {op[1:]}"
         if ins.guard is not None and ins.guard[0] in tainted and (op in _MEM or op in ("bra", "ret", "exit")):
             return f"line {ins.line}: a guard read from memory"
         if op in _MEM:
