@@ -93,6 +93,10 @@ typedef struct {
     uint32_t fresh;     /* the mirror is current: Python refreshed it since it last handled a frame */
     uint32_t max_frame; /* frames above it go to Python, which reports them */
     uint32_t nstreams, nevents, nallocs, nlaunches, ndevs, nshms;
+    /* the socket and the FrameReader's buffer, its read and write offsets (fp_serve's arguments: one pointer
+     * crosses ctypes, which costs far less than five) */
+    int32_t fd;
+    uint64_t buf, cap, r, w;
     int32_t err;        /* errno of FP_RECV_ERROR / FP_SEND_ERROR */
     int32_t nfds;       /* descriptors received with FP_FDS */
     int32_t fds[FP_MAX_FDS];
@@ -544,10 +548,12 @@ static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
     return 1;
 }
 
-/* Serves frames from buf[rw[0], rw[1]) and from the socket until something needs Python; rw comes back updated
- * (the FrameReader's r and w). Returns FP_* saying why. */
-FP_API int fp_serve(fp_state *st, int fd, uint8_t *buf, uint64_t cap, uint64_t *rw) {
-    uint64_t r = rw[0], w = rw[1];
+/* Serves frames from buf[r, w) and from the socket until something needs Python; r and w come back updated (the
+ * FrameReader's). Returns FP_* saying why. */
+FP_API int fp_serve(fp_state *st) {
+    int fd = st->fd;
+    uint8_t *buf = (uint8_t *)(uintptr_t)st->buf;
+    uint64_t cap = st->cap, r = st->r, w = st->w;
     int ret;
     for (;;) {
         while (w - r >= 4) {
@@ -626,8 +632,8 @@ FP_API int fp_serve(fp_state *st, int fd, uint8_t *buf, uint64_t cap, uint64_t *
         }
     }
 out:
-    rw[0] = r;
-    rw[1] = w;
+    st->r = r;
+    st->w = w;
     return ret;
 }
 

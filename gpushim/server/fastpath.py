@@ -73,7 +73,8 @@ class State(ctypes.Structure):
                 ("thread_instructions", U64), ("copies", U64), ("copy_bytes", U64), ("memset_misses", U64),
                 ("kernels", U64 * MAX_DEVS), ("ops", U64), ("quiet", U32), ("fresh", U32), ("max_frame", U32),
                 ("nstreams", U32), ("nevents", U32), ("nallocs", U32), ("nlaunches", U32), ("ndevs", U32),
-                ("nshms", U32), ("err", I32), ("nfds", I32), ("fds", I32 * MAX_FDS),
+                ("nshms", U32), ("fd", I32), ("buf", U64), ("cap", U64), ("r", U64), ("w", U64), ("err", I32),
+                ("nfds", I32), ("fds", I32 * MAX_FDS),
                 ("streams", U64 * MAX_HANDLES), ("events", U64 * MAX_HANDLES), ("allocs", _Alloc * MAX_ALLOCS),
                 ("launch", _Launch * MAX_LAUNCHES), ("shms", _Shm * MAX_SHMS), ("mi", _MemInfo)]
 
@@ -94,7 +95,7 @@ def _load() -> tuple[Any, str]:
     if lib.fp_state_size() != ctypes.sizeof(State):
         return None, f"{LIB} does not match fastpath.py (state of {lib.fp_state_size()} bytes)"
     lib.fp_serve.restype = ctypes.c_int
-    lib.fp_serve.argtypes = [ctypes.POINTER(State), ctypes.c_int, ctypes.c_void_p, U64, ctypes.POINTER(U64)]
+    lib.fp_serve.argtypes = [ctypes.c_void_p]  # the state's address, an int
     return lib, ""
 
 
@@ -134,10 +135,9 @@ class FastPath:
             op_id = OPS_BY_NAME[name].id
             if session.routes[op_id][2] is None:  # the client's policy refuses none of it
                 self.st.ops |= 1 << op_id
-        self.fd = conn.fileno()
-        self.rw = (U64 * 2)()
-        self._st_ref = ctypes.byref(self.st)
-        self._view: tuple[bytearray, int, Any, int] | None = None
+        self.st.fd = conn.fileno()
+        self._st_addr = ctypes.addressof(self.st)
+        self._view: tuple[bytearray, int, Any] | None = None
         self._handles: tuple[Any, ...] = ()
         self._memory: tuple[int, ...] = ()
         self._stale: int | None = 0  # memset_misses when the allocation table went stale (None: it is current)
@@ -295,16 +295,17 @@ class FastPath:
 
     # -- one entry ------------------------------------------------------------------------------------------
     def step(self) -> int | None:
-        frames, rw, st = self.frames, self.rw, self.st
+        frames, st = self.frames, self.st
         buf = frames.buf
         if self._view is None or self._view[0] is not buf or self._view[1] != len(buf):
             view = (ctypes.c_char * len(buf)).from_buffer(buf)  # an export of buf: dropped before it may grow
-            self._view = (buf, len(buf), view, ctypes.addressof(view))
+            self._view = (buf, len(buf), view)
+            st.buf, st.cap = ctypes.addressof(view), len(buf)
             del view  # self._view holds the only reference (FP_READ drops it)
         while True:
-            rw[0], rw[1] = frames.r, frames.w
-            why = _lib.fp_serve(self._st_ref, self.fd, self._view[3], self._view[1], rw)
-            frames.r, frames.w = rw[0], rw[1]
+            st.r, st.w = frames.r, frames.w
+            why = _lib.fp_serve(self._st_addr)
+            frames.r, frames.w = st.r, st.w
             if why != FP_REFRESH:
                 break
             # a frame C may take, after frames Python handled: the mirror is refreshed only now, so calls that
