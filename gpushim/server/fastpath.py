@@ -1,15 +1,20 @@
 """The emulator worker's fast path: fastpath.c (built as gpushim/lib/libgsfast.so by `make` and setup.py), a
-loop that owns the client's socket while the session is quiet and answers STREAM_QUERY, EVENT_QUERY, MEMSET
-and launches of empty kernels itself, in C, with the GIL released. Everything else returns here and runs
-through the worker's Python path unchanged (validation, errors, replies), so the fast path changes only how
-fast the common calls are answered, never what they answer.
+loop that owns the client's socket while the session is quiet and answers the common calls itself, in C, with
+the GIL released: STREAM_QUERY, STREAM_SYNC, EVENT_QUERY, DEVICE_SYNC and MEM_INFO, MEMSET, the 1D copies
+between the client and a known allocation (MEMCPY_H2D and MEMCPY_D2H over the socket; MEMCPY_H2D_SHM,
+MEMCPY_H2D_STAGED and MEMCPY_D2H_SHM through the client's shared pinned memory) and launches of empty kernels.
+Everything else returns here and runs through the worker's Python path unchanged (validation, errors, replies),
+so the fast path changes only how fast the common calls are answered, never what they answer.
 
 Before C takes a frame after Python handled some (the loop returns FP_REFRESH), Python mirrors into C what the
 answers depend on (refresh): whether the session is quiet (no sticky, deferred or asynchronous error, no
-printf output waiting, no call waiting, nothing queued on any stream, no value waits or inline streams), the
-stream and event handles it may answer for, every allocation of every device with its place in the arena, and
-the empty-kernel configurations Python's launch checked. Only the worker thread runs either. The loop's own
-work (queries, memsets into the arena, counting launches) changes none of that.
+printf output waiting, no call waiting, nothing queued on any stream, no value waits or inline streams) -- then
+every stream is idle, so a synchronisation returns at once and a copy runs at once, as Python would run it --
+the stream and event handles it may answer for, every allocation of every device with its place in the arena,
+the client's shared memory maps, the empty-kernel configurations Python's launch checked, and what MEM_INFO
+answers (each device's free and total bytes, the quota's room, and how to read the host ledger that other
+workers change: see fp_meminfo in fastpath.c). Only the worker thread runs either. The loop's own work
+(queries, memsets and copies, counting launches) changes none of that.
 
 GPUSHIM_WORKER_FASTPATH=0 turns it off. Without the library (no C compiler when gpushim was built) the
 worker runs the Python path and logs why.
