@@ -7,8 +7,9 @@ far less than wall time; round-trip wall times are reported too.
 
 Cases: a synchronous STREAM_QUERY and EVENT_QUERY (a CALL and its REPLY, one at a time), and bursts of posted
 MEMSET frames, and of posted empty <<<1,1>>> LAUNCH frames, each followed by one STREAM_SYNC (the worker's cost
-per posted call). --profile runs the worker under
-cProfile and prints its hottest functions per case.
+per posted call); with --cases also MEM_INFO, DEVICE_SYNC, a 4 KiB MEMCPY_D2H, a posted 4 KiB MEMCPY_H2D and its
+STREAM_SYNC (what a pageable cudaMemcpy sends), MALLOC and FREE. --profile runs the worker under cProfile and
+prints its hottest functions per case.
 """
 
 from __future__ import annotations
