@@ -25,6 +25,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from ledger_peer import LedgerPeer
 
 from gpushim.backends.emulator.backend import EmulatorBackend
 from gpushim.protocol import CALL, CALLBACK, OPS_BY_NAME, POST, REPLY
@@ -456,9 +457,7 @@ def test_mem_info_in_c_follows_other_workers_of_the_host_ledger(tmp_path: Path) 
     worker's allocations and frees show at once; a worker that joins, or exits holding memory (its share is
     reclaimed), sends the call to Python, which rebuilds its watch; after that C answers again."""
     import logging
-    import signal
 
-    from gpushim.backends.accounting import MemoryAccount
     from gpushim.server.worker import _handle_frames
     from gpushim.wire import FrameReader, pack
 
@@ -470,8 +469,6 @@ def test_mem_info_in_c_follows_other_workers_of_the_host_ledger(tmp_path: Path) 
                       ModuleStore(tmp_path / "m"))
     fast = fastpath.FastPath(session, FrameReader(conn), conn, log, _handle_frames, lambda *x: None)
     c = Client(client, conn)  # (no supervisor here)
-    cmd_r, cmd_w = os.pipe()
-    ack_r, ack_w = os.pipe()
 
     def mem_info() -> tuple[int, bool]:
         """(free bytes, whether C answered)"""
@@ -485,45 +482,25 @@ def test_mem_info_in_c_follows_other_workers_of_the_host_ledger(tmp_path: Path) 
         assert r[2] == 0 and c.reply()[3] == [1]
         return r[3][0], fast.st.calls > before
 
-    pid = -1
+    other = None
     try:
         free = mem_info()[0]  # Python builds its watch of the ledger
         assert mem_info() == (free, True)
-        pid = os.fork()
-        if pid == 0:  # another worker: joins now, charges (c) and releases (r) 8 MiB on command
-            try:
-                acct = MemoryAccount(None, be.ledger)
-                os.write(ack_w, b"k")
-                while cmd := os.read(cmd_r, 1):
-                    acct.charge(8 * mib) if cmd == b"c" else acct.release(8 * mib)
-                    os.write(ack_w, b"k")
-            finally:
-                os._exit(0)
-
-        def other(cmd: bytes) -> None:
-            os.write(cmd_w, cmd)
-            assert os.read(ack_r, 1) == b"k"
-
-        assert os.read(ack_r, 1) == b"k"
+        other = LedgerPeer(be.ledger, 8 * mib)  # another worker: joins now, charges and releases 8 MiB on command
         assert mem_info() == (free, False)  # a new slot holder: Python looks
-        other(b"c")
+        other.charge()
         assert mem_info() == (free - 8 * mib, True)
-        other(b"c")
+        other.charge()
         assert mem_info() == (free - 16 * mib, True)
-        other(b"r")
+        other.release()
         assert mem_info() == (free - 8 * mib, True)
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pid = -1
+        other.kill()
         assert mem_info() == (free, False)  # it exited holding 8 MiB: Python reclaims them, drops its watch
         assert mem_info() == (free, False)  # and builds it again
         assert mem_info() == (free, True)
     finally:
-        if pid > 0:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        for fd in (cmd_r, cmd_w, ack_r, ack_w):
-            os.close(fd)
+        if other is not None:
+            other.close()
         session.close()
         client.close()
         conn.close()
