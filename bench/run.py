@@ -117,10 +117,14 @@ def free_port() -> int:
 
 
 def ready(url: str) -> bool:
-    if url.startswith("unix://"):
-        return Path(url[len("unix://"):]).exists()
-    host, port = url[len("tcp://"):].rsplit(":", 1)
+    """The server accepts connections (a Unix socket's file exists from bind(), before listen())."""
     try:
+        if url.startswith("unix://"):
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(0.5)
+                s.connect(url[len("unix://"):])
+                return True
+        host, port = url[len("tcp://"):].rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=0.5):
             return True
     except OSError:

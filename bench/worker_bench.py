@@ -7,8 +7,9 @@ far less than wall time; round-trip wall times are reported too.
 
 Cases: a synchronous STREAM_QUERY and EVENT_QUERY (a CALL and its REPLY, one at a time), and bursts of posted
 MEMSET frames, and of posted empty <<<1,1>>> LAUNCH frames, each followed by one STREAM_SYNC (the worker's cost
-per posted call). --profile runs the worker under
-cProfile and prints its hottest functions per case.
+per posted call); with --cases also MEM_INFO, DEVICE_SYNC, a 4 KiB MEMCPY_D2H, a posted 4 KiB MEMCPY_H2D and its
+STREAM_SYNC (what a pageable cudaMemcpy sends), MALLOC and FREE. --profile runs the worker under cProfile and
+prints its hottest functions per case.
 """
 
 from __future__ import annotations
@@ -160,7 +161,25 @@ def setup(prof: str | None, fast: bool) -> tuple[socket.socket, int, Peer, dict]
             assert r[2] == 0, r
             assert peer.call("FREE", [r[3][0]])[2] == 0
 
+    data = bytes(range(256)) * 16
+    h2d = frame(POST, 999, "MEMCPY_H2D", [ptr, 0, data])
+
+    def h2d_sync(n: int) -> None:
+        for _ in range(n):
+            sock.sendall(h2d)
+            r = peer.call("STREAM_SYNC", [0])
+            assert r[2] == 0, r
+
+    def d2h(n: int) -> None:
+        for _ in range(n):
+            r = peer.call("MEMCPY_D2H", [ptr, 4096, 0])
+            assert r[2] == 0 and len(r[3][0]) == 4096, r
+
     cases = {"query": ("STREAM_QUERY (sync call)", queries("STREAM_QUERY", 0)),
+             "meminfo": ("MEM_INFO (sync call)", queries("MEM_INFO", 0)),
+             "devsync": ("DEVICE_SYNC (sync call)", queries("DEVICE_SYNC", 0)),
+             "h2d": ("MEMCPY_H2D 4 KiB posted + STREAM_SYNC (pageable cudaMemcpy)", h2d_sync),
+             "d2h": ("MEMCPY_D2H 4 KiB (sync call)", d2h),
              "malloc": ("MALLOC 1 MiB and FREE (sync calls, per call)", malloc_free),
              "event": ("EVENT_QUERY (sync call)", queries("EVENT_QUERY", ev)),
              "memset": (f"MEMSET 4 KiB posted, bursts of {burst} + STREAM_SYNC", posted),
@@ -178,7 +197,7 @@ def main() -> int:
     ap.add_argument("--fastpath", choices=("on", "off", "both"), default="on", help="the worker's C fast path "
                     "(gpushim/server/fastpath.py); both: two workers, measured in turn")
     ap.add_argument("--cases", default="query,event,memset,launch", help="comma-separated: query, event, "
-                    "memset, launch, malloc")
+                    "memset, launch, malloc, meminfo, devsync, h2d, d2h")
     args = ap.parse_args()
     if args.pin == "auto":
         args.pin = str(min(os.sched_getaffinity(0)))

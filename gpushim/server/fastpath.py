@@ -1,15 +1,20 @@
 """The emulator worker's fast path: fastpath.c (built as gpushim/lib/libgsfast.so by `make` and setup.py), a
-loop that owns the client's socket while the session is quiet and answers STREAM_QUERY, EVENT_QUERY, MEMSET
-and launches of empty kernels itself, in C, with the GIL released. Everything else returns here and runs
-through the worker's Python path unchanged (validation, errors, replies), so the fast path changes only how
-fast the common calls are answered, never what they answer.
+loop that owns the client's socket while the session is quiet and answers the common calls itself, in C, with
+the GIL released: STREAM_QUERY, STREAM_SYNC, EVENT_QUERY, DEVICE_SYNC and MEM_INFO, MEMSET, the 1D copies
+between the client and a known allocation (MEMCPY_H2D and MEMCPY_D2H over the socket; MEMCPY_H2D_SHM,
+MEMCPY_H2D_STAGED and MEMCPY_D2H_SHM through the client's shared pinned memory) and launches of empty kernels.
+Everything else returns here and runs through the worker's Python path unchanged (validation, errors, replies),
+so the fast path changes only how fast the common calls are answered, never what they answer.
 
 Before C takes a frame after Python handled some (the loop returns FP_REFRESH), Python mirrors into C what the
 answers depend on (refresh): whether the session is quiet (no sticky, deferred or asynchronous error, no
-printf output waiting, no call waiting, nothing queued on any stream, no value waits or inline streams), the
-stream and event handles it may answer for, every allocation of every device with its place in the arena, and
-the empty-kernel configurations Python's launch checked. Only the worker thread runs either. The loop's own
-work (queries, memsets into the arena, counting launches) changes none of that.
+printf output waiting, no call waiting, nothing queued on any stream, no value waits or inline streams) -- then
+every stream is idle, so a synchronisation returns at once and a copy runs at once, as Python would run it --
+the stream and event handles it may answer for, every allocation of every device with its place in the arena,
+the client's shared memory maps, the empty-kernel configurations Python's launch checked, and what MEM_INFO
+answers (each device's free and total bytes, the quota's room, and how to read the host ledger that other
+workers change: see fp_meminfo in fastpath.c). Only the worker thread runs either. The loop's own work
+(queries, memsets and copies, counting launches) changes none of that.
 
 GPUSHIM_WORKER_FASTPATH=0 turns it off. Without the library (no C compiler when gpushim was built) the
 worker runs the Python path and logs why.
@@ -29,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpushim.backends.accounting import HostLedger
 from gpushim.backends.emulator.backend import EmulatorSession
 from gpushim.backends.emulator.streams import EmuEvent
 from gpushim.compat.policy import SMALL_PARAM_LIMIT
@@ -39,9 +45,11 @@ from gpushim.wire import FrameReader
 LIB = Path(__file__).resolve().parent.parent / "lib" / "libgsfast.so"
 SOURCE = Path(__file__).with_suffix(".c")
 MAX_HANDLES, MAX_ALLOCS, MAX_FDS, MAX_LAUNCHES, MAX_NAME, MAX_DEVS = 256, 4096, 8, 64, 255, 16  # FP_MAX_*
-OPS = ("STREAM_QUERY", "EVENT_QUERY", "MEMSET", "LAUNCH")  # what the C loop may answer
+MAX_SHMS, LEDGER_SLOTS = 64, HostLedger.SLOTS  # FP_MAX_SHMS, FP_LEDGER_SLOTS
+OPS = ("STREAM_QUERY", "STREAM_SYNC", "EVENT_QUERY", "DEVICE_SYNC", "MEM_INFO", "MEMSET", "MEMCPY_H2D", "MEMCPY_D2H",
+       "MEMCPY_H2D_SHM", "MEMCPY_H2D_STAGED", "MEMCPY_D2H_SHM", "LAUNCH")  # what the C loop may answer
 FP_FRAME, FP_READ, FP_FDS, FP_EOF, FP_RECV_ERROR, FP_SEND_ERROR, FP_REFRESH = 1, 2, 3, 4, 5, 6, 7
-U64, U32, I32 = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int32
+U64, U32, I32, I64 = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64
 
 
 class _Alloc(ctypes.Structure):
@@ -54,14 +62,26 @@ class _Launch(ctypes.Structure):
                 ("name", ctypes.c_char * (MAX_NAME + 1))]
 
 
+class _Shm(ctypes.Structure):
+    _fields_ = [("id", U64), ("host", U64), ("size", U64)]
+
+
+class _MemInfo(ctypes.Structure):
+    _fields_ = [("ok", U32), ("ledger", U32), ("quota_room", I64), ("cap", I64), ("ids", U64), ("bytes", U64),
+                ("seen", U64), ("nheld", U32), ("npidfds", U32), ("free", U64 * MAX_DEVS), ("total", U64 * MAX_DEVS),
+                ("held", I32 * LEDGER_SLOTS), ("pidfds", I32 * LEDGER_SLOTS)]
+
+
 class State(ctypes.Structure):
     """fastpath.c's fp_state, field for field."""
     _fields_ = [("calls", U64), ("queries", U64), ("memsets", U64), ("launches", U64),
-                ("thread_instructions", U64), ("memset_misses", U64), ("kernels", U64 * MAX_DEVS),
-                ("ops", U64), ("quiet", U32), ("fresh", U32), ("max_frame", U32), ("nstreams", U32), ("nevents", U32),
-                ("nallocs", U32), ("nlaunches", U32), ("err", I32), ("nfds", I32), ("fds", I32 * MAX_FDS),
+                ("thread_instructions", U64), ("copies", U64), ("copy_bytes", U64), ("memset_misses", U64),
+                ("kernels", U64 * MAX_DEVS), ("ops", U64), ("quiet", U32), ("fresh", U32), ("max_frame", U32),
+                ("nstreams", U32), ("nevents", U32), ("nallocs", U32), ("nlaunches", U32), ("ndevs", U32),
+                ("nshms", U32), ("fd", I32), ("buf", U64), ("cap", U64), ("r", U64), ("w", U64), ("err", I32),
+                ("nfds", I32), ("fds", I32 * MAX_FDS),
                 ("streams", U64 * MAX_HANDLES), ("events", U64 * MAX_HANDLES), ("allocs", _Alloc * MAX_ALLOCS),
-                ("launch", _Launch * MAX_LAUNCHES)]
+                ("launch", _Launch * MAX_LAUNCHES), ("shms", _Shm * MAX_SHMS), ("mi", _MemInfo)]
 
 
 def _load() -> tuple[Any, str]:
@@ -80,7 +100,7 @@ def _load() -> tuple[Any, str]:
     if lib.fp_state_size() != ctypes.sizeof(State):
         return None, f"{LIB} does not match fastpath.py (state of {lib.fp_state_size()} bytes)"
     lib.fp_serve.restype = ctypes.c_int
-    lib.fp_serve.argtypes = [ctypes.POINTER(State), ctypes.c_int, ctypes.c_void_p, U64, ctypes.POINTER(U64)]
+    lib.fp_serve.argtypes = [ctypes.c_void_p]  # the state's address, an int
     return lib, ""
 
 
@@ -120,14 +140,16 @@ class FastPath:
             op_id = OPS_BY_NAME[name].id
             if session.routes[op_id][2] is None:  # the client's policy refuses none of it
                 self.st.ops |= 1 << op_id
-        self.fd = conn.fileno()
-        self.rw = (U64 * 2)()
-        self._st_ref = ctypes.byref(self.st)
-        self._view: tuple[bytearray, int, Any, int] | None = None
+        self.st.fd = conn.fileno()
+        self._st_addr = ctypes.addressof(self.st)
+        self._view: tuple[bytearray, int, Any] | None = None
         self._handles: tuple[Any, ...] = ()
         self._memory: tuple[int, ...] = ()
         self._stale: int | None = 0  # memset_misses when the allocation table went stale (None: it is current)
         self._launches: tuple[Any, ...] = ()
+        self._shms: tuple[Any, ...] = ()  # the client's shared memory maps the mirror describes (held: ids stay unique)
+        self._seen: bytes | None = None  # the ledger watch's snapshot the mirror describes (C compares with it)
+        self.st.ndevs = len(session.info.devices)
         self._kernels = [0] * MAX_DEVS  # of st.kernels, what the scheduler's table was told
         self._folded = 0  # st.launches when it was told
         session.fast_calls = self.calls
@@ -185,6 +207,53 @@ class FastPath:
             self._stale = None
             self._rebuild_allocs(mems)
         self._refresh_launches()
+        maps = s.host_maps
+        if tuple(maps.values()) != self._shms:  # mmaps compare by identity
+            self._refresh_shms(maps)
+        self._refresh_meminfo()
+
+    def _refresh_shms(self, maps: dict[int, Any]) -> None:
+        """The client's shared pinned memory (HOST_MAP) that the copies through it (MEMCPY_*_SHM, _STAGED) use."""
+        self._shms = tuple(maps.values())
+        n = 0
+        for shm, m in list(maps.items())[:MAX_SHMS]:
+            if m.closed:
+                continue
+            view = ctypes.c_char.from_buffer(m)  # a buffer export of the map, only while its address is read
+            self.st.shms[n] = _Shm(shm, ctypes.addressof(view), len(m))
+            del view
+            n += 1
+        self.st.nshms = n
+
+    def _refresh_meminfo(self) -> None:
+        """What MEM_INFO answers (ops_devices.py: op_mem_info; accounting.py: headroom), and what C needs to
+        read the host ledger as HostLedger.used does without Python: the watch's snapshot and its pidfds."""
+        mi, acct, mems = self.st.mi, self.bs.account, self.bs.memories
+        for client_dev, dev in enumerate(self.session.info.devices[:MAX_DEVS]):
+            m = mems[dev]
+            mi.free[client_dev], mi.total[client_dev] = m.free_bytes, m.capacity
+        mi.quota_room = -1 if acct.quota is None else max(0, acct.quota - acct.used)
+        ledger = acct.ledger
+        mi.ledger = ledger is not None
+        if ledger is None:
+            mi.ok = 1
+            return
+        watch = ledger._watch
+        seen = watch._seen
+        if seen is self._seen:
+            return
+        self._seen = None
+        mi.ok = 0
+        if watch._owner != os.getpid() or watch._unwatched or len(seen) != 2 * LEDGER_SLOTS * 8:
+            return  # not built in this process, or some slots' processes are checked through /proc: Python's
+        held, fds = watch.held, [fd for _, _, fd in watch._slots.values()]
+        mi.nheld, mi.npidfds = len(held), len(fds)
+        mi.held[: len(held)], mi.pidfds[: len(fds)] = held, fds
+        mi.ids, mi.bytes = ledger._ids.ctypes.data, ledger.bytes.ctypes.data
+        mi.cap = ledger.cap
+        mi.seen = ctypes.cast(ctypes.c_char_p(seen), ctypes.c_void_p).value or 0
+        self._seen = seen  # keeps the snapshot C compares with alive
+        mi.ok = 1
 
     def _rebuild_allocs(self, mems: list[Any]) -> None:
         """Every allocation of every device, sorted by address, with its place in this process (the arena):
@@ -231,16 +300,17 @@ class FastPath:
 
     # -- one entry ------------------------------------------------------------------------------------------
     def step(self) -> int | None:
-        frames, rw, st = self.frames, self.rw, self.st
+        frames, st = self.frames, self.st
         buf = frames.buf
         if self._view is None or self._view[0] is not buf or self._view[1] != len(buf):
             view = (ctypes.c_char * len(buf)).from_buffer(buf)  # an export of buf: dropped before it may grow
-            self._view = (buf, len(buf), view, ctypes.addressof(view))
+            self._view = (buf, len(buf), view)
+            st.buf, st.cap = ctypes.addressof(view), len(buf)
             del view  # self._view holds the only reference (FP_READ drops it)
         while True:
-            rw[0], rw[1] = frames.r, frames.w
-            why = _lib.fp_serve(self._st_ref, self.fd, self._view[3], self._view[1], rw)
-            frames.r, frames.w = rw[0], rw[1]
+            st.r, st.w = frames.r, frames.w
+            why = _lib.fp_serve(self._st_addr)
+            frames.r, frames.w = st.r, st.w
             if why != FP_REFRESH:
                 break
             # a frame C may take, after frames Python handled: the mirror is refreshed only now, so calls that

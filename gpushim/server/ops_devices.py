@@ -68,9 +68,10 @@ class DeviceOps:
         return [self.backend.driver_version()]
 
     def op_mem_info(self, dev: int) -> list[Any]:
+        # the backend's free bytes are what this session may still allocate: its quota (and, on the emulator, the
+        # host's RAM cap) counted in (the host ledger is read once per call)
         free, total = self.bs.mem_info(self._dev(dev))
-        room = self.bs.account.headroom()  # the session's quota (and, on the emulator, the host's RAM cap)
-        return [free if room is None else min(free, room), total]
+        return [free, total]
 
     def op_stream_priority_range(self, dev: int) -> list[Any]:
         least, greatest = self.backend.devices()[self._dev(dev)].priority_range

@@ -1,5 +1,6 @@
 """The server worker's C fast path (gpushim/server/fastpath.c) seen from a CUDA program: tests/programs/fastpath.cu
-makes the calls it answers (stream and event queries, memsets, launches of empty kernels) and the ones it must
+makes the calls it answers (stream and event queries and synchronisations, memsets, small copies pageable and
+pinned, cudaMemGetInfo, launches of empty kernels) and the ones it must
 leave to the Python path (a stream held by a host function, a memset out of range, a sticky error), against a
 server with the fast path and one without it (GPUSHIM_WORKER_FASTPATH=0). CUDA's answers are asserted, and both
 servers must give the same ones."""
@@ -40,7 +41,8 @@ def test_fastpath_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast:
         pytest.skip(f"no C fast path: {fastpath.not_built()}")
     (tmp_path / ("fast" if fast else "python")).mkdir()
     v, answered = run(tmp_path, monkeypatch, fast)
-    for key in ("query_idle", "event_idle", "memset_bytes", "memset_sync", "held_memset"):
+    for key in ("query_idle", "event_idle", "memset_bytes", "memset_sync", "held_memset", "copies", "meminfo_back",
+                "held_copy"):
         assert v[key] == "1", key
     assert v["timed_out"] == "0"
     assert int(v["memset_oob"]) == INVALID_VALUE
@@ -48,6 +50,8 @@ def test_fastpath_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast:
     # calls in the same instance of the CUDA Runtime library in the host thread"
     assert int(v["memset_oob_after"]) == INVALID_VALUE
     assert v["launch"] == "0" and v["launch_sync"] == "0"
+    assert int(v["copy_oob"]) == INVALID_VALUE and int(v["copy_oob_after"]) == INVALID_VALUE
+    assert int(v["meminfo_drop"]) == 1 << 20  # cudaMemGetInfo: "free ... bytes"; a 1 MiB allocation takes 1 MiB
     # CUDA Runtime API, Stream Management, cudaStreamQuery: "Returns cudaSuccess if all operations in stream
     # have completed, or cudaErrorNotReady if not"; the legacy stream waits for blocking streams
     # ("Stream synchronization behavior"); Event Management, cudaEventQuery: cudaErrorNotReady until the work

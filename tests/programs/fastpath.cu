@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 #include "common.h"
 
@@ -83,6 +84,50 @@ int main() {
     std::printf("held_memset=%d\n", h[0] == 7 && h[15] == 7);
     std::printf("timed_out=%d\n", g.timed_out.load());
     std::printf("released_query=%d\n", (int)cudaStreamQuery(s));
+
+    // small synchronous copies, pageable and pinned, both ways
+    unsigned char *pin;
+    CHECK(cudaMallocHost(&pin, 8192));
+    ok = 1;
+    for (int i = 0; i < 500; i++) {
+        std::memset(h.data(), i & 0xff, 4096);
+        CHECK(cudaMemcpy(a + 8192, h.data(), 4096, cudaMemcpyHostToDevice));
+        std::memset(pin, 0, 4096);
+        CHECK(cudaMemcpy(pin, a + 8192, 4096, cudaMemcpyDeviceToHost));
+        ok &= pin[0] == (i & 0xff) && pin[4095] == (i & 0xff);
+        pin[4096] = (unsigned char)(i + 1);
+        CHECK(cudaMemcpy(a + 100, pin + 4096, 1, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(h.data(), a + 100, 1, cudaMemcpyDeviceToHost));
+        ok &= h[0] == (unsigned char)(i + 1);
+    }
+    std::printf("copies=%d\n", ok);
+    // past the end of the allocation: the same error as ever
+    std::printf("copy_oob=%d\n", (int)cudaMemcpy(h.data(), a + N - 8, 16, cudaMemcpyDeviceToHost));
+    std::printf("copy_oob_after=%d\n", (int)cudaGetLastError());
+    // cudaMemGetInfo: an allocation takes its size from the free bytes, its free gives them back
+    size_t free0, free1, free2, total;
+    unsigned char *b;
+    CHECK(cudaMemGetInfo(&free0, &total));
+    CHECK(cudaMalloc(&b, 1 << 20));
+    CHECK(cudaMemGetInfo(&free1, &total));
+    CHECK(cudaFree(b));
+    CHECK(cudaMemGetInfo(&free2, &total));
+    std::printf("meminfo_drop=%zu\nmeminfo_back=%d\n", free0 - free1, free2 == free0);
+    // a synchronous copy on the legacy stream returns after prior work of the blocking stream s (CUDA Runtime API,
+    // "API synchronization behavior" and "Stream synchronization behavior"): held by a host function that a
+    // thread releases while the copies wait
+    Gate g2;
+    CHECK(cudaLaunchHostFunc(s, gate_fn, &g2));
+    CHECK(cudaMemsetAsync(a, 9, 16, s));
+    std::thread opener([&g2] {
+        usleep(50000);
+        g2.open = 1;
+    });
+    std::memset(pin, 0, 16);
+    CHECK(cudaMemcpy(pin, a, 16, cudaMemcpyDeviceToHost));
+    opener.join();
+    std::printf("held_copy=%d\n", pin[0] == 9 && pin[15] == 9 && !g2.timed_out.load());
+    CHECK(cudaFreeHost(pin));
 
     // a sticky error: every later call reports it
     bad<<<1, 1>>>();

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from ledger_peer import LedgerPeer, state
 
 from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap, mem_available
 from gpushim.backends.emulator.backend import EmulatorBackend
@@ -76,12 +77,6 @@ def test_default_cap_leaves_a_margin() -> None:
     assert cap <= avail - 512 * MIB or cap == 64 * MIB
 
 
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    return stat[stat.rfind(")") + 2]
-
-
 @pytest.mark.parametrize("reap_first", [True, False])
 def test_a_killed_workers_share_is_reclaimed(reap_first: bool) -> None:
     ledger = HostLedger(100 * MIB)
@@ -103,7 +98,7 @@ def test_a_killed_workers_share_is_reclaimed(reap_first: bool) -> None:
         if reap_first:
             os.waitpid(pid, 0)
         else:  # a zombie the supervisor has not reaped yet holds nothing either
-            while _state(pid) != "Z":
+            while state(pid) != "Z":
                 time.sleep(0.01)
         mine.charge(60 * MIB)
         assert ledger.used() == 60 * MIB
@@ -133,36 +128,18 @@ def test_the_unlocked_total_follows_other_processes(pidfds: bool, monkeypatch: p
     mine = MemoryAccount(None, ledger)
     mine.charge(MIB)
     assert ledger.used() == MIB  # the watch is built: this process alone
-    from_parent, to_child = os.pipe()
-    from_child, to_parent = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # another worker: joins now, charges (c) and releases (r) 10 MiB on command
-        try:
-            acct = MemoryAccount(None, ledger)
-            os.write(to_parent, b"k")
-            while cmd := os.read(from_parent, 1):
-                acct.charge(10 * MIB) if cmd == b"c" else acct.release(10 * MIB)
-                os.write(to_parent, b"k")
-        finally:
-            os._exit(0)
-
-    def child(cmd: bytes) -> None:
-        os.write(to_child, cmd)
-        assert os.read(from_child, 1) == b"k"
-
+    other = LedgerPeer(ledger, 10 * MIB)  # another worker: joins now, charges and releases 10 MiB on command
+    pid = other.pid
     try:
-        assert os.read(from_child, 1) == b"k"
         assert ledger.used() == MIB
-        child(b"c")
+        other.charge()
         assert ledger.used() == 11 * MIB
         assert mine.headroom() == 89 * MIB
-        child(b"c")
+        other.charge()
         assert ledger.used() == 21 * MIB
-        child(b"r")
+        other.release()
         assert ledger.used() == 11 * MIB
-        os.kill(pid, signal.SIGKILL)
-        while _state(pid) != "Z":  # killed, not reaped: its 10 MiB are no one's
-            time.sleep(0.01)
+        other.kill()  # killed, not reaped: its 10 MiB are no one's
         assert ledger.used() == MIB
         assert (ledger.pids == pid).sum() == 0  # its slot was reclaimed
         os.waitpid(pid, 0)
@@ -170,13 +147,7 @@ def test_the_unlocked_total_follows_other_processes(pidfds: bool, monkeypatch: p
         mine.close()
         assert ledger.used() == 0
     finally:
-        for fd in (to_child, from_parent, from_child, to_parent):
-            os.close(fd)
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        other.close()
 
 
 def test_a_forked_process_builds_its_own_watch() -> None:

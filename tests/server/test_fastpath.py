@@ -2,24 +2,30 @@
 
 A differential test: the same script of frames goes to a worker with the C loop and to one without it
 (GPUSHIM_WORKER_FASTPATH=0); every byte the two send back must be equal, and so must device memory afterwards.
-The script mixes the calls the C loop takes (STREAM_QUERY, EVENT_QUERY, MEMSET, with encodings msgpack allows
-but does not write by default) with every reason for it to hand a frame back to Python: a handle or address it
-does not know, a memset out of range (the same error as before), a deferred error, a stream held by a host
-function (CUDA Runtime API, Stream Management, cudaStreamQuery: cudaErrorNotReady while work is pending), a
-sticky error (a kernel's illegal address), a freed allocation. Each worker runs in a forked child, as under the
-supervisor.
+The script mixes the calls the C loop takes (STREAM_QUERY, STREAM_SYNC, EVENT_QUERY, DEVICE_SYNC, MEM_INFO,
+MEMSET, the copies MEMCPY_H2D/D2H and through shared memory, empty launches; with encodings msgpack allows but
+does not write by default) with every reason for it to hand a frame back to Python: a handle, address or shared
+memory it does not know, a memset or copy out of range or crossing the end of an allocation (the same error as
+before), a deferred error, a stream held by a host function (CUDA Runtime API, Stream Management,
+cudaStreamQuery: cudaErrorNotReady while work is pending; "API synchronization behavior": a synchronous copy
+returns once prior work is done), a sticky error (a kernel's illegal address), a freed allocation, frames larger
+than the receive buffer. Each worker runs in a forked child, as under the supervisor, with a memory quota and the
+host ledger's cap (cudaMemGetInfo answers the smaller room).
 """
 
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
+import random
 import socket
 import struct
 from pathlib import Path
 
 import msgpack
 import pytest
+from ledger_peer import LedgerPeer
 
 from gpushim.backends.emulator.backend import EmulatorBackend
 from gpushim.protocol import CALL, CALLBACK, OPS_BY_NAME, POST, REPLY
@@ -129,8 +135,8 @@ def start(tmp: Path, fast: bool) -> tuple[int, Client]:
             sup.close()
             os.environ["GPUSHIM_WORKER_FASTPATH"] = "1" if fast else "0"
             be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
-            code = run_worker(conn, control, be, SessionInfo(1, os.getpid(), "fastpath", 13000, 0, [0]), b"",
-                              ModuleStore(tmp / f"m{int(fast)}"))
+            info = SessionInfo(1, os.getpid(), "fastpath", 13000, 0, [0], memory_quota=48 << 20)
+            code = run_worker(conn, control, be, info, b"", ModuleStore(tmp / f"m{int(fast)}"))
         finally:
             os._exit(code)
     conn.close()
@@ -223,6 +229,7 @@ def script(c: Client) -> dict:
     for _ in range(3):
         c.post("LAUNCH", [0, de, "empty", one, one, 0, 0, b""])
     assert c.call("STREAM_QUERY", [0])[2] == 0
+    copies = copy_script(c, a, s)
     counts = c.call("SESSION_INFO", [])[3][0]
     c.got.pop()
     for _ in range(10):  # each one alone in the worker's buffer, the session quiet: all answered in C
@@ -240,9 +247,109 @@ def script(c: Client) -> dict:
     assert c.call("MEMSET", [a, 1, 16, 0])[2] == ERR_ILLEGAL_ADDRESS
     info = c.call("SESSION_INFO", [])[3][0]
     c.got.pop()  # its uptime differs
-    return {"memory": memory, "calls": info["calls"], "fast_calls": info["fast_calls"],
+    assert c.call("STREAM_SYNC", [0])[2] == ERR_ILLEGAL_ADDRESS
+    assert c.call("MEM_INFO", [0])[2] == ERR_ILLEGAL_ADDRESS
+    assert c.call("MEMCPY_D2H", [a, 16, 0])[2] == ERR_ILLEGAL_ADDRESS
+    return {"memory": memory, "copies": copies[:2], "copies_in_c": copies[2], "calls": info["calls"],
+            "fast_calls": info["fast_calls"],
             "kernels": (counts["launches"], counts["thread_instructions"]),
             "queries_in_c": after["fast_calls"] - counts["fast_calls"]}
+
+
+def noise(n: int) -> bytes:
+    """n bytes, the same in both runs."""
+    return random.Random(n).randbytes(n)
+
+
+def copy_script(c: Client, a: int, s: int) -> list[bytes]:
+    """Synchronisations, cudaMemGetInfo and copies; returns what device and shared memory hold afterwards."""
+    for h in (0, s):
+        assert c.call("STREAM_SYNC", [h])[2] == 0
+    assert c.call("STREAM_SYNC", [s + 0x1000])[2] == ERR_INVALID_HANDLE
+    assert c.call("DEVICE_SYNC", [0])[2] == 0
+    for dev in (1, -1):
+        assert c.call("DEVICE_SYNC", [dev])[2] != 0  # no such device
+    # cudaMemGetInfo: the quota's room (48 MiB less what the session holds), answered before and after changes
+    free0 = c.call("MEM_INFO", [0])[3][0]
+    assert c.call("MEM_INFO", [0])[3][0] == free0 <= 48 << 20
+    big = c.call("MALLOC", [0, 4 << 20])[3][0]
+    assert c.call("MEM_INFO", [0])[3][0] == free0 - (4 << 20)
+    assert c.call("MEM_INFO", [0])[3][0] == free0 - (4 << 20)
+    assert c.call("MEM_INFO", [1])[2] != 0
+    # pageable copies: posted and called, into and out of a known allocation, bin 8/16/32 and the bulk reply
+    c.post("MEMCPY_H2D", [a, 0, bytes(range(200))])
+    assert c.call("MEMCPY_H2D", [a + 300, s, noise(5000)])[2] == 0
+    c.post("MEMCPY_H2D", [big, 0, noise(70000)])
+    assert c.call("MEMCPY_H2D", [big + 100000, 0, b""])[2] == 0
+    for p, n in ((a, 200), (a + 300, 5000), (big, 70000), (big, 0), (a + 8191, 1)):
+        r = c.call("MEMCPY_D2H", [p, n, 0])
+        assert r[2] == 0 and len(r[3][0]) == n
+    assert c.call("MEMCPY_D2H", [a + 16, 64, s])[3][0] == bytes(range(16, 80))
+    # a frame larger than the receive buffer, into a known allocation (the C loop waits for the reader to grow)
+    c.post("MEMCPY_H2D", [big + 1024, 0, noise(2 << 20)])
+    assert c.call("MEMCPY_D2H", [big + 1024 + (2 << 20) - 8, 8, 0])[2] == 0
+    # what C hands back: crossing the end, an address in no allocation, an unknown stream, a posted D2H
+    assert c.call("MEMCPY_H2D", [a + 8000, 0, bytes(193)])[2] == ERR_INVALID_VALUE
+    assert c.call("MEMCPY_D2H", [a + 8000, 193, 0])[2] == ERR_INVALID_VALUE
+    assert c.call("MEMCPY_D2H", [big + (8 << 20), 4, 0])[2] == ERR_INVALID_VALUE
+    assert c.call("MEMCPY_H2D", [a, s + 0x1000, b"x"])[2] == ERR_INVALID_HANDLE
+    assert c.call("MEMCPY_D2H", [a, 1, s + 0x1000])[2] == ERR_INVALID_HANDLE
+    c.post("MEMCPY_D2H", [a, 16, 0])
+    c.post("MEMCPY_H2D", [a + 8000, 0, bytes(193)])  # deferred to the next synchronising call
+    assert c.call("STREAM_SYNC", [0])[2] == ERR_INVALID_VALUE
+    # shared pinned memory (HOST_MAP: the memfd travels with the frame)
+    fd = os.memfd_create("fastpath-test")
+    os.ftruncate(fd, 1 << 16)
+    shm = mmap.mmap(fd, 1 << 16)
+    shm[:4096] = noise(4096)
+    c.seq += 1
+    socket.send_fds(c.sock, [frame(CALL, c.seq, "HOST_MAP", [7, 1 << 16])], [fd])
+    os.close(fd)
+    assert c.reply()[2] == 0
+    c.post("MEMCPY_H2D_SHM", [a + 1000, 0, 7, 0, 1024])
+    assert c.call("STREAM_SYNC", [0])[2] == 0
+    assert c.call("MEMCPY_H2D_STAGED", [a + 3000, s, 7, 2048, 512])[2] == 0
+    assert c.call("MEMCPY_D2H_SHM", [a + 900, 0, 7, 8192, 3000])[2] == 0
+    c.post("MEMCPY_D2H_SHM", [a, s, 7, 20000, 100])
+    assert c.call("STREAM_SYNC", [s])[2] == 0
+    assert c.call("MEMCPY_H2D_SHM", [a, 0, 8, 0, 16])[2] != 0  # no shared memory 8
+    assert c.call("MEMCPY_D2H_SHM", [a, 0, 7, (1 << 16) - 8, 16])[2] == ERR_INVALID_VALUE  # past its end
+    assert c.call("MEMCPY_D2H_SHM", [a + 8190, 0, 7, 0, 16])[2] == ERR_INVALID_VALUE  # past the allocation's
+    # pending work on the stream: the copies wait for it (a D2H is answered after the host function ran)
+    c.call("STREAM_HOST_FUNC", [s, 79])
+    assert c.callback()[2] == 79
+    c.post("MEMCPY_H2D", [a, s, b"\xaa" * 8])
+    assert c.call("MEMCPY_H2D", [a + 8, 0, b"\xbb" * 8])[2] == 0  # the legacy stream waits for s too
+    c.seq += 1
+    c.sock.sendall(frame(CALL, c.seq, "MEMCPY_D2H", [a, 16, 0]) + frame(POST, c.seq + 1, "CALLBACK_DONE", [79]))
+    c.seq += 1
+    assert c.reply()[3][0] == b"\xaa" * 8 + b"\xbb" * 8
+    c.call("STREAM_HOST_FUNC", [s, 80])
+    assert c.callback()[2] == 80
+    c.post("MEMCPY_D2H_SHM", [a, s, 7, 30000, 16])
+    c.seq += 1
+    c.sock.sendall(frame(CALL, c.seq, "STREAM_SYNC", [s]) + frame(POST, c.seq + 1, "CALLBACK_DONE", [80]))
+    c.seq += 1
+    assert c.reply()[2] == 0
+    assert c.call("DEVICE_SYNC", [0])[2] == 0
+    assert c.call("HOST_UNMAP", [7])[2] == 0
+    assert c.call("MEMCPY_H2D_SHM", [a, 0, 7, 0, 16])[2] != 0  # unmapped
+    assert c.call("FREE", [big])[2] == 0
+    assert c.call("MEM_INFO", [0])[3][0] == free0
+    assert c.call("MEMCPY_D2H", [big, 4, 0])[2] == ERR_INVALID_VALUE  # freed
+    out = [bytes(shm), c.call("MEMCPY_D2H", [a, 8192, 0])[3][0]]
+    shm.close()
+    # each alone in the worker's buffer, the session quiet: all answered in C
+    before = c.call("SESSION_INFO", [])[3][0]["fast_calls"]
+    c.got.pop()
+    for _ in range(2):
+        assert c.call("MEMCPY_H2D", [a + 64, 0, b"\x01" * 64])[2] == 0
+        assert c.call("MEMCPY_D2H", [a + 64, 64, 0])[3][0] == b"\x01" * 64
+        assert c.call("STREAM_SYNC", [0])[2] == 0
+        assert c.call("MEM_INFO", [0])[3][0] == free0
+    out.append(c.call("SESSION_INFO", [])[3][0]["fast_calls"] - before)
+    c.got.pop()
+    return out
 
 
 def run(tmp: Path, fast: bool) -> tuple[list[bytes], dict]:
@@ -262,9 +369,17 @@ def test_c_and_python_paths_send_the_same_bytes(tmp_path: Path) -> None:
     got_py, out_py = run(tmp_path, False)
     assert len(got_c) == len(got_py)
     for i, (x, y) in enumerate(zip(got_c, got_py, strict=True)):
-        assert x == y, f"frame {i}: {msgpack.unpackb(x[4:])} != {msgpack.unpackb(y[4:])}"
+        assert x == y, f"frame {i}: {str(msgpack.unpackb(x[4:]))[:300]} != {str(msgpack.unpackb(y[4:]))[:300]}"
     assert out_c["memory"] == out_py["memory"]
-    assert out_c["memory"][0][:16] == bytes([9] * 16) and out_c["memory"][1][:16] == bytes([5] * 16)
+    assert [len(x) for x in out_c["copies"]] == [1 << 16, 8192]
+    # the last copies into a (pending behind a host function) and the memsets into b2
+    assert out_c["memory"][0][:16] == b"\xaa" * 8 + b"\xbb" * 8 and out_c["memory"][1][:16] == bytes([5] * 16)
+    assert out_c["copies"] == out_py["copies"]
+    shm, a = out_c["copies"]
+    assert shm[8192:11192] == a[900:3900] and a[1000:2024] == noise(4096)[:1024]
+    assert a[3000:3512] == noise(4096)[2048:2560]
+    assert shm[20000:20100] == bytes(range(100)) and shm[30000:30016] == a[:16]
+    assert out_py["copies_in_c"] == 0 and out_c["copies_in_c"] == 8
     assert out_c["calls"] == out_py["calls"]
     assert out_c["kernels"] == out_py["kernels"] and out_c["kernels"][0] == 19
     assert out_py["fast_calls"] == out_py["queries_in_c"] == 0
@@ -335,3 +450,57 @@ def test_without_the_library_the_worker_runs_python_and_says_why(tmp_path: Path)
     text = log.read_text()
     assert text.count("the C fast path is off: libgsfast.so was not built (test)") == 1
     assert "WARNING" in text
+
+
+def test_mem_info_in_c_follows_other_workers_of_the_host_ledger(tmp_path: Path) -> None:
+    """cudaMemGetInfo answered in C reads the host ledger that all workers share, as HostLedger.used does: another
+    worker's allocations and frees show at once; a worker that joins, or exits holding memory (its share is
+    reclaimed), sends the call to Python, which rebuilds its watch; after that C answers again."""
+    import logging
+
+    from gpushim.server.worker import _handle_frames
+    from gpushim.wire import FrameReader, pack
+
+    mib = 1 << 20
+    log = logging.getLogger("test")
+    be = EmulatorBackend(memory_limit=1 << 26, memory_cap=64 * mib)
+    client, conn = socket.socketpair()
+    session = Session(be, SessionInfo(1, os.getpid(), "fp", 13000, 0, [0]), lambda m: conn.sendall(pack(m)), log,
+                      ModuleStore(tmp_path / "m"))
+    fast = fastpath.FastPath(session, FrameReader(conn), conn, log, _handle_frames, lambda *x: None)
+    c = Client(client, conn)  # (no supervisor here)
+
+    def mem_info() -> tuple[int, bool]:
+        """(free bytes, whether C answered)"""
+        before = fast.st.calls
+        c.seq += 1
+        # DEVICE_COUNT is Python's: the C loop returns to it after MEM_INFO, and the test goes on
+        client.sendall(frame(CALL, c.seq, "MEM_INFO", [0]) + frame(CALL, c.seq + 1, "DEVICE_COUNT", []))
+        c.seq += 1
+        assert fast.step() is None
+        r = c.reply()
+        assert r[2] == 0 and c.reply()[3] == [1]
+        return r[3][0], fast.st.calls > before
+
+    other = None
+    try:
+        free = mem_info()[0]  # Python builds its watch of the ledger
+        assert mem_info() == (free, True)
+        other = LedgerPeer(be.ledger, 8 * mib)  # another worker: joins now, charges and releases 8 MiB on command
+        assert mem_info() == (free, False)  # a new slot holder: Python looks
+        other.charge()
+        assert mem_info() == (free - 8 * mib, True)
+        other.charge()
+        assert mem_info() == (free - 16 * mib, True)
+        other.release()
+        assert mem_info() == (free - 8 * mib, True)
+        other.kill()
+        assert mem_info() == (free, False)  # it exited holding 8 MiB: Python reclaims them, drops its watch
+        assert mem_info() == (free, False)  # and builds it again
+        assert mem_info() == (free, True)
+    finally:
+        if other is not None:
+            other.close()
+        session.close()
+        client.close()
+        conn.close()

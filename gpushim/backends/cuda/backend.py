@@ -413,7 +413,8 @@ class CudaSession(BackendSession):
     def mem_info(self, dev: int) -> tuple[int, int]:
         self._use(dev)
         free, total = check(self.cu.cuMemGetInfo(), "cuMemGetInfo")
-        return int(free), int(total)
+        room = self.account.headroom()  # the session's quota
+        return int(free) if room is None else min(int(free), room), int(total)
 
     def pointer_info(self, ptr: int) -> tuple[int, int, int, int]:
         a = self._find(ptr)
