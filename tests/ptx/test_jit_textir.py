@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _ARCH = {"async80": "sm_80", "elect90": "sm_90", "gridsync": "sm_80", "half": "sm_80", "halfatomics": "sm_90",
          "jithalf": "sm_90", "jitwarp": "sm_90", "mbarrier90": "sm_90", "mma_sync": "sm_90", "mma_wmma": "sm_80",
          "partition80": "sm_80", "redux80": "sm_80", "simd16": "sm_90"}  # fmt: skip
-_EXTRA = {"devrt": ("-rdc=true",), "devrt_unsupported": ("-rdc=true",)}
-NAMES = sorted(p.stem for p in (ROOT / "tests/ptx/kernels").glob("*.cu") if p.stem != "devrt_unsupported")  # (cannot load)
+_EXTRA = {"devrt": ("-rdc=true",)}
+NAMES = sorted(p.stem for p in (ROOT / "tests/ptx/kernels").glob("*.cu") if p.stem != "devrt_unsupported")  # no load
 
 
 def module_irs(ptx: str) -> dict[str, str]:
@@ -54,12 +54,16 @@ def canonical(ir_text: str) -> str:
     mod.verify()
     lines = [ln.split(";", 1)[0].rstrip() for ln in str(mod).splitlines()
              if not ln.startswith(("; ModuleID", "source_filename"))]  # fmt: skip
-    out, names = [], {}
+    out: list[str] = []
+    names: dict[str, str] = {}
+
+    def number(m: re.Match) -> str:
+        return names.setdefault(m.group(0), f"%v{len(names)}")
+
     for ln in filter(None, lines):
         if ln.startswith("define "):
-            names = {}  # local names are per function
-        ln = _LOCAL.sub(lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), _LABEL.sub(r"%\1:", ln))
-        out.append(ln)
+            names.clear()  # local names are per function
+        out.append(_LOCAL.sub(number, _LABEL.sub(r"%\1:", ln)))
     return "\n".join(out)
 
 

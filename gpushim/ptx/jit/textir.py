@@ -182,7 +182,9 @@ class Constant(Value):
 
     def __init__(self, typ: Type, constant) -> None:
         self.type, self.constant = typ, constant
-        if constant is None:
+        if constant.__class__ is int and typ.__class__ is IntType:  # the usual case
+            self.ref = str(constant)
+        elif constant is None:
             self.ref = typ.null
         elif constant is Undefined:
             self.ref = "undef"
@@ -195,8 +197,7 @@ class MetaDataString(Value):
     __slots__ = ()
 
     def __init__(self, module: Module, s: str) -> None:
-        esc = "".join(c if c.isprintable() and c not in '"\\' else "".join(f"\\{b:02x}" for b in c.encode())
-                      for c in s)
+        esc = "".join(c if c.isprintable() and c not in '"\\' else "".join(f"\\{b:02x}" for b in c.encode()) for c in s)
         self.type, self.ref = None, f'!"{esc}"'
         self._op = self.ref
 
@@ -360,8 +361,12 @@ class Module:
         return md
 
     def __str__(self) -> str:
-        out = [f'; ModuleID = "{self.name}"', f'target triple = "{self.triple}"',
-               f'target datalayout = "{self.data_layout}"', ""]
+        out = [
+            f'; ModuleID = "{self.name}"',
+            f'target triple = "{self.triple}"',
+            f'target datalayout = "{self.data_layout}"',
+            "",
+        ]
         out += [str(g) for g in self._gvars]
         out += [str(f) + "\n" for f in self.functions]
         out += [f"{md.ref} = !{{ {', '.join(k)} }}" for k, md in self._md.items()]
@@ -387,11 +392,11 @@ def _cast(op: str):
     return emit
 
 
-_I1 = IntType(1)
+_I1, _VOID = IntType(1), VoidType()
 
 
 class IRBuilder:
-    __slots__ = ("_blk", "_ins", "_at", "_next")
+    __slots__ = ("_blk", "_ins", "_at", "_next", "_put")
 
     def __init__(self, block: Block | None = None) -> None:
         self._blk: Block | None = None
@@ -416,39 +421,39 @@ class IRBuilder:
     def position_at_end(self, block: Block) -> None:
         self._blk, self._ins, self._at = block, block.instructions, None
         self._next = block.function.module._next
+        self._put = block.instructions.append
 
     def position_at_start(self, block: Block) -> None:
         self.position_at_end(block)
-        self._at = 0
+        self._at, self._put = 0, self._insert
 
     def append_basic_block(self, name: str = "") -> Block:
         return self._blk.function.append_basic_block(name)
 
     # -- emitting
-    def _put(self, ins: Instruction) -> Instruction:
-        if self._at is None:
-            self._ins.append(ins)
-        else:
-            self._ins.insert(self._at, ins)
-            self._at += 1
-        return ins
+    def _insert(self, ins: Instruction) -> None:  # (_put after position_at_start)
+        self._ins.insert(self._at, ins)
+        self._at += 1
 
     def _val(self, typ: Type, text: str, name: str) -> Instruction:
         ins = Instruction()
         ref = f'%"{name}.{self._next()}"' if name else f"%.{self._next()}"
         ins.type, ins.ref, ins._op, ins._line = typ, ref, f"{typ._s} {ref}", f"{ref} = {text}"
-        return self._put(ins)
+        self._put(ins)
+        return ins
 
     def _void(self, text: str) -> Instruction:
         ins = Instruction()
-        ins.type, ins.ref, ins._op, ins._line = VoidType(), "", "", text
-        return self._put(ins)
+        ins.type, ins.ref, ins._op, ins._line = _VOID, "", "", text
+        self._put(ins)
+        return ins
 
     def _term(self, ins: Instruction) -> Instruction:
         if self._blk.is_terminated:
             raise AssertionError("the block is already terminated")
         self._blk.is_terminated = True
-        return self._put(ins)
+        self._put(ins)
+        return ins
 
     add, sub, mul = _binop("add"), _binop("sub"), _binop("mul")
     udiv, sdiv, urem, srem = _binop("udiv"), _binop("sdiv"), _binop("urem"), _binop("srem")
@@ -502,8 +507,9 @@ class IRBuilder:
         al = f", align {align}" if align else ""
         return self._val(t, f"load {t._s}, {ptr._op}{al}", name)
 
-    def load_atomic(self, ptr: Value, ordering: str, align: int, name: str = "",
-                    typ: Type | None = None) -> Instruction:
+    def load_atomic(
+        self, ptr: Value, ordering: str, align: int, name: str = "", typ: Type | None = None
+    ) -> Instruction:
         t = typ or ptr.type.pointee
         return self._val(t, f"load atomic {t._s}, {ptr._op} {ordering}, align {align}", name)
 
@@ -517,8 +523,9 @@ class IRBuilder:
         for i in indices[1:]:
             t = t.elements[i.constant] if isinstance(t, LiteralStructType) else t.element
         idx = "".join([", " + i._op for i in indices])
-        return self._val(t.as_pointer(), f"getelementptr {'inbounds ' if inbounds else ''}{src._s}, {ptr._op}{idx}",
-                         name)
+        return self._val(
+            t.as_pointer(), f"getelementptr {'inbounds ' if inbounds else ''}{src._s}, {ptr._op}{idx}", name
+        )
 
     # -- aggregates
     def extract_value(self, agg: Value, idx: int, name: str = "") -> Instruction:
@@ -533,13 +540,14 @@ class IRBuilder:
     def call(self, fn: Function, args, name: str = "", tail: bool = False) -> Instruction:
         rt = fn.ftype.return_type
         text = f"{'tail ' if tail else ''}call {rt._s} {fn.ref}({', '.join([a._op for a in args])})"
-        return self._void(text) if rt is VoidType() else self._val(rt, text, name)
+        return self._void(text) if rt is _VOID else self._val(rt, text, name)
 
     def phi(self, typ: Type, name: str = "") -> PhiInstr:
         ins = PhiInstr()
         ins.type, ins.ref = typ, f'%"{name}.{self._next()}"' if name else f"%.{self._next()}"
         ins._op, ins._inc = f"{typ._s} {ins.ref}", []
-        return self._put(ins)
+        self._put(ins)
+        return ins
 
     # -- terminators
     def branch(self, target: Block) -> Instruction:
@@ -547,7 +555,7 @@ class IRBuilder:
 
     def cbranch(self, cond: Value, truebr: Block, falsebr: Block) -> CondBranch:
         ins = CondBranch()
-        ins.type, ins.ref, ins._op, ins._module = VoidType(), "", "", self._blk.function.module
+        ins.type, ins.ref, ins._op, ins._module = _VOID, "", "", self._blk.function.module
         ins._line = f"br {cond._op}, label {truebr.ref}, label {falsebr.ref}"
         return self._term(ins)
 
@@ -568,5 +576,5 @@ class IRBuilder:
 
     def _term_text(self, text: str) -> Instruction:
         ins = Instruction()
-        ins.type, ins.ref, ins._op, ins._line = VoidType(), "", "", text
+        ins.type, ins.ref, ins._op, ins._line = _VOID, "", "", text
         return self._term(ins)
