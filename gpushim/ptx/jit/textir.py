@@ -63,48 +63,43 @@ class IntType(Type):
 
 
 def _hex_double(v: float) -> str:
-    return f"{struct.unpack('<Q', struct.pack('<d', v))[0]:#016x}"
+    return f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016x}"
 
 
-class FloatType(Type):
+class _OneType(Type):
+    """A type with one instance (named `_name`)."""
+
     __slots__ = ()
-    _one: FloatType | None = None
-    null = "0.0"
+    _name = ""
 
-    def __new__(cls) -> FloatType:
-        if cls._one is None:
-            cls._one = object.__new__(cls)
-            cls._one._init("float")
-        return cls._one
+    def __new__(cls):
+        one = cls.__dict__.get("_one")
+        if one is None:
+            one = object.__new__(cls)
+            one._init(cls._name)
+            cls._one = one
+        return one
+
+
+class FloatType(_OneType):
+    __slots__ = ()
+    _name, null = "float", "0.0"
 
     def format_constant(self, v) -> str:  # rounded to f32, written as the double of the same value
         return _hex_double(struct.unpack("<f", struct.pack("<f", v))[0])
 
 
-class DoubleType(Type):
+class DoubleType(_OneType):
     __slots__ = ()
-    _one: DoubleType | None = None
-    null = "0.0"
-
-    def __new__(cls) -> DoubleType:
-        if cls._one is None:
-            cls._one = object.__new__(cls)
-            cls._one._init("double")
-        return cls._one
+    _name, null = "double", "0.0"
 
     def format_constant(self, v) -> str:
         return _hex_double(v)
 
 
-class VoidType(Type):
+class VoidType(_OneType):
     __slots__ = ()
-    _one: VoidType | None = None
-
-    def __new__(cls) -> VoidType:
-        if cls._one is None:
-            cls._one = object.__new__(cls)
-            cls._one._init("void")
-        return cls._one
+    _name = "void"
 
 
 class PointerType(Type):
