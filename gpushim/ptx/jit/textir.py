@@ -274,20 +274,29 @@ class Block:
         return f'"{self.name}":\n  ' + "\n  ".join([i._line for i in self.instructions])
 
 
-class Function(Value):
-    __slots__ = ("module", "ftype", "name", "args", "blocks", "linkage", "attributes")
+class _Global(Value):
+    """A named value of the module (`@"name"`, a pointer to what it names)."""
 
-    def __init__(self, module: Module, ftype: FunctionType, name: str) -> None:
+    __slots__ = ("module", "name", "linkage")
+
+    def _register(self, module: Module, name: str, value_type: Type) -> None:
         if name in module.globals:
             raise KeyError(f"duplicate global name {name!r}")
-        self.module, self.ftype, self.name = module, ftype, name
-        self.type, self.ref = ftype.as_pointer(), f'@"{name}"'
+        self.module, self.name, self.linkage = module, name, ""
+        self.type, self.ref = value_type.as_pointer(), f'@"{name}"'
         self._op = f"{self.type._s} {self.ref}"
+        module.globals[name] = self
+
+
+class Function(_Global):
+    __slots__ = ("ftype", "args", "blocks", "attributes")
+
+    def __init__(self, module: Module, ftype: FunctionType, name: str) -> None:
+        self._register(module, name, ftype)
+        self.ftype = ftype
         self.args = tuple(Argument(t, f"%a{module._next()}") for t in ftype.args)
         self.blocks: list[Block] = []
-        self.linkage = ""
         self.attributes = _Attributes()
-        module.globals[name] = self
         module.functions.append(self)
 
     def append_basic_block(self, name: str = "") -> Block:
@@ -313,17 +322,12 @@ class Function(Value):
         return head + "\n{\n" + "\n".join([str(b) for b in self.blocks]) + "\n}"
 
 
-class GlobalVariable(Value):
-    __slots__ = ("module", "name", "value_type", "linkage", "global_constant", "initializer")
+class GlobalVariable(_Global):
+    __slots__ = ("value_type", "global_constant", "initializer")
 
     def __init__(self, module: Module, typ: Type, name: str) -> None:
-        if name in module.globals:
-            raise KeyError(f"duplicate global name {name!r}")
-        self.module, self.name, self.value_type = module, name, typ
-        self.type, self.ref = typ.as_pointer(), f'@"{name}"'
-        self._op = f"{self.type._s} {self.ref}"
-        self.linkage, self.global_constant, self.initializer = "", False, None
-        module.globals[name] = self
+        self._register(module, name, typ)
+        self.value_type, self.global_constant, self.initializer = typ, False, None
         module._gvars.append(self)
 
     def __str__(self) -> str:
