@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ class Instr:
     line: int = 0
     callee: bool = False  # inlined from a device function (its .param space is the caller's frame)
 
-    @property
-    def parts(self) -> list[str]:
+    @cached_property
+    def parts(self) -> list[str]:  # (cached: the JIT's code generator asks ~20 times per instruction; do not mutate)
         return self.op.split(".")
 
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import struct
 
-from llvmlite import ir
-
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import (
     _NOPS,
     ERR_RET,

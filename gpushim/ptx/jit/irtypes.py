@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from llvmlite import ir
-
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.nodes import Instr
 from gpushim.ptx.types import TYPES, type_size
 

@@ -3,10 +3,9 @@ barrier rounds and tier 2's region loops, the check pass's launch function and @
 
 from __future__ import annotations
 
-from llvmlite import ir
-
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, P8, P64, YIELD_RET
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from llvmlite import ir
-
 from gpushim.cuda_errors import Err
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import (
     _SPACES,
     F32,

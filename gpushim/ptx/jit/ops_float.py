@@ -3,8 +3,7 @@ interpreter's rounding, NaN, .ftz and .sat rules."""
 
 from __future__ import annotations
 
-from llvmlite import ir
-
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import (
     _CMP_F,
     _CMP_I,

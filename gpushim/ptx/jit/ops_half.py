@@ -6,8 +6,7 @@ on the bits (no dependence on the host's F16C or on compiler-rt)."""
 
 from __future__ import annotations
 
-from llvmlite import ir
-
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import F32, F64, I1, I16, I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Instr, PredPair
 

@@ -3,8 +3,7 @@ codegen.Codegen), computed as the interpreter's ops_bits.py computes them."""
 
 from __future__ import annotations
 
-from llvmlite import ir
-
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Instr
 

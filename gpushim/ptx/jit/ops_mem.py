@@ -3,10 +3,9 @@ and of atomics (a mixin of codegen.Codegen)."""
 
 from __future__ import annotations
 
-from llvmlite import ir
-
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import (
     _SPACES,
     F32,

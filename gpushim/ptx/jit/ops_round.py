@@ -6,8 +6,7 @@ the RN result moved one step when the error term points the other way. Other dir
 
 from __future__ import annotations
 
-from llvmlite import ir
-
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import F32, F64, I1, I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Instr
 

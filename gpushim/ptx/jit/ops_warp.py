@@ -19,9 +19,8 @@ last collective operand and flags the launch (kernel.py logs a warning; the engi
 
 from __future__ import annotations
 
-from llvmlite import ir
-
 from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Imm, Instr, PredPair, Reg
 
