@@ -7,9 +7,8 @@ hostcall.py keeps the CudaError the launch then raises."""
 
 from __future__ import annotations
 
-from llvmlite import ir
-
 from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Instr, Plist, Sym
 

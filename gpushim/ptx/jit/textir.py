@@ -536,8 +536,9 @@ class IRBuilder:
         return self._val(agg.type, f"insertvalue {agg._op}, {value._op}, {idx}", name)
 
     # -- calls, phis
-    def call(self, fn: Function, args, name: str = "", tail: bool = False) -> Instruction:
-        rt = fn.ftype.return_type
+    def call(self, fn: Function | Value, args, name: str = "", tail: bool = False) -> Instruction:
+        # a Function, or a function pointer (the host call of ops_sys.py)
+        rt = fn.ftype.return_type if isinstance(fn, Function) else fn.type.pointee.return_type
         text = f"{'tail ' if tail else ''}call {rt._s} {fn.ref}({', '.join([a._op for a in args])})"
         return self._void(text) if rt is _VOID else self._val(rt, text, name)
 
