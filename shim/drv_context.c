@@ -85,6 +85,9 @@ CUresult gs_drv_enter(int *dev) {
     if (e) return gs_drv_err(e);
     gs_ctx *c = current();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    /* destroyed by another thread while current here (CUDA Driver API, cuCtxDestroy: "attempting to access
+     * ctx from those threads will result in the error CUDA_ERROR_CONTEXT_IS_DESTROYED") */
+    if (c->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     make_current(c);
     if (dev) *dev = c->device;
     return CUDA_SUCCESS;

@@ -1,0 +1,249 @@
+// Destroyed and never-valid handles of each kind, passed to the runtime and driver calls that take them: every
+// call must return an error (the test checks the codes CUDA documents) and the program must go on, not crash.
+// CUDA leaves garbage handles undefined; gpushim refuses them with the kind's invalid-handle error. Prints
+// name=code lines, then "bad handles done".
+#include <cuda.h>
+#include <pthread.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "common.h"
+
+// An address nothing is mapped at: reading through it would crash the client.
+static void *const GARBAGE = (void *)(uintptr_t)0xdead0000beef0ull;
+// A readable block of junk: a handle pointing here must not be taken for a live object either.
+static unsigned char junk[4096];
+
+#define RT(name, call) std::printf("%s=%d\n", name, (int)(call))
+#define DRV(name, call) std::printf("%s=%d\n", name, (int)(call))
+
+#define CU(call)                                                                                \
+    do {                                                                                        \
+        CUresult r_ = (call);                                                                   \
+        if (r_ != CUDA_SUCCESS) {                                                               \
+            std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, (int)r_); \
+            std::exit(1);                                                                       \
+        }                                                                                       \
+    } while (0)
+
+__global__ void noop() {}
+
+static const char PTX[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
+                          ".visible .entry k()\n{\n\tret;\n}\n";
+
+static void runtime_handles() {
+    // streams: cudaErrorInvalidResourceHandle (CUDA Runtime API, cudaStreamQuery / cudaStreamSynchronize)
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamDestroy(s));
+    cudaStream_t bad[2] = {s, (cudaStream_t)GARBAGE};
+    const char *tag[2] = {"destroyed", "garbage"};
+    char name[96];
+    for (int i = 0; i < 2; i++) {
+        std::snprintf(name, sizeof name, "rt_stream_query_%s", tag[i]);
+        RT(name, cudaStreamQuery(bad[i]));
+        std::snprintf(name, sizeof name, "rt_stream_sync_%s", tag[i]);
+        RT(name, cudaStreamSynchronize(bad[i]));
+        int *d;
+        CHECK(cudaMalloc(&d, 64));
+        std::snprintf(name, sizeof name, "rt_memset_async_%s", tag[i]);
+        RT(name, cudaMemsetAsync(d, 0, 64, bad[i]));
+        CHECK(cudaFree(d));
+        noop<<<1, 1, 0, bad[i]>>>();
+        std::snprintf(name, sizeof name, "rt_launch_%s", tag[i]);
+        RT(name, cudaGetLastError());
+    }
+    // events: cudaErrorInvalidResourceHandle (cudaEventQuery, cudaEventSynchronize)
+    cudaEvent_t e;
+    CHECK(cudaEventCreate(&e));
+    CHECK(cudaEventDestroy(e));
+    cudaEvent_t bad_ev[2] = {e, (cudaEvent_t)GARBAGE};
+    for (int i = 0; i < 2; i++) {
+        std::snprintf(name, sizeof name, "rt_event_query_%s", tag[i]);
+        RT(name, cudaEventQuery(bad_ev[i]));
+        std::snprintf(name, sizeof name, "rt_event_record_%s", tag[i]);
+        RT(name, cudaEventRecord(bad_ev[i], 0));
+        std::snprintf(name, sizeof name, "rt_event_sync_%s", tag[i]);
+        RT(name, cudaEventSynchronize(bad_ev[i]));
+    }
+    // graphs, nodes, executable graphs: cudaErrorInvalidValue (cudaGraphDestroy, cudaGraphNodeGetType,
+    // cudaGraphLaunch list only that for a handle)
+    cudaGraph_t g;
+    CHECK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t n, n2;
+    CHECK(cudaGraphAddEmptyNode(&n, g, nullptr, 0));
+    CHECK(cudaGraphAddEmptyNode(&n2, g, nullptr, 0));
+    cudaGraphExec_t x;
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    CHECK(cudaGraphExecDestroy(x));
+    CHECK(cudaGraphDestroyNode(n2));
+    cudaGraphNodeType type;
+    RT("rt_node_type_destroyed", cudaGraphNodeGetType(n2, &type));
+    RT("rt_node_type_garbage", cudaGraphNodeGetType((cudaGraphNode_t)GARBAGE, &type));
+    RT("rt_node_type_junk", cudaGraphNodeGetType((cudaGraphNode_t)junk, &type));
+    cudaGraphNode_t dep = (cudaGraphNode_t)GARBAGE, out;
+    RT("rt_add_node_garbage_dep", cudaGraphAddEmptyNode(&out, g, &dep, 1));
+    CHECK(cudaGraphDestroy(g));
+    RT("rt_node_type_graph_destroyed", cudaGraphNodeGetType(n, &type));
+    RT("rt_graph_destroy_destroyed", cudaGraphDestroy(g));
+    RT("rt_graph_destroy_garbage", cudaGraphDestroy((cudaGraph_t)GARBAGE));
+    RT("rt_graph_add_garbage", cudaGraphAddEmptyNode(&out, (cudaGraph_t)GARBAGE, nullptr, 0));
+    RT("rt_exec_launch_destroyed", cudaGraphLaunch(x, 0));
+    RT("rt_exec_launch_garbage", cudaGraphLaunch((cudaGraphExec_t)GARBAGE, 0));
+    RT("rt_exec_destroy_garbage", cudaGraphExecDestroy((cudaGraphExec_t)GARBAGE));
+    // user objects, memory pools, arrays, texture objects, libraries and kernels
+    RT("rt_user_object_release_garbage", cudaUserObjectRelease((cudaUserObject_t)GARBAGE, 1));
+    size_t v;
+    RT("rt_pool_attr_garbage", cudaMemPoolGetAttribute((cudaMemPool_t)GARBAGE, cudaMemPoolAttrReleaseThreshold, &v));
+    RT("rt_pool_destroy_garbage", cudaMemPoolDestroy((cudaMemPool_t)GARBAGE));
+    RT("rt_array_free_garbage", cudaFreeArray((cudaArray_t)GARBAGE));
+    RT("rt_texobj_destroy_garbage", cudaDestroyTextureObject((cudaTextureObject_t)(uintptr_t)GARBAGE));
+    cudaKernel_t k;
+    RT("rt_library_get_kernel_garbage", cudaLibraryGetKernel(&k, (cudaLibrary_t)GARBAGE, "k"));
+    RT("rt_library_unload_garbage", cudaLibraryUnload((cudaLibrary_t)GARBAGE));
+    cudaFuncAttributes fa;
+    RT("rt_func_attributes_garbage", cudaFuncGetAttributes(&fa, GARBAGE));
+    cudaGetLastError();  // the calls above set it
+}
+
+// Another thread has the context current when it is destroyed: its later calls see CONTEXT_IS_DESTROYED.
+static pthread_barrier_t barrier;
+static CUcontext shared_ctx;
+static void *other_thread(void *) {
+    CUresult pushed = cuCtxPushCurrent(shared_ctx);
+    pthread_barrier_wait(&barrier);  // pushed
+    pthread_barrier_wait(&barrier);  // destroyed by the main thread
+    unsigned long long id;
+    std::printf("drv_push_other_thread=%d\n", (int)pushed);
+    DRV("drv_ctx_sync_destroyed_other_thread", cuCtxSynchronize());
+    DRV("drv_ctx_get_id_destroyed_other_thread", cuCtxGetId(nullptr, &id));
+    CUdeviceptr p;
+    DRV("drv_mem_alloc_destroyed_other_thread", cuMemAlloc(&p, 64));
+    CUcontext popped = nullptr;
+    cuCtxPopCurrent(&popped);
+    return nullptr;
+}
+
+static void driver_handles() {
+    CU(cuInit(0));
+    CUdevice dev;
+    CU(cuDeviceGet(&dev, 0));
+    CUcontext ctx;
+    CU(cuCtxCreate(&ctx, nullptr, 0, dev));  // CUDA 13's cuCtxCreate takes creation parameters
+    CUcontext cur;
+    CU(cuCtxPopCurrent(&cur));
+    shared_ctx = ctx;
+    pthread_barrier_init(&barrier, nullptr, 2);
+    pthread_t t;
+    pthread_create(&t, nullptr, other_thread, nullptr);
+    pthread_barrier_wait(&barrier);
+    CU(cuCtxDestroy(ctx));
+    pthread_barrier_wait(&barrier);
+    pthread_join(t, nullptr);
+
+    // contexts: CUDA_ERROR_INVALID_CONTEXT (cuCtxPushCurrent, cuCtxSetCurrent, cuCtxGetApiVersion)
+    CUcontext bad[3] = {ctx, (CUcontext)GARBAGE, (CUcontext)junk};
+    const char *tag[3] = {"destroyed", "garbage", "junk"};
+    char name[96];
+    for (int i = 0; i < 3; i++) {
+        unsigned ver;
+        unsigned long long id;
+        CUdevice d;
+        std::snprintf(name, sizeof name, "drv_ctx_push_%s", tag[i]);
+        DRV(name, cuCtxPushCurrent(bad[i]));
+        std::snprintf(name, sizeof name, "drv_ctx_set_%s", tag[i]);
+        DRV(name, cuCtxSetCurrent(bad[i]));
+        std::snprintf(name, sizeof name, "drv_ctx_api_version_%s", tag[i]);
+        DRV(name, cuCtxGetApiVersion(bad[i], &ver));
+        std::snprintf(name, sizeof name, "drv_ctx_get_id_%s", tag[i]);
+        DRV(name, cuCtxGetId(bad[i], &id));
+        std::snprintf(name, sizeof name, "drv_ctx_get_device_%s", tag[i]);
+        DRV(name, cuCtxGetDevice_v2(&d, bad[i]));
+        std::snprintf(name, sizeof name, "drv_ctx_sync_%s", tag[i]);
+        DRV(name, cuCtxSynchronize_v2(bad[i]));
+        std::snprintf(name, sizeof name, "drv_ctx_enable_peer_%s", tag[i]);
+        DRV(name, cuCtxEnablePeerAccess(bad[i], 0));
+        std::snprintf(name, sizeof name, "drv_ctx_destroy_%s", tag[i]);
+        DRV(name, cuCtxDestroy(bad[i]));
+    }
+    CU(cuDevicePrimaryCtxRetain(&cur, dev));
+    CU(cuCtxSetCurrent(cur));
+
+    // modules and functions: CUDA_ERROR_INVALID_HANDLE (cuModuleGetFunction, cuFuncGetAttribute, cuLaunchKernel)
+    CUmodule m;
+    CU(cuModuleLoadData(&m, PTX));
+    CUfunction f;
+    CU(cuModuleGetFunction(&f, m, "k"));
+    CU(cuModuleUnload(m));
+    CUmodule bad_m[3] = {m, (CUmodule)GARBAGE, (CUmodule)junk};
+    CUfunction bad_f[3] = {f, (CUfunction)GARBAGE, (CUfunction)junk};
+    for (int i = 0; i < 3; i++) {
+        CUfunction out;
+        CUdeviceptr p;
+        size_t bytes;
+        int value;
+        std::snprintf(name, sizeof name, "drv_module_get_function_%s", tag[i]);
+        DRV(name, cuModuleGetFunction(&out, bad_m[i], "k"));
+        std::snprintf(name, sizeof name, "drv_module_get_global_%s", tag[i]);
+        DRV(name, cuModuleGetGlobal(&p, &bytes, bad_m[i], "g"));
+        std::snprintf(name, sizeof name, "drv_module_unload_%s", tag[i]);
+        DRV(name, cuModuleUnload(bad_m[i]));
+        std::snprintf(name, sizeof name, "drv_func_attribute_%s", tag[i]);
+        DRV(name, cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, bad_f[i]));
+        std::snprintf(name, sizeof name, "drv_launch_%s", tag[i]);
+        DRV(name, cuLaunchKernel(bad_f[i], 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+    }
+
+    // libraries and kernels: CUDA_ERROR_INVALID_HANDLE (cuLibraryGetKernel, cuKernelGetFunction)
+    CUkernel kern;
+    CUfunction fk;
+    DRV("drv_library_get_kernel_garbage", cuLibraryGetKernel(&kern, (CUlibrary)GARBAGE, "k"));
+    DRV("drv_library_get_kernel_junk", cuLibraryGetKernel(&kern, (CUlibrary)junk, "k"));
+    DRV("drv_library_unload_garbage", cuLibraryUnload((CUlibrary)GARBAGE));
+    DRV("drv_kernel_get_function_garbage", cuKernelGetFunction(&fk, (CUkernel)GARBAGE));
+
+    // link states: CUDA_ERROR_INVALID_HANDLE
+    CUlinkState link;
+    CU(cuLinkCreate(0, nullptr, nullptr, &link));
+    CU(cuLinkDestroy(link));
+    CUlinkState bad_l[3] = {link, (CUlinkState)GARBAGE, (CUlinkState)junk};
+    for (int i = 0; i < 3; i++) {
+        void *img;
+        size_t size;
+        std::snprintf(name, sizeof name, "drv_link_add_%s", tag[i]);
+        DRV(name, cuLinkAddData(bad_l[i], CU_JIT_INPUT_PTX, (void *)PTX, sizeof PTX, "k.ptx", 0, nullptr, nullptr));
+        std::snprintf(name, sizeof name, "drv_link_complete_%s", tag[i]);
+        DRV(name, cuLinkComplete(bad_l[i], &img, &size));
+        std::snprintf(name, sizeof name, "drv_link_destroy_%s", tag[i]);
+        DRV(name, cuLinkDestroy(bad_l[i]));
+    }
+
+    // streams and events through the driver: CUDA_ERROR_INVALID_HANDLE
+    DRV("drv_stream_query_garbage", cuStreamQuery((CUstream)GARBAGE));
+    DRV("drv_event_query_garbage", cuEventQuery((CUevent)GARBAGE));
+    DRV("drv_mem_release_garbage", cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)GARBAGE));
+    cuuint64_t pv;
+    DRV("drv_pool_attr_garbage", cuMemPoolGetAttribute((CUmemoryPool)GARBAGE, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &pv));
+    DRV("drv_texobj_destroy_garbage", cuTexObjectDestroy((CUtexObject)(uintptr_t)GARBAGE));
+    CUgraphNodeType nt;
+    DRV("drv_node_type_garbage", cuGraphNodeGetType((CUgraphNode)GARBAGE, &nt));
+}
+
+int main() {
+    std::memset(junk, 0x5a, sizeof junk);
+    CHECK(cudaSetDevice(0));
+    runtime_handles();
+    driver_handles();
+    // the client still works: a kernel and a copy
+    int *d, h = 0;
+    CHECK(cudaMalloc(&d, sizeof h));
+    CHECK(cudaMemset(d, 7, sizeof h));
+    noop<<<1, 1>>>();
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(d));
+    std::printf("after=%d\n", h == 0x07070707);
+    std::printf("bad handles done\n");
+    return 0;
+}
