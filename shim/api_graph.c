@@ -18,17 +18,14 @@ static gs_gnode *node_of(void *np, int type);
 
 /* ---- the model ---- */
 
-int gs_graph_known_locked(const gs_graph *g) {
-    for (gs_graph *p = graphs; p; p = p->next)
-        if (p == g) return 1;
-    return 0;
-}
+int gs_graph_known_locked(const gs_graph *g) { return gs_ptr_known(GS_HANDLE_GRAPH, g); }
 
 gs_graph *gs_graph_new_locked(void) {
     gs_graph *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->next = graphs;
     graphs = g;
+    gs_handle_add(GS_HANDLE_GRAPH, (uintptr_t)g);
     return g;
 }
 
@@ -99,6 +96,7 @@ void gs_graph_free_locked(gs_graph *g) {
     gs_graph **pp = &graphs;
     while (*pp && *pp != g) pp = &(*pp)->next;
     if (*pp) *pp = g->next;
+    gs_handle_remove(GS_HANDLE_GRAPH, (uintptr_t)g);
     for (size_t i = 0; i < g->n; i++) node_free(g->nodes[i]);
     free(g->nodes);
     gs_graph_conds_free_locked(g);

@@ -15,8 +15,9 @@ typedef struct {
 
 #define HS_TOMBSTONE UINT64_MAX
 #define HS_INIT {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0}
-static hs_set hs_sets[GS_HANDLE_KINDS] = {HS_INIT, HS_INIT, HS_INIT, HS_INIT, HS_INIT, HS_INIT, HS_INIT, HS_INIT};
-_Static_assert(GS_HANDLE_KINDS == 8, "one HS_INIT per kind");
+static hs_set hs_sets[GS_HANDLE_KINDS] = {HS_INIT, HS_INIT, HS_INIT, HS_INIT, HS_INIT,
+                                          HS_INIT, HS_INIT, HS_INIT, HS_INIT, HS_INIT};
+_Static_assert(GS_HANDLE_KINDS == 10, "one HS_INIT per kind");
 
 static size_t hs_slot(uint64_t h, size_t n) { return (size_t)((h * 0x9E3779B97F4A7C15ull) >> 20) & (n - 1); }
 

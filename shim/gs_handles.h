@@ -16,6 +16,8 @@ enum {
     GS_HANDLE_LIBRARY,    /* CUlibrary / cudaLibrary_t */
     GS_HANDLE_LINK,       /* CUlinkState */
     GS_HANDLE_NODE,       /* cudaGraphNode_t / CUgraphNode */
+    GS_HANDLE_GRAPH,      /* cudaGraph_t / CUgraph */
+    GS_HANDLE_EXEC,       /* cudaGraphExec_t / CUgraphExec */
     GS_HANDLE_KINDS
 };
 
