@@ -157,7 +157,11 @@ tests/programs/bin/drv_%: tests/programs/drv_%.c tests/programs/drv_common.h $(D
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(CUDA_HOME)/include -o $@ $< -L$(dir $(DRIVER_STUB)) -lcuda -lm -ldl
 
 # Runtime and driver API in one program: -cudart shared like the others, and gpushim's libcuda.
-tests/programs/bin/mixed_drv tests/programs/bin/bad_handles: tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h $(DRIVER_STUB) | $(NVCC)
+tests/programs/bin/mixed_drv: tests/programs/mixed_drv.cu tests/programs/common.h $(DRIVER_STUB) | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB) -L$(dir $(DRIVER_STUB)) -lcuda
+tests/programs/bin/bad_handles: tests/programs/bad_handles.cu tests/programs/common.h tests/programs/drv_common.h \
+		$(DRIVER_STUB) | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB) -L$(dir $(DRIVER_STUB)) -lcuda
 

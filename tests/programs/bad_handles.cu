@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "drv_common.h"
 
 // An address nothing is mapped at: reading through it would crash the client.
 static void *const GARBAGE = (void *)(uintptr_t)0xdead0000beef0ull;
@@ -16,16 +17,8 @@ static void *const GARBAGE = (void *)(uintptr_t)0xdead0000beef0ull;
 static unsigned char junk[4096];
 
 #define RT(name, call) std::printf("%s=%d\n", name, (int)(call))
-#define DRV(name, call) std::printf("%s=%d\n", name, (int)(call))
-
-#define CU(call)                                                                                \
-    do {                                                                                        \
-        CUresult r_ = (call);                                                                   \
-        if (r_ != CUDA_SUCCESS) {                                                               \
-            std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, (int)r_); \
-            std::exit(1);                                                                       \
-        }                                                                                       \
-    } while (0)
+// NAME_tag=code, for the calls repeated over a kind's bad handles
+#define EACH(name, tag, call) std::printf("%s_%s=%d\n", name, tag, (int)(call))
 
 __global__ void noop() {}
 
@@ -39,20 +32,15 @@ static void runtime_handles() {
     CHECK(cudaStreamDestroy(s));
     cudaStream_t bad[2] = {s, (cudaStream_t)GARBAGE};
     const char *tag[2] = {"destroyed", "garbage"};
-    char name[96];
     for (int i = 0; i < 2; i++) {
-        std::snprintf(name, sizeof name, "rt_stream_query_%s", tag[i]);
-        RT(name, cudaStreamQuery(bad[i]));
-        std::snprintf(name, sizeof name, "rt_stream_sync_%s", tag[i]);
-        RT(name, cudaStreamSynchronize(bad[i]));
+        EACH("rt_stream_query", tag[i], cudaStreamQuery(bad[i]));
+        EACH("rt_stream_sync", tag[i], cudaStreamSynchronize(bad[i]));
         int *d;
         CHECK(cudaMalloc(&d, 64));
-        std::snprintf(name, sizeof name, "rt_memset_async_%s", tag[i]);
-        RT(name, cudaMemsetAsync(d, 0, 64, bad[i]));
+        EACH("rt_memset_async", tag[i], cudaMemsetAsync(d, 0, 64, bad[i]));
         CHECK(cudaFree(d));
         noop<<<1, 1, 0, bad[i]>>>();
-        std::snprintf(name, sizeof name, "rt_launch_%s", tag[i]);
-        RT(name, cudaGetLastError());
+        EACH("rt_launch", tag[i], cudaGetLastError());
     }
     // events: cudaErrorInvalidResourceHandle (cudaEventQuery, cudaEventSynchronize)
     cudaEvent_t e;
@@ -60,12 +48,9 @@ static void runtime_handles() {
     CHECK(cudaEventDestroy(e));
     cudaEvent_t bad_ev[2] = {e, (cudaEvent_t)GARBAGE};
     for (int i = 0; i < 2; i++) {
-        std::snprintf(name, sizeof name, "rt_event_query_%s", tag[i]);
-        RT(name, cudaEventQuery(bad_ev[i]));
-        std::snprintf(name, sizeof name, "rt_event_record_%s", tag[i]);
-        RT(name, cudaEventRecord(bad_ev[i], 0));
-        std::snprintf(name, sizeof name, "rt_event_sync_%s", tag[i]);
-        RT(name, cudaEventSynchronize(bad_ev[i]));
+        EACH("rt_event_query", tag[i], cudaEventQuery(bad_ev[i]));
+        EACH("rt_event_record", tag[i], cudaEventRecord(bad_ev[i], 0));
+        EACH("rt_event_sync", tag[i], cudaEventSynchronize(bad_ev[i]));
     }
     // graphs, nodes, executable graphs: cudaErrorInvalidValue (cudaGraphDestroy, cudaGraphNodeGetType,
     // cudaGraphLaunch list only that for a handle)
@@ -116,66 +101,57 @@ static void *other_thread(void *) {
     pthread_barrier_wait(&barrier);  // destroyed by the main thread
     unsigned long long id;
     std::printf("drv_push_other_thread=%d\n", (int)pushed);
-    DRV("drv_ctx_sync_destroyed_other_thread", cuCtxSynchronize());
-    DRV("drv_ctx_get_id_destroyed_other_thread", cuCtxGetId(nullptr, &id));
+    RT("drv_ctx_sync_destroyed_other_thread", cuCtxSynchronize());
+    RT("drv_ctx_get_id_destroyed_other_thread", cuCtxGetId(nullptr, &id));
     CUdeviceptr p;
-    DRV("drv_mem_alloc_destroyed_other_thread", cuMemAlloc(&p, 64));
+    RT("drv_mem_alloc_destroyed_other_thread", cuMemAlloc(&p, 64));
     CUcontext popped = nullptr;
     cuCtxPopCurrent(&popped);
     return nullptr;
 }
 
 static void driver_handles() {
-    CU(cuInit(0));
+    CU_CHECK(cuInit(0));
     CUdevice dev;
-    CU(cuDeviceGet(&dev, 0));
+    CU_CHECK(cuDeviceGet(&dev, 0));
     CUcontext ctx;
-    CU(cuCtxCreate(&ctx, nullptr, 0, dev));  // CUDA 13's cuCtxCreate takes creation parameters
+    CU_CHECK(cuCtxCreate(&ctx, nullptr, 0, dev));  // CUDA 13's cuCtxCreate takes creation parameters
     CUcontext cur;
-    CU(cuCtxPopCurrent(&cur));
+    CU_CHECK(cuCtxPopCurrent(&cur));
     shared_ctx = ctx;
     pthread_barrier_init(&barrier, nullptr, 2);
     pthread_t t;
     pthread_create(&t, nullptr, other_thread, nullptr);
     pthread_barrier_wait(&barrier);
-    CU(cuCtxDestroy(ctx));
+    CU_CHECK(cuCtxDestroy(ctx));
     pthread_barrier_wait(&barrier);
     pthread_join(t, nullptr);
 
     // contexts: CUDA_ERROR_INVALID_CONTEXT (cuCtxPushCurrent, cuCtxSetCurrent, cuCtxGetApiVersion)
     CUcontext bad[3] = {ctx, (CUcontext)GARBAGE, (CUcontext)junk};
     const char *tag[3] = {"destroyed", "garbage", "junk"};
-    char name[96];
     for (int i = 0; i < 3; i++) {
         unsigned ver;
         unsigned long long id;
         CUdevice d;
-        std::snprintf(name, sizeof name, "drv_ctx_push_%s", tag[i]);
-        DRV(name, cuCtxPushCurrent(bad[i]));
-        std::snprintf(name, sizeof name, "drv_ctx_set_%s", tag[i]);
-        DRV(name, cuCtxSetCurrent(bad[i]));
-        std::snprintf(name, sizeof name, "drv_ctx_api_version_%s", tag[i]);
-        DRV(name, cuCtxGetApiVersion(bad[i], &ver));
-        std::snprintf(name, sizeof name, "drv_ctx_get_id_%s", tag[i]);
-        DRV(name, cuCtxGetId(bad[i], &id));
-        std::snprintf(name, sizeof name, "drv_ctx_get_device_%s", tag[i]);
-        DRV(name, cuCtxGetDevice_v2(&d, bad[i]));
-        std::snprintf(name, sizeof name, "drv_ctx_sync_%s", tag[i]);
-        DRV(name, cuCtxSynchronize_v2(bad[i]));
-        std::snprintf(name, sizeof name, "drv_ctx_enable_peer_%s", tag[i]);
-        DRV(name, cuCtxEnablePeerAccess(bad[i], 0));
-        std::snprintf(name, sizeof name, "drv_ctx_destroy_%s", tag[i]);
-        DRV(name, cuCtxDestroy(bad[i]));
+        EACH("drv_ctx_push", tag[i], cuCtxPushCurrent(bad[i]));
+        EACH("drv_ctx_set", tag[i], cuCtxSetCurrent(bad[i]));
+        EACH("drv_ctx_api_version", tag[i], cuCtxGetApiVersion(bad[i], &ver));
+        EACH("drv_ctx_get_id", tag[i], cuCtxGetId(bad[i], &id));
+        EACH("drv_ctx_get_device", tag[i], cuCtxGetDevice_v2(&d, bad[i]));
+        EACH("drv_ctx_sync", tag[i], cuCtxSynchronize_v2(bad[i]));
+        EACH("drv_ctx_enable_peer", tag[i], cuCtxEnablePeerAccess(bad[i], 0));
+        EACH("drv_ctx_destroy", tag[i], cuCtxDestroy(bad[i]));
     }
-    CU(cuDevicePrimaryCtxRetain(&cur, dev));
-    CU(cuCtxSetCurrent(cur));
+    CU_CHECK(cuDevicePrimaryCtxRetain(&cur, dev));
+    CU_CHECK(cuCtxSetCurrent(cur));
 
     // modules and functions: CUDA_ERROR_INVALID_HANDLE (cuModuleGetFunction, cuFuncGetAttribute, cuLaunchKernel)
     CUmodule m;
-    CU(cuModuleLoadData(&m, PTX));
+    CU_CHECK(cuModuleLoadData(&m, PTX));
     CUfunction f;
-    CU(cuModuleGetFunction(&f, m, "k"));
-    CU(cuModuleUnload(m));
+    CU_CHECK(cuModuleGetFunction(&f, m, "k"));
+    CU_CHECK(cuModuleUnload(m));
     CUmodule bad_m[3] = {m, (CUmodule)GARBAGE, (CUmodule)junk};
     CUfunction bad_f[3] = {f, (CUfunction)GARBAGE, (CUfunction)junk};
     for (int i = 0; i < 3; i++) {
@@ -183,51 +159,43 @@ static void driver_handles() {
         CUdeviceptr p;
         size_t bytes;
         int value;
-        std::snprintf(name, sizeof name, "drv_module_get_function_%s", tag[i]);
-        DRV(name, cuModuleGetFunction(&out, bad_m[i], "k"));
-        std::snprintf(name, sizeof name, "drv_module_get_global_%s", tag[i]);
-        DRV(name, cuModuleGetGlobal(&p, &bytes, bad_m[i], "g"));
-        std::snprintf(name, sizeof name, "drv_module_unload_%s", tag[i]);
-        DRV(name, cuModuleUnload(bad_m[i]));
-        std::snprintf(name, sizeof name, "drv_func_attribute_%s", tag[i]);
-        DRV(name, cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, bad_f[i]));
-        std::snprintf(name, sizeof name, "drv_launch_%s", tag[i]);
-        DRV(name, cuLaunchKernel(bad_f[i], 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+        EACH("drv_module_get_function", tag[i], cuModuleGetFunction(&out, bad_m[i], "k"));
+        EACH("drv_module_get_global", tag[i], cuModuleGetGlobal(&p, &bytes, bad_m[i], "g"));
+        EACH("drv_module_unload", tag[i], cuModuleUnload(bad_m[i]));
+        EACH("drv_func_attribute", tag[i], cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, bad_f[i]));
+        EACH("drv_launch", tag[i], cuLaunchKernel(bad_f[i], 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
     }
 
     // libraries and kernels: CUDA_ERROR_INVALID_HANDLE (cuLibraryGetKernel, cuKernelGetFunction)
     CUkernel kern;
     CUfunction fk;
-    DRV("drv_library_get_kernel_garbage", cuLibraryGetKernel(&kern, (CUlibrary)GARBAGE, "k"));
-    DRV("drv_library_get_kernel_junk", cuLibraryGetKernel(&kern, (CUlibrary)junk, "k"));
-    DRV("drv_library_unload_garbage", cuLibraryUnload((CUlibrary)GARBAGE));
-    DRV("drv_kernel_get_function_garbage", cuKernelGetFunction(&fk, (CUkernel)GARBAGE));
+    RT("drv_library_get_kernel_garbage", cuLibraryGetKernel(&kern, (CUlibrary)GARBAGE, "k"));
+    RT("drv_library_get_kernel_junk", cuLibraryGetKernel(&kern, (CUlibrary)junk, "k"));
+    RT("drv_library_unload_garbage", cuLibraryUnload((CUlibrary)GARBAGE));
+    RT("drv_kernel_get_function_garbage", cuKernelGetFunction(&fk, (CUkernel)GARBAGE));
 
     // link states: CUDA_ERROR_INVALID_HANDLE
     CUlinkState link;
-    CU(cuLinkCreate(0, nullptr, nullptr, &link));
-    CU(cuLinkDestroy(link));
+    CU_CHECK(cuLinkCreate(0, nullptr, nullptr, &link));
+    CU_CHECK(cuLinkDestroy(link));
     CUlinkState bad_l[3] = {link, (CUlinkState)GARBAGE, (CUlinkState)junk};
     for (int i = 0; i < 3; i++) {
         void *img;
         size_t size;
-        std::snprintf(name, sizeof name, "drv_link_add_%s", tag[i]);
-        DRV(name, cuLinkAddData(bad_l[i], CU_JIT_INPUT_PTX, (void *)PTX, sizeof PTX, "k.ptx", 0, nullptr, nullptr));
-        std::snprintf(name, sizeof name, "drv_link_complete_%s", tag[i]);
-        DRV(name, cuLinkComplete(bad_l[i], &img, &size));
-        std::snprintf(name, sizeof name, "drv_link_destroy_%s", tag[i]);
-        DRV(name, cuLinkDestroy(bad_l[i]));
+        EACH("drv_link_add", tag[i], cuLinkAddData(bad_l[i], CU_JIT_INPUT_PTX, (void *)PTX, sizeof PTX, "k.ptx", 0, nullptr, nullptr));
+        EACH("drv_link_complete", tag[i], cuLinkComplete(bad_l[i], &img, &size));
+        EACH("drv_link_destroy", tag[i], cuLinkDestroy(bad_l[i]));
     }
 
     // streams and events through the driver: CUDA_ERROR_INVALID_HANDLE
-    DRV("drv_stream_query_garbage", cuStreamQuery((CUstream)GARBAGE));
-    DRV("drv_event_query_garbage", cuEventQuery((CUevent)GARBAGE));
-    DRV("drv_mem_release_garbage", cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)GARBAGE));
+    RT("drv_stream_query_garbage", cuStreamQuery((CUstream)GARBAGE));
+    RT("drv_event_query_garbage", cuEventQuery((CUevent)GARBAGE));
+    RT("drv_mem_release_garbage", cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)GARBAGE));
     cuuint64_t pv;
-    DRV("drv_pool_attr_garbage", cuMemPoolGetAttribute((CUmemoryPool)GARBAGE, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &pv));
-    DRV("drv_texobj_destroy_garbage", cuTexObjectDestroy((CUtexObject)(uintptr_t)GARBAGE));
+    RT("drv_pool_attr_garbage", cuMemPoolGetAttribute((CUmemoryPool)GARBAGE, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &pv));
+    RT("drv_texobj_destroy_garbage", cuTexObjectDestroy((CUtexObject)(uintptr_t)GARBAGE));
     CUgraphNodeType nt;
-    DRV("drv_node_type_garbage", cuGraphNodeGetType((CUgraphNode)GARBAGE, &nt));
+    RT("drv_node_type_garbage", cuGraphNodeGetType((CUgraphNode)GARBAGE, &nt));
 }
 
 int main() {
