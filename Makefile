@@ -45,22 +45,35 @@ SHIM_GEN = shim/gen/exports.c shim/gen/libgpushim.map shim/gen/ops.h shim/gen/er
 	shim/gen/drv_table.c shim/gen/drv_errors.h shim/gen/libcuda_stub.c shim/gen/drv_export_tables.h
 # generate.py rewrites only the files whose content changes, so a stamp records that it ran
 SHIM_STAMP = shim/gen/.stamp
-$(SHIM_STAMP): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) $(wildcard shim/*.c)
+# The list of shim sources, rewritten only when it changes: a file removed (which leaves every other one older
+# than the library) still regenerates gen/exports.c and rebuilds the library.
+SHIM_LIST = shim/gen/.sources
+$(SHIM_LIST): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(sort $(SHIM_SRC))' | cmp -s - $@ || echo '$(sort $(SHIM_SRC))' > $@
+FORCE:
+.PHONY: FORCE
+
+$(SHIM_STAMP): shim/generate.py gpushim/protocol.py $(ADAPTER_DATA) $(wildcard shim/*.c) $(SHIM_LIST)
 	$(PYTHON) shim/generate.py
 	@touch $@
 $(SHIM_GEN): $(SHIM_STAMP) ;
 
-$(SHIM_LIB): $(SHIM_STAMP) $(SHIM_SRC)
+# Libraries are linked to a temporary file and renamed into place: running clients and servers keep the file
+# they mapped (writing over it in place gives them "file too short" or worse).
+$(SHIM_LIB): $(SHIM_STAMP) $(SHIM_SRC) $(SHIM_LIST)
 	@mkdir -p $(dir $@)
-	$(CC) $(SHIM_CFLAGS) -shared -o $@ shim/gen/exports.c -Wl,--version-script=shim/gen/libgpushim.map \
+	$(CC) $(SHIM_CFLAGS) -shared -o $@.tmp shim/gen/exports.c -Wl,--version-script=shim/gen/libgpushim.map \
 		-Wl,-soname,libcuda.so.1 -Wl,-z,defs -ldl
-	@! ldd $@ | grep -q libpython || (echo "libgpushim.so must not link libpython" && false)
+	@! ldd $@.tmp | grep -q libpython || (echo "libgpushim.so must not link libpython" && rm -f $@.tmp && false)
+	mv -f $@.tmp $@
 
 # The session worker's fast path (gpushim/server/fastpath.py loads it with ctypes; without it the worker runs
 # its Python path)
 $(FAST_LIB): gpushim/server/fastpath.c
 	@mkdir -p $(dir $@)
-	$(CC) $(SHIM_CFLAGS) -shared -o $@ $<
+	$(CC) $(SHIM_CFLAGS) -shared -o $@.tmp $<
+	mv -f $@.tmp $@
 
 $(DRIVER_LIB): $(SHIM_LIB)
 	@mkdir -p $(DRIVER_DIR)
@@ -145,6 +158,10 @@ tests/programs/bin/drv_%: tests/programs/drv_%.c tests/programs/drv_common.h $(D
 
 # Runtime and driver API in one program: -cudart shared like the others, and gpushim's libcuda.
 tests/programs/bin/mixed_drv: tests/programs/mixed_drv.cu tests/programs/common.h $(DRIVER_STUB) | $(NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB) -L$(dir $(DRIVER_STUB)) -lcuda
+tests/programs/bin/bad_handles: tests/programs/bad_handles.cu tests/programs/common.h tests/programs/drv_common.h \
+		$(DRIVER_STUB) | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared -o $@ $< -Xlinker -rpath,$(CUDA_LIB) -L$(dir $(DRIVER_STUB)) -lcuda
 

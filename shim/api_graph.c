@@ -18,17 +18,14 @@ static gs_gnode *node_of(void *np, int type);
 
 /* ---- the model ---- */
 
-int gs_graph_known_locked(const gs_graph *g) {
-    for (gs_graph *p = graphs; p; p = p->next)
-        if (p == g) return 1;
-    return 0;
-}
+int gs_graph_known_locked(const gs_graph *g) { return gs_ptr_known(GS_HANDLE_GRAPH, g); }
 
 gs_graph *gs_graph_new_locked(void) {
     gs_graph *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->next = graphs;
     graphs = g;
+    gs_handle_add(GS_HANDLE_GRAPH, (uintptr_t)g);
     return g;
 }
 
@@ -71,6 +68,7 @@ static void galloc_unref(gs_galloc *a) {
 }
 
 static void node_free(gs_gnode *n) {
+    gs_handle_remove(GS_HANDLE_NODE, (uintptr_t)n);
     gs_ops_clear(&n->ops);
     if (n->child) gs_graph_free_locked(n->child);
     gs_cond_node_free_locked(n);
@@ -98,6 +96,7 @@ void gs_graph_free_locked(gs_graph *g) {
     gs_graph **pp = &graphs;
     while (*pp && *pp != g) pp = &(*pp)->next;
     if (*pp) *pp = g->next;
+    gs_handle_remove(GS_HANDLE_GRAPH, (uintptr_t)g);
     for (size_t i = 0; i < g->n; i++) node_free(g->nodes[i]);
     free(g->nodes);
     gs_graph_conds_free_locked(g);
@@ -115,14 +114,16 @@ gs_gnode *gs_node_new_locked(gs_graph *g, int type) {
     }
     gs_gnode *n = calloc(1, sizeof *n);
     if (!n) return NULL;
+    gs_handle_add(GS_HANDLE_NODE, (uintptr_t)n);
     n->g = g;
     n->type = type;
     g->nodes[g->n++] = n;
     return n;
 }
 
+/* Looked up among the live nodes before it is read: an application's garbage or destroyed node is refused. */
 int gs_node_known_locked(const gs_gnode *n) {
-    if (!n) return 0;
+    if (!gs_ptr_known(GS_HANDLE_NODE, n)) return 0;
     for (gs_graph *g = graphs; g; g = g->next)
         if (g == n->g)
             for (size_t i = 0; i < g->n; i++)

@@ -53,11 +53,7 @@ typedef struct exec {
 static exec *execs;
 static _Atomic uint64_t next_segment_id = 1; /* instantiations run in parallel */
 
-static int exec_known_locked(const exec *x) {
-    for (exec *p = execs; p; p = p->next)
-        if (p == x) return 1;
-    return 0;
-}
+static int exec_known_locked(const exec *x) { return gs_ptr_known(GS_HANDLE_EXEC, x); }
 
 /* ---- flattening ---- */
 
@@ -367,6 +363,7 @@ static cudaError_t instantiate(void **exec_out, void *gp, unsigned long long fla
     pthread_mutex_lock(&gs_graph_lock);
     x->next = execs;
     execs = x;
+    gs_handle_add(GS_HANDLE_EXEC, (uintptr_t)x);
     pthread_mutex_unlock(&gs_graph_lock);
     *exec_out = x;
     return cudaSuccess;
@@ -402,7 +399,10 @@ GS_IMPL cudaError_t gs_cudaGraphExecDestroy(void *xp) {
     exec **pp = &execs;
     while (*pp && *pp != x) pp = &(*pp)->next;
     int found = x && *pp;
-    if (found) *pp = x->next;
+    if (found) {
+        *pp = x->next;
+        gs_handle_remove(GS_HANDLE_EXEC, (uintptr_t)x);
+    }
     pthread_mutex_unlock(&gs_graph_lock);
     if (!found) return gs_ret(cudaErrorInvalidValue);
     /* What its launches sent is on the server already; its segments and ordering event remain. */

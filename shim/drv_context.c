@@ -53,10 +53,13 @@ gs_ctx *gs_drv_primary(int dev) {
     return c;
 }
 
+/* A primary context handed out, or a live context from cuCtxCreate. Looked up before it is read: a garbage or
+ * destroyed handle is refused, not dereferenced. */
 static int valid_ctx(gs_ctx *c) {
     if (!c) return 0;
-    if (c >= primaries && c < primaries + GS_MAX_DEVICES) return c->magic == GS_CTX_MAGIC;
-    return c->magic == GS_CTX_MAGIC && !c->destroyed;
+    if ((uintptr_t)c >= (uintptr_t)primaries && (uintptr_t)c < (uintptr_t)(primaries + GS_MAX_DEVICES))
+        return ((uintptr_t)c - (uintptr_t)primaries) % sizeof *c == 0 && c->magic == GS_CTX_MAGIC;
+    return gs_ptr_known(GS_HANDLE_CTX, c) && !c->destroyed;
 }
 
 /* The thread's current context: its stack's top, else the primary context of a device the runtime face
@@ -82,6 +85,9 @@ CUresult gs_drv_enter(int *dev) {
     if (e) return gs_drv_err(e);
     gs_ctx *c = current();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    /* destroyed by another thread while current here (CUDA Driver API, cuCtxDestroy: "attempting to access
+     * ctx from those threads will result in the error CUDA_ERROR_CONTEXT_IS_DESTROYED") */
+    if (c->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     make_current(c);
     if (dev) *dev = c->device;
     return CUDA_SUCCESS;
@@ -310,6 +316,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev) {
     *c = (gs_ctx){.magic = GS_CTX_MAGIC, .device = dev, .flags = flags};
     if (depth == GS_CTX_STACK) { free(c); return CUDA_ERROR_OUT_OF_MEMORY; }
     stack[depth++] = c; /* a new context is pushed onto the thread's stack */
+    gs_handle_add(GS_HANDLE_CTX, (uintptr_t)c);
     explicit_none = 0;
     make_current(c);
     *pctx = c;
@@ -426,7 +433,8 @@ GS_DRV CUresult gs_cuCtxDestroy_v2(CUcontext ctx) {
     }
     make_current(current());
     gs_drv_cls_destroy(ctx);
-    ctx->destroyed = 1; /* kept allocated: a stale handle is then recognised, not a use after free */
+    gs_handle_remove(GS_HANDLE_CTX, (uintptr_t)ctx);
+    ctx->destroyed = 1; /* kept allocated: other threads' context stacks may still hold it */
     return CUDA_SUCCESS;
 }
 GS_DRV CUresult gs_cuCtxDestroy(CUcontext ctx) { return gs_cuCtxDestroy_v2(ctx); }

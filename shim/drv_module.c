@@ -68,17 +68,18 @@ static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
         if (gs_r_) return gs_r_;             \
     } while (0)
 
+/* Handles are looked up before they are read: a garbage one is refused, not dereferenced. */
 static drv_module *as_module(void *h) {
     drv_module *m = h;
-    return m && m->magic == MOD_MAGIC && !m->unloaded ? m : NULL;
+    return gs_ptr_known(GS_HANDLE_MODULE, m) && m->magic == MOD_MAGIC && !m->unloaded ? m : NULL;
 }
 static drv_function *as_function(void *h) {
     drv_function *f = h;
-    return f && f->magic == FUNC_MAGIC && !f->owner->unloaded ? f : NULL;
+    return gs_ptr_known(GS_HANDLE_FUNCTION, f) && f->magic == FUNC_MAGIC && !f->owner->unloaded ? f : NULL;
 }
 static drv_library *as_library(void *h) {
     drv_library *l = h;
-    return l && l->magic == LIB_MAGIC && !l->unloaded ? l : NULL;
+    return gs_ptr_known(GS_HANDLE_LIBRARY, l) && l->magic == LIB_MAGIC && !l->unloaded ? l : NULL;
 }
 
 /* ---- images ---- */
@@ -147,6 +148,7 @@ static CUresult load_image(drv_module **out, const void *image) {
     m->next = all_modules;
     all_modules = m;
     pthread_mutex_unlock(&drv_lock);
+    gs_handle_add(GS_HANDLE_MODULE, (uintptr_t)m); /* never freed: an unloaded handle stays recognised */
     *out = m;
     gs_drv_own((uintptr_t)m, GS_OWN_MODULE); /* a module of a cuCtxCreate context goes with it */
     return CUDA_SUCCESS;
@@ -275,6 +277,7 @@ static CUresult get_function(drv_function **out, drv_module *m, const char *name
     f->next = m->functions;
     m->functions = f;
     pthread_mutex_unlock(&drv_lock);
+    gs_handle_add(GS_HANDLE_FUNCTION, (uintptr_t)f);
     *out = f;
     return CUDA_SUCCESS;
 }
@@ -324,6 +327,7 @@ static CUresult library_load(drv_library **out, const void *code) {
     l->next = libraries;
     libraries = l;
     pthread_mutex_unlock(&drv_lock);
+    gs_handle_add(GS_HANDLE_LIBRARY, (uintptr_t)l);
     *out = l;
     return CUDA_SUCCESS;
 }
@@ -711,6 +715,9 @@ typedef struct {
     uint8_t *image; /* cuLinkComplete's result, owned until cuLinkDestroy */
 } drv_link;
 
+/* A live link state (freed by cuLinkDestroy): looked up before it is read. */
+static drv_link *as_link(drv_link *l) { return gs_ptr_known(GS_HANDLE_LINK, l) && l->magic == LINK_MAGIC ? l : NULL; }
+
 GS_DRV CUresult gs_cuLinkCreate_v2(unsigned n, int *opts, void **values, drv_link **out) {
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     DRV_ENTER();
@@ -719,6 +726,7 @@ GS_DRV CUresult gs_cuLinkCreate_v2(unsigned n, int *opts, void **values, drv_lin
     if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
     l->magic = LINK_MAGIC;
     gs_w_init(&l->parts);
+    gs_handle_add(GS_HANDLE_LINK, (uintptr_t)l);
     *out = l;
     return CUDA_SUCCESS;
 }
@@ -759,7 +767,7 @@ static int is_cudadevrt(int type, const void *data, size_t size, const char *nam
 
 GS_DRV CUresult gs_cuLinkAddData_v2(drv_link *l, int type, void *data, size_t size, const char *name, unsigned n,
                                    int *opts, void **values) {
-    if (!l || l->magic != LINK_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+    if (!as_link(l)) return CUDA_ERROR_INVALID_HANDLE;
     if (!data || !size) return CUDA_ERROR_INVALID_VALUE;
     jit_options(n, opts, values);
     if (is_cudadevrt(type, data, size, name)) {
@@ -781,7 +789,7 @@ GS_DRV CUresult gs_cuLinkAddData_v2(drv_link *l, int type, void *data, size_t si
 }
 
 GS_DRV CUresult gs_cuLinkAddFile_v2(drv_link *l, int type, const char *path, unsigned n, int *opts, void **values) {
-    if (!l || l->magic != LINK_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+    if (!as_link(l)) return CUDA_ERROR_INVALID_HANDLE;
     if (!path) return CUDA_ERROR_INVALID_VALUE;
     size_t size;
     void *data = read_file(path, &size);
@@ -792,7 +800,7 @@ GS_DRV CUresult gs_cuLinkAddFile_v2(drv_link *l, int type, const char *path, uns
 }
 
 GS_DRV CUresult gs_cuLinkComplete(drv_link *l, void **out, size_t *size) {
-    if (!l || l->magic != LINK_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+    if (!as_link(l)) return CUDA_ERROR_INVALID_HANDLE;
     if (!out || !size) return CUDA_ERROR_INVALID_VALUE;
     DRV_ENTER();
     gs_call c;
@@ -836,7 +844,8 @@ GS_DRV CUresult gs_cuLinkAddFile(drv_link *l, int type, const char *path, unsign
 }
 
 GS_DRV CUresult gs_cuLinkDestroy(drv_link *l) {
-    if (!l || l->magic != LINK_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+    if (!as_link(l)) return CUDA_ERROR_INVALID_HANDLE;
+    gs_handle_remove(GS_HANDLE_LINK, (uintptr_t)l);
     l->magic = 0;
     gs_w_free(&l->parts);
     free(l->image);

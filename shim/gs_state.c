@@ -40,67 +40,6 @@ cudaError_t gs_ret(cudaError_t e) {
     return e;
 }
 
-/* ---- handle sets: small open-addressing tables of server handles ---- */
-
-typedef struct {
-    uint64_t *slots;
-    size_t n, used;
-} handle_set;
-static handle_set handles[2];
-static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
-#define TOMBSTONE UINT64_MAX
-
-static size_t hslot(uint64_t h, size_t n) { return (size_t)((h * 0x9E3779B97F4A7C15ull) >> 20) & (n - 1); }
-
-void gs_handle_add(int kind, uint64_t h) {
-    pthread_mutex_lock(&handles_lock);
-    handle_set *t = &handles[kind];
-    if ((t->used + 1) * 2 > t->n) {
-        size_t n = t->n ? t->n * 2 : 64;
-        uint64_t *s = calloc(n, sizeof *s);
-        if (!s) { pthread_mutex_unlock(&handles_lock); return; }
-        size_t used = 0;
-        for (size_t i = 0; i < t->n; i++) {
-            uint64_t v = t->slots[i];
-            if (!v || v == TOMBSTONE) continue;
-            size_t j = hslot(v, n);
-            while (s[j]) j = (j + 1) & (n - 1);
-            s[j] = v;
-            used++;
-        }
-        free(t->slots);
-        t->slots = s;
-        t->n = n;
-        t->used = used;
-    }
-    size_t j = hslot(h, t->n);
-    while (t->slots[j] && t->slots[j] != TOMBSTONE && t->slots[j] != h) j = (j + 1) & (t->n - 1);
-    if (t->slots[j] != h) { t->slots[j] = h; t->used++; }
-    pthread_mutex_unlock(&handles_lock);
-}
-
-static size_t hfind_locked(handle_set *t, uint64_t h) {
-    if (!t->n) return SIZE_MAX;
-    size_t j = hslot(h, t->n);
-    for (size_t probes = 0; t->slots[j] && probes < t->n; probes++, j = (j + 1) & (t->n - 1))
-        if (t->slots[j] == h) return j;
-    return SIZE_MAX;
-}
-
-void gs_handle_remove(int kind, uint64_t h) {
-    pthread_mutex_lock(&handles_lock);
-    size_t j = hfind_locked(&handles[kind], h);
-    if (j != SIZE_MAX) handles[kind].slots[j] = TOMBSTONE;
-    pthread_mutex_unlock(&handles_lock);
-}
-
-int gs_handle_known(int kind, uint64_t h) {
-    pthread_mutex_lock(&handles_lock);
-    int known = hfind_locked(&handles[kind], h) != SIZE_MAX;
-    pthread_mutex_unlock(&handles_lock);
-    return known;
-}
-
 cudaError_t gs_check_device_range(const void *p, size_t n) {
     gs_range r;
     if (!gs_ranges_find((uintptr_t)p, &r) || !gs_range_device_reachable(&r)) return cudaErrorInvalidValue;
@@ -310,8 +249,7 @@ static void ranges_after_fork(void) {
         }
     nranges = j;
     memset(tls.per_thread_stream, 0, sizeof tls.per_thread_stream);
-    pthread_mutex_init(&handles_lock, NULL);
-    for (int k = 0; k < 2; k++) { free(handles[k].slots); handles[k] = (handle_set){0}; }
+    gs_handles_after_fork();
     atomic_store(&sticky, 0);
 }
 

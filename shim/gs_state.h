@@ -8,6 +8,7 @@
 
 #include "gen/ops.h"
 #include "gs_client.h"
+#include "gs_handles.h"
 
 #define GS_MAX_DEVICES 64
 
@@ -48,12 +49,8 @@ static inline int gs_is_legacy_handle(uint64_t h) { return h < GS_HANDLE_BASE; }
 /* The cudaStream_t a wire handle stands for (cudaStreamLegacy for a legacy stream: the current device's). */
 cudaStream_t gs_stream_of_handle(uint64_t h);
 
-/* Streams and events this process created: asynchronous calls are checked against them at once, as
- * CUDA does, since their replies are not awaited. */
-enum { GS_HANDLE_STREAM = 0, GS_HANDLE_EVENT = 1 };
-void gs_handle_add(int kind, uint64_t h);
-void gs_handle_remove(int kind, uint64_t h);
-int gs_handle_known(int kind, uint64_t h);
+/* Streams and events this process created (gs_handles.h): asynchronous calls are checked against them at
+ * once, as CUDA does, since their replies are not awaited. */
 
 /* cudaErrorInvalidValue unless [p, p+n) lies inside one device allocation the client knows. */
 cudaError_t gs_check_device_range(const void *p, size_t n);

@@ -59,7 +59,7 @@ static inline void *read_kernel(const char *dir, const char *name, size_t *size)
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *buf = calloc(1, (size_t)n + 1);
+    char *buf = (char *)calloc(1, (size_t)n + 1); /* a C++ program includes this too */
     if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { perror(path); exit(1); }
     fclose(f);
     if (size) *size = (size_t)n;
