@@ -26,6 +26,8 @@ MODULES = [
     "cudadrv.test_streams",
     "cudadrv.test_pinned",
     "cudadrv.test_host_alloc",  # mapped memory through cuMemcpyDtoH and cuMemGetAddressRange (fixed)
+    "cudadrv.test_cuda_memory",  # cuMemHostRegister(DEVICEMAP) + cuMemHostGetDevicePointer (fixed)
+    "cudadrv.test_deallocations",  # cuda.mapped / cuda.pinned context managers (fixed)
     "cudadrv.test_array_attr",
     "cudadrv.test_context_stack",
     "cudadrv.test_runtime",
