@@ -115,6 +115,12 @@ static size_t image_size(const void *p) {
     return n < MAX_IMAGE && memmem(p, n, ".version", 8) ? n + 1 : 0;
 }
 
+static int is_ptx_text(const void *p) {
+    uint32_t magic;
+    memcpy(&magic, p, 4);
+    return magic != FATBIN_MAGIC && magic != FATBIN_WRAPPER_MAGIC && memcmp(p, ELFMAG, SELFMAG) != 0 && image_size(p);
+}
+
 static CUresult load_image(drv_module **out, const void *image) {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
     DRV_ENTER();
@@ -216,8 +222,14 @@ static void *read_file(const char *path, size_t *size) {
 GS_DRV CUresult gs_cuModuleLoadData(drv_module **m, const void *image) { return load_image(m, image); }
 GS_DRV CUresult gs_cuModuleLoadFatBinary(drv_module **m, const void *image) { return load_image(m, image); }
 GS_DRV CUresult gs_cuModuleLoadDataEx(drv_module **m, const void *image, unsigned n, int *opts, void **values) {
+    unsigned regs = jit_max_registers(n, opts, values);
     jit_options(n, opts, values);
-    return load_image(m, image);
+    if (!regs || !image || !is_ptx_text(image)) return load_image(m, image);
+    char *capped = ptx_with_maxnreg(image, strlen(image), regs);
+    if (!capped) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = load_image(m, capped);
+    free(capped);
+    return r;
 }
 
 GS_DRV CUresult gs_cuModuleLoad(drv_module **m, const char *path) {
@@ -345,8 +357,14 @@ GS_DRV CUresult gs_cuLibraryLoadData(drv_library **lib, const void *code, int *j
     (void)lib_opts;
     (void)lib_values;
     (void)nlib;
+    unsigned regs = jit_max_registers(njit, jit_opts, jit_values);
     jit_options(njit, jit_opts, jit_values);
-    return library_load(lib, code);
+    if (!regs || !code || !is_ptx_text(code)) return library_load(lib, code);
+    char *capped = ptx_with_maxnreg(code, strlen(code), regs);
+    if (!capped) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = library_load(lib, capped);
+    free(capped);
+    return r;
 }
 
 GS_DRV CUresult gs_cuLibraryLoadFromFile(drv_library **lib, const char *path, int *jit_opts, void **jit_values,
@@ -708,6 +726,7 @@ typedef struct {
     uint32_t magic;
     gs_wbuf parts; /* the PTX inputs, NUL-separated */
     unsigned count;
+    unsigned max_regs; /* CU_JIT_MAX_REGISTERS of cuLinkCreate, 0 when not given */
     uint8_t *image; /* cuLinkComplete's result, owned until cuLinkDestroy */
 } drv_link;
 
@@ -718,6 +737,7 @@ GS_DRV CUresult gs_cuLinkCreate_v2(unsigned n, int *opts, void **values, drv_lin
     drv_link *l = calloc(1, sizeof *l);
     if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
     l->magic = LINK_MAGIC;
+    l->max_regs = jit_max_registers(n, opts, values);
     gs_w_init(&l->parts);
     *out = l;
     return CUDA_SUCCESS;
@@ -808,14 +828,16 @@ GS_DRV CUresult gs_cuLinkComplete(drv_link *l, void **out, size_t *size) {
             e = cudaErrorUnknown;
         } else {
             free(l->image);
-            l->image = malloc((size_t)n + 1);
+            l->image = l->max_regs ? (uint8_t *)ptx_with_maxnreg((const char *)img, n, l->max_regs) : malloc((size_t)n + 1);
             if (!l->image) {
                 e = cudaErrorMemoryAllocation;
             } else {
-                memcpy(l->image, img, n);
-                l->image[n] = 0;
+                if (!l->max_regs) {
+                    memcpy(l->image, img, n);
+                    l->image[n] = 0;
+                }
                 *out = l->image;
-                *size = (size_t)n + 1;
+                *size = strlen((char *)l->image) + 1;
             }
         }
     }
