@@ -195,6 +195,18 @@ static void jit_options(unsigned n, const int *opts, void **values) {
         if (opts[i] == JIT_INFO_LOG_SIZE || opts[i] == JIT_ERROR_LOG_SIZE) values[i] = (void *)(uintptr_t)0;
 }
 
+/* Applies a load's JIT options to the image: log buffers, and CU_JIT_MAX_REGISTERS written into PTX text as
+ * .maxnreg (then *image is a copy, *owned to be freed after loading). Nonzero when out of memory. */
+static int with_jit_options(const void **image, char **owned, unsigned n, int *opts, void **values) {
+    unsigned regs = jit_max_registers(n, opts, values);
+    jit_options(n, opts, values);
+    if (!regs || !*image || !is_ptx_text(*image)) return 0;
+    *owned = ptx_with_maxnreg(*image, strlen(*image), regs);
+    if (!*owned) return 1;
+    *image = *owned;
+    return 0;
+}
+
 static void *read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -222,12 +234,9 @@ static void *read_file(const char *path, size_t *size) {
 GS_DRV CUresult gs_cuModuleLoadData(drv_module **m, const void *image) { return load_image(m, image); }
 GS_DRV CUresult gs_cuModuleLoadFatBinary(drv_module **m, const void *image) { return load_image(m, image); }
 GS_DRV CUresult gs_cuModuleLoadDataEx(drv_module **m, const void *image, unsigned n, int *opts, void **values) {
-    unsigned regs = jit_max_registers(n, opts, values);
-    jit_options(n, opts, values);
-    if (!regs || !image || !is_ptx_text(image)) return load_image(m, image);
-    char *capped = ptx_with_maxnreg(image, strlen(image), regs);
-    if (!capped) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = load_image(m, capped);
+    char *capped = NULL;
+    if (with_jit_options(&image, &capped, n, opts, values)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = load_image(m, image);
     free(capped);
     return r;
 }
@@ -357,12 +366,9 @@ GS_DRV CUresult gs_cuLibraryLoadData(drv_library **lib, const void *code, int *j
     (void)lib_opts;
     (void)lib_values;
     (void)nlib;
-    unsigned regs = jit_max_registers(njit, jit_opts, jit_values);
-    jit_options(njit, jit_opts, jit_values);
-    if (!regs || !code || !is_ptx_text(code)) return library_load(lib, code);
-    char *capped = ptx_with_maxnreg(code, strlen(code), regs);
-    if (!capped) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = library_load(lib, capped);
+    char *capped = NULL;
+    if (with_jit_options(&code, &capped, njit, jit_opts, jit_values)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = library_load(lib, code);
     free(capped);
     return r;
 }
