@@ -132,6 +132,10 @@ def compile_cvt(ctx: Ctx, ins: Instr):
         from gpushim.ptx.ops_mma import compile_cvt_tf32
 
         return compile_cvt_tf32(ctx, ins)
+    if dtyp in ("e4m3x2", "e5m2x2") or atyp in ("e4m3x2", "e5m2x2"):
+        from gpushim.ptx.ops_fp8 import compile_cvt_fp8
+
+        return compile_cvt_fp8(ctx, ins, dtyp, atyp)
     m = set(parts[1:]) - set(types)
     check_mods(ctx, ins, {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "ftz", "sat"})
     irnd = next((x for x in m if x in _IRND), None)
@@ -139,7 +143,7 @@ def compile_cvt(ctx: Ctx, ins: Instr):
     do_ftz = "ftz" in m
     do_sat = "sat" in m
     for t in (dtyp, atyp):
-        if t in ("e4m3x2", "e5m2x2", "tf32", "b128", "u128", "s128"):
+        if t in ("tf32", "b128", "u128", "s128"):
             raise ctx.fail(f"{ins.op} ({t} conversion)")
     if dtyp in ("f16x2", "bf16x2"):
         if len(ins.args) != 3 or atyp != "f32":
