@@ -38,6 +38,13 @@ typedef struct moved_pages {
     struct moved_pages *next;
 } moved_pages;
 static moved_pages *moved;
+/* The registrations (by address) that hold moved pages: only they give a hold back when unregistered (another
+ * registration may lie on moved pages without having moved them). */
+typedef struct holder {
+    uintptr_t base;
+    struct holder *next;
+} holder;
+static holder *holders;
 static pthread_mutex_t moved_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
@@ -139,9 +146,25 @@ static uintptr_t moved_address(uintptr_t p, size_t n) {
     return d;
 }
 
+/* Whether the registration at base holds moved pages; forgets it. Called with moved_lock held. */
+static int take_holder(uintptr_t base) {
+    for (holder **h = &holders; *h; h = &(*h)->next)
+        if ((*h)->base == base) {
+            holder *gone = *h;
+            *h = gone->next;
+            free(gone);
+            return 1;
+        }
+    return 0;
+}
+
 /* Drops a registration's hold on its moved pages: the last one moves them back and frees the device memory. */
 static void release_pages(uintptr_t ptr) {
     pthread_mutex_lock(&moved_lock);
+    if (!take_holder(ptr)) {
+        pthread_mutex_unlock(&moved_lock);
+        return;
+    }
     for (moved_pages **p = &moved; *p; p = &(*p)->next) {
         moved_pages *m = *p;
         if (ptr < m->host || ptr >= m->host + m->len) continue;
@@ -172,11 +195,19 @@ GS_IMPL cudaError_t gs_cudaHostRegister(void *ptr, size_t size, unsigned flags) 
         const char *why = "the client is not on the server's host (TCP)";
         if (gs_transport_is_unix()) {
             pthread_mutex_lock(&moved_lock);
-            d = device_address(ptr, size, dev, &why);
+            holder *h = malloc(sizeof *h);
+            d = h ? device_address(ptr, size, dev, &why) : 0;
+            if (!h) why = "out of host memory";
+            if (d) {
+                *h = (holder){(uintptr_t)ptr, holders};
+                holders = h;
+            } else {
+                free(h);
+            }
             pthread_mutex_unlock(&moved_lock);
         }
         if (!d)
-            gs_warn_once("registered", "cudaHostRegister(..., cudaHostRegisterMapped): %s; the memory is pinned but "
+            gs_warn_once(why, "cudaHostRegister(..., cudaHostRegisterMapped): %s; the memory is pinned but "
                          "kernels cannot reach it", why);
     }
     if (d) gs_ranges_add((gs_range){d, size, dev, cudaMemoryTypeHost, flags, GS_REGISTERED_ALIAS, 0, 0});
@@ -231,6 +262,11 @@ GS_IMPL cudaError_t gs_cudaHostGetDevicePointer(void **dptr, void *hptr, unsigne
  * the parent's device memory (gs_state.c drops the device aliases' ranges). */
 static void registered_after_fork(void) {
     pthread_mutex_init(&moved_lock, NULL);
+    while (holders) {
+        holder *h = holders;
+        holders = h->next;
+        free(h);
+    }
     while (moved) {
         moved_pages *m = moved;
         moved = m->next;

@@ -24,6 +24,7 @@ def test_registered_memory_reached_by_kernels(server):
         "same_pointer": "0", "interior": "1",  # a distinct device address; interior pointers map in step
         "kernel_rw_errors": "0", "host_write_errors": "0", "neighbour": "x", "dtoh": "1",
         "shared_pages": "1", "moved": "1",  # a second registration on the same pages shares them
+        "partial_overlap_refused": "1",  # one on some of them and more is not mapped
         "fork_child_private": "1", "fork_parent_kept": "1",  # a forked child's writes stay its own
         "after_unregister_errors": "0", "writable": "1", "h2": "16", "private": "1",  # data kept, pages private again
         "reregistered": "1", "file_kept": "1", "done": "1",
@@ -31,6 +32,7 @@ def test_registered_memory_reached_by_kernels(server):
     assert {k: v.get(k) for k in expect} == expect, r.stdout + r.stderr
     # what is not mapped says why
     assert "cudaHostRegisterMapped): it is not private anonymous read-write memory" in r.stderr
+    assert "cudaHostRegisterMapped): its pages overlap another mapped registration's in part" in r.stderr
     assert "cudaHostGetDevicePointer: kernels can reach only memory" in r.stderr
 
 

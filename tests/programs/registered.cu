@@ -101,6 +101,12 @@ int main(int argc, char **argv) {
     CHECK(cudaDeviceSynchronize());
     std::printf("shared_pages=%d\n", h2[0] == 16 && h[n - 1] == 21 * (n - 1) + 1);
     std::printf("moved=%d\n", !private_page(h));
+    // one that covers some of those pages and more: pinned, not mapped (said why); the others are unharmed
+    int *h3 = (int *)(block + 8176);
+    CHECK(cudaHostRegister(h3, 64, cudaHostRegisterMapped));
+    EXPECT_ERR(cudaHostGetDevicePointer((void **)&d5, h3, 0), cudaErrorNotSupported);
+    CHECK(cudaHostUnregister(h3));
+    std::printf("partial_overlap_refused=%d\n", !private_page(h) && h2[0] == 16);
 
     // a forked child gets a private copy of the pages, as of any private memory: its writes stay its own
     pid_t child = fork();
