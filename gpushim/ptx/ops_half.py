@@ -39,17 +39,10 @@ def _to_bits(x, bf: bool):
         bits = x.astype(np.float16).view(np.uint16)
         nan = x != x
         return np.where(nan, np.uint16(0x7FFF), bits).astype(np.uint16) if np.any(nan) else bits
-    if x.dtype == np.float64:  # round to odd at f32 precision first, then to bf16: one correct rounding
-        r = x.astype(np.float32)
-        inexact = (r.astype(np.float64) != x) & np.isfinite(x)
-        even = (r.view(np.uint32) & np.uint32(1)) == 0
-        fix = inexact & even
-        if np.any(fix):
-            r = np.where(fix, np.nextafter(r, np.where(x > r, np.float32(np.inf), np.float32(-np.inf))), r)
-        x = r.astype(np.float32)
-    from gpushim.ptx.ops_cvt import f32_to_bf16
+    from gpushim.ptx.ops_cvt import _f64_to_bf16, f32_to_bf16
 
-    bits = f32_to_bf16(x)
+    # f64: through f32 rounded to odd, then to bf16: one correct rounding
+    bits = _f64_to_bf16(x, "rn") if x.dtype == np.float64 else f32_to_bf16(x)
     nan = x != x
     return np.where(nan, np.uint16(0x7FFF), bits).astype(np.uint16) if np.any(nan) else bits
 
