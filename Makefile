@@ -101,7 +101,7 @@ tests/programs/bin/tensor_cores: tests/programs/tensor_cores.cu tests/programs/c
 	$(NVCC) -cudart shared -arch=sm_80 -o $@ $< -Xlinker -rpath,$(CUDA_LIB)
 # Programs whose kernels need sm_80+/sm_90 PTX (redux with member masks, mbarrier, cp.async, griddepcontrol):
 # built for sm_90 (the fat binary carries compute_90 PTX, which the emulator runs)
-SM90_PROGRAMS = $(addprefix tests/programs/bin/,labeled_reduce async_barrier warp_reduce)
+SM90_PROGRAMS = $(addprefix tests/programs/bin/,labeled_reduce async_barrier warp_reduce fp8)
 $(SM90_PROGRAMS): tests/programs/bin/%: tests/programs/%.cu tests/programs/common.h | $(NVCC)
 	@mkdir -p $(dir $@)
 	$(NVCC) -cudart shared -arch=sm_90 -o $@ $< -Xlinker -rpath,$(CUDA_LIB)

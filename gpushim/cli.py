@@ -125,7 +125,7 @@ def main() -> None:
               help="Largest fat binary a client may upload.")
 @click.option("--session-upload-bytes", type=ByteSize(), default="1G", show_default=True,
               help="Bytes of modules one session may upload.")
-@click.option("--session-uploads", type=click.IntRange(0), default=256, show_default=True,
+@click.option("--session-uploads", type=click.IntRange(0), default=4096, show_default=True,
               help="Number of modules one session may upload.")
 @click.option("--sched", type=click.Choice(["priority", "fair", "off"]), default="priority", show_default=True,
               help="Device scheduling between sessions: priority class then fair share of device time; fair share "

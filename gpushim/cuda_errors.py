@@ -76,7 +76,10 @@ STICKY = frozenset(
 class CudaError(Exception):
     """A call failed with a cudaError_t; `message` says why, for logs and for the client's stderr."""
 
-    def __init__(self, code: int, message: str = "") -> None:
+    def __init__(self, code: int, message: str = "", noted: bool = False) -> None:
         super().__init__(f"{Err(code).name if code in Err._value2member_map_ else code}: {message}")
         self.code = int(code)
         self.message = message
+        # the client prints the reason even for a code it would otherwise take as an ordinary API result
+        # (gpushim.server.session.NOTED): a server limit, say, which a person must act on
+        self.noted = noted

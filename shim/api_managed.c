@@ -48,11 +48,11 @@ static void free_on_server(uintptr_t ptr) {
     gs_call_end(&c);
 }
 
-/* Allocates size bytes of device dev's memory on the server and maps those pages at their own address in this
- * process (managed memory, and mapped pinned memory in api_memory.c). On failure returns NULL with *err the
- * server's error (*why NULL), or cudaErrorNotSupported with *why saying why the pages cannot be mapped (the
- * allocation is freed again). */
-void *gs_map_device_memory(int dev, size_t size, cudaError_t *err, const char **why) {
+/* Allocates size bytes (whole pages) of device dev's memory on the server: returns its device address, with
+ * *fd the server's device-memory file opened here and *offset where the pages are in it. On failure returns 0
+ * with *err the server's error (*why NULL), or cudaErrorNotSupported with *why saying why the pages cannot be
+ * reached from this process (the allocation is freed again). */
+uint64_t gs_device_pages(int dev, size_t size, int *fd, off_t *offset, cudaError_t *err, const char **why) {
     gs_call c;
     gs_call_begin(&c, GS_OP_MALLOC_MANAGED, 2);
     gs_w_int(c.w, dev);
@@ -69,14 +69,32 @@ void *gs_map_device_memory(int dev, size_t size, cudaError_t *err, const char **
     *why = NULL;
     if (e) {
         *err = e;
-        return NULL;
+        return 0;
     }
-    int fd = device_file(dev, (long)pid, (int)sfd);
-    void *m = fd < 0 ? MAP_FAILED
-                     : mmap((void *)(uintptr_t)p, page_round(size), PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)(p - base));
+    *fd = device_file(dev, (long)pid, (int)sfd);
+    *offset = (off_t)(p - base);
+    if (*fd < 0) {
+        *why = "no access to it";
+        free_on_server(p);
+        *err = cudaErrorNotSupported;
+        return 0;
+    }
+    return p;
+}
+
+/* Allocates size bytes of device dev's memory on the server and maps those pages at their own address in this
+ * process (managed memory, and mapped pinned memory in api_memory.c). On failure returns NULL with *err the
+ * server's error (*why NULL), or cudaErrorNotSupported with *why saying why the pages cannot be mapped (the
+ * allocation is freed again). */
+void *gs_map_device_memory(int dev, size_t size, cudaError_t *err, const char **why) {
+    int fd;
+    off_t off;
+    uint64_t p = gs_device_pages(dev, size, &fd, &off, err, why);
+    if (!p) return NULL;
+    void *m = mmap((void *)(uintptr_t)p, page_round(size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
+                   fd, off);
     if (m != (void *)(uintptr_t)p) {
-        *why = fd < 0 ? "no access to it" : strerror(errno);
+        *why = strerror(errno);
         if (m != MAP_FAILED) munmap(m, page_round(size));
         free_on_server(p);
         *err = cudaErrorNotSupported;

@@ -155,7 +155,8 @@ GS_IMPL cudaError_t gs_cudaFreeHost(void *ptr) {
     GS_ENTER();
     if (!ptr) return cudaSuccess;
     gs_range r;
-    if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeHost || !r.owned || r.base != (uintptr_t)ptr)
+    if (!gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeHost || !r.owned ||
+        r.owned == GS_REGISTERED_ALIAS || r.base != (uintptr_t)ptr)
         return gs_ret(cudaErrorInvalidValue);
     gs_ranges_remove(r.base, cudaMemoryTypeHost, NULL);
     if (r.owned == ARENA_BACKED) {
@@ -176,43 +177,6 @@ GS_IMPL cudaError_t gs_cudaFreeHost(void *ptr) {
         gs_call_post(&c);
     }
     munmap(ptr, r.size);
-    return cudaSuccess;
-}
-
-GS_IMPL cudaError_t gs_cudaHostRegister(void *ptr, size_t size, unsigned flags) {
-    if (!ptr || !size || (flags & ~0x0fu)) return gs_ret(cudaErrorInvalidValue);
-    GS_ENTER();
-    gs_range r;
-    if (gs_ranges_find((uintptr_t)ptr, &r) || gs_ranges_find((uintptr_t)ptr + size - 1, &r)) {
-        return gs_ret(r.kind == cudaMemoryTypeHost ? cudaErrorHostMemoryAlreadyRegistered : cudaErrorInvalidValue);
-    }
-    gs_ranges_add((gs_range){(uintptr_t)ptr, size, gs_thread()->device, cudaMemoryTypeHost, flags, 0, 0, 0});
-    return cudaSuccess;
-}
-
-GS_IMPL cudaError_t gs_cudaHostUnregister(void *ptr) {
-    GS_ENTER();
-    gs_range r;
-    if (!ptr || !gs_ranges_find((uintptr_t)ptr, &r) || r.kind != cudaMemoryTypeHost || r.owned ||
-        r.base != (uintptr_t)ptr)
-        return gs_ret(cudaErrorHostMemoryNotRegistered);
-    gs_ranges_remove(r.base, cudaMemoryTypeHost, NULL);
-    return cudaSuccess;
-}
-
-GS_IMPL cudaError_t gs_cudaHostGetDevicePointer(void **dptr, void *hptr, unsigned flags) {
-    if (!dptr || flags) return gs_ret(cudaErrorInvalidValue);
-    GS_ENTER();
-    gs_range r;
-    if (!gs_ranges_find((uintptr_t)hptr, &r) || r.kind != cudaMemoryTypeHost) return gs_ret(cudaErrorInvalidValue);
-    if (r.owned != ARENA_BACKED) {
-        /* Only memory from cudaHostAlloc(cudaHostAllocMapped) with the client on the server's host lives where
-         * kernels can reach it; registered memory and allocations over TCP do not. */
-        gs_warn_once("mapped_ptr", "cudaHostGetDevicePointer: kernels can reach only memory allocated with "
-                     "cudaHostAlloc(..., cudaHostAllocMapped) by a client on the server's host (a Unix socket)");
-        return gs_ret(cudaErrorNotSupported);
-    }
-    *dptr = hptr; /* unified addressing: the same address */
     return cudaSuccess;
 }
 

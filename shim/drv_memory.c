@@ -84,7 +84,7 @@ GS_DRV CUresult gs_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUde
     DRV_ENTER();
     gs_range r;
     /* mapped pinned memory counts: its device pointer is the host pointer (numba sizes mapped arrays so) */
-    if (!gs_ranges_find((uintptr_t)p, &r) || !(r.kind == cudaMemoryTypeDevice || (r.kind == cudaMemoryTypeHost && r.owned == GS_ARENA_BACKED)))
+    if (!gs_ranges_find((uintptr_t)p, &r) || !(r.kind == cudaMemoryTypeDevice || gs_range_mapped_host(&r)))
         return CUDA_ERROR_NOT_FOUND;
     if (base) *base = r.base;
     if (size) *size = r.size;

@@ -116,6 +116,12 @@ static size_t image_size(const void *p) {
     return n < MAX_IMAGE && memmem(p, n, ".version", 8) ? n + 1 : 0;
 }
 
+static int is_ptx_text(const void *p) {
+    uint32_t magic;
+    memcpy(&magic, p, 4);
+    return magic != FATBIN_MAGIC && magic != FATBIN_WRAPPER_MAGIC && memcmp(p, ELFMAG, SELFMAG) != 0 && image_size(p);
+}
+
 static CUresult load_image(drv_module **out, const void *image) {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
     DRV_ENTER();
@@ -191,6 +197,18 @@ static void jit_options(unsigned n, const int *opts, void **values) {
         if (opts[i] == JIT_INFO_LOG_SIZE || opts[i] == JIT_ERROR_LOG_SIZE) values[i] = (void *)(uintptr_t)0;
 }
 
+/* Applies a load's JIT options to the image: log buffers, and CU_JIT_MAX_REGISTERS written into PTX text as
+ * .maxnreg (then *image is a copy, *owned to be freed after loading). Nonzero when out of memory. */
+static int with_jit_options(const void **image, char **owned, unsigned n, int *opts, void **values) {
+    unsigned regs = jit_max_registers(n, opts, values);
+    jit_options(n, opts, values);
+    if (!regs || !*image || !is_ptx_text(*image)) return 0;
+    *owned = ptx_with_maxnreg(*image, strlen(*image), regs);
+    if (!*owned) return 1;
+    *image = *owned;
+    return 0;
+}
+
 static void *read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -218,8 +236,11 @@ static void *read_file(const char *path, size_t *size) {
 GS_DRV CUresult gs_cuModuleLoadData(drv_module **m, const void *image) { return load_image(m, image); }
 GS_DRV CUresult gs_cuModuleLoadFatBinary(drv_module **m, const void *image) { return load_image(m, image); }
 GS_DRV CUresult gs_cuModuleLoadDataEx(drv_module **m, const void *image, unsigned n, int *opts, void **values) {
-    jit_options(n, opts, values);
-    return load_image(m, image);
+    char *capped = NULL;
+    if (with_jit_options(&image, &capped, n, opts, values)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = load_image(m, image);
+    free(capped);
+    return r;
 }
 
 GS_DRV CUresult gs_cuModuleLoad(drv_module **m, const char *path) {
@@ -349,8 +370,11 @@ GS_DRV CUresult gs_cuLibraryLoadData(drv_library **lib, const void *code, int *j
     (void)lib_opts;
     (void)lib_values;
     (void)nlib;
-    jit_options(njit, jit_opts, jit_values);
-    return library_load(lib, code);
+    char *capped = NULL;
+    if (with_jit_options(&code, &capped, njit, jit_opts, jit_values)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = library_load(lib, code);
+    free(capped);
+    return r;
 }
 
 GS_DRV CUresult gs_cuLibraryLoadFromFile(drv_library **lib, const char *path, int *jit_opts, void **jit_values,
@@ -712,6 +736,7 @@ typedef struct {
     uint32_t magic;
     gs_wbuf parts; /* the PTX inputs, NUL-separated */
     unsigned count;
+    unsigned max_regs; /* CU_JIT_MAX_REGISTERS of cuLinkCreate, 0 when not given */
     uint8_t *image; /* cuLinkComplete's result, owned until cuLinkDestroy */
 } drv_link;
 
@@ -725,6 +750,7 @@ GS_DRV CUresult gs_cuLinkCreate_v2(unsigned n, int *opts, void **values, drv_lin
     drv_link *l = calloc(1, sizeof *l);
     if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
     l->magic = LINK_MAGIC;
+    l->max_regs = jit_max_registers(n, opts, values);
     gs_w_init(&l->parts);
     gs_handle_add(GS_HANDLE_LINK, (uintptr_t)l);
     *out = l;
@@ -816,14 +842,16 @@ GS_DRV CUresult gs_cuLinkComplete(drv_link *l, void **out, size_t *size) {
             e = cudaErrorUnknown;
         } else {
             free(l->image);
-            l->image = malloc((size_t)n + 1);
+            l->image = l->max_regs ? (uint8_t *)ptx_with_maxnreg((const char *)img, n, l->max_regs) : malloc((size_t)n + 1);
             if (!l->image) {
                 e = cudaErrorMemoryAllocation;
             } else {
-                memcpy(l->image, img, n);
-                l->image[n] = 0;
+                if (!l->max_regs) {
+                    memcpy(l->image, img, n);
+                    l->image[n] = 0;
+                }
                 *out = l->image;
-                *size = (size_t)n + 1;
+                *size = strlen((char *)l->image) + 1;
             }
         }
     }

@@ -64,6 +64,9 @@ cudaError_t gs_stream_sync(uint64_t stream);
 void gs_unmap_managed(const gs_range *r);
 /* Device memory allocated on the server and mapped at its own address here (api_managed.c). */
 void *gs_map_device_memory(int dev, size_t size, cudaError_t *err, const char **why);
+/* Device memory allocated on the server, not mapped: its address, the server's file opened here and the offset
+ * of its pages in that file (api_managed.c). */
+uint64_t gs_device_pages(int dev, size_t size, int *fd, off_t *offset, cudaError_t *err, const char **why);
 
 /* Memory pools (api_pool.c): stream-ordered allocation from a pool (NULL: the device's current pool), and
  * the end of an allocation (its pool's account). */

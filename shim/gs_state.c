@@ -243,6 +243,8 @@ static void ranges_after_fork(void) {
             unreserve_locked(i); /* the child's session hands out its own addresses */
         } else if (ranges[i].kind == cudaMemoryTypeManaged) {
             /* the parent's managed pages stay mapped here, but the child's session does not know them */
+        } else if (ranges[i].kind == cudaMemoryTypeHost && ranges[i].owned == GS_REGISTERED_ALIAS) {
+            /* registered memory's device alias: the child has private copies of the pages (api_registered.c) */
         } else {
             ranges[i].shm = 0; /* the parent's server mapping is not the child's session's */
             ranges[j++] = ranges[i];

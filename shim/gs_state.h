@@ -73,9 +73,15 @@ typedef struct {
 /* gs_range.owned of mapped pinned memory that lives in the emulator's memory (api_memory.c): its host pointer
  * is its device pointer, so device-side calls (copies, memsets, cuMemGetAddressRange) accept it. */
 #define GS_ARENA_BACKED 2
+/* gs_range.owned of the device alias of registered host memory (api_registered.c): the emulator's memory that
+ * holds the registered bytes, mapped here at its own address too; cudaFreeHost and cudaHostUnregister refuse it */
+#define GS_REGISTERED_ALIAS 3
+/* host memory whose host pointer is also a device pointer */
+static inline int gs_range_mapped_host(const gs_range *r) {
+    return r->kind == cudaMemoryTypeHost && (r->owned == GS_ARENA_BACKED || r->owned == GS_REGISTERED_ALIAS);
+}
 static inline int gs_range_device_reachable(const gs_range *r) {
-    return r->kind == cudaMemoryTypeDevice || r->kind == cudaMemoryTypeManaged ||
-           (r->kind == cudaMemoryTypeHost && r->owned == GS_ARENA_BACKED);
+    return r->kind == cudaMemoryTypeDevice || r->kind == cudaMemoryTypeManaged || gs_range_mapped_host(r);
 }
 
 void gs_ranges_add(gs_range r);

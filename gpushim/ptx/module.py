@@ -23,6 +23,7 @@ from gpushim.ptx.link import align_up, function_address, link_kernel
 from gpushim.ptx.nodes import Imm, Module, Sym, VarDecl
 from gpushim.ptx.operands import GRID_WORKSPACE, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from gpushim.ptx.parser import parse
+from gpushim.ptx.regcount import register_estimate
 from gpushim.ptx.scheduler import run_batch
 from gpushim.ptx.state import Batch, Geometry, State
 from gpushim.ptx.types import type_size
@@ -55,6 +56,7 @@ class KernelInfo:
     param_bytes: int
     static_shared_bytes: int
     local_bytes: int
+    registers: int = 32  # numRegs (gpushim/ptx/regcount.py); a kernel the engine cannot run keeps 32
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,7 @@ class PtxModule:
                 prog.param_bytes,
                 prog.static_shared,
                 prog.frame_bytes,
+                register_estimate(prog, (fn.launch_bounds.get("maxnreg") or (None,))[0]),
             )
 
     # -- launch ---------------------------------------------------------------------------------------------

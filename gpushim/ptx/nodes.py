@@ -107,7 +107,7 @@ class Function:
     defined: bool = False
     line: int = 0
     noreturn: bool = False
-    launch_bounds: dict[str, tuple] = field(default_factory=dict)  # maxntid / reqntid
+    launch_bounds: dict[str, tuple] = field(default_factory=dict)  # maxntid / reqntid / maxnreg
 
 
 @dataclass

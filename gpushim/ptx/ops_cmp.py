@@ -94,6 +94,10 @@ def compile_setp(ctx: Ctx, ins: Instr):
 def compile_set(ctx: Ctx, ins: Instr):
     parts = ins.op.split(".")
     dtyp, styp = parts[-2], parts[-1]
+    if {dtyp, styp} & {"f16", "f16x2", "bf16", "bf16x2"}:
+        from gpushim.ptx.ops_half import compile_half_set
+
+        return compile_half_set(ctx, ins)
     cmpop = parts[1]
     f = _cmp_func(cmpop, styp)
     boolop = next((p for p in parts[2:] if p in ("and", "or", "xor")), None)

@@ -44,6 +44,29 @@ def f32_to_bf16(x):
     return np.where(nan, (b >> np.uint32(16)) | np.uint32(0x40), rounded).astype(np.uint16)
 
 
+def _f64_to_bf16(v, mode: str):
+    """f64 values to bf16 bits in rounding mode rn / rz / rm / rp, each rounded once: to f32 rounding to odd (exact
+    for f32 sources; the sticky last bit keeps a lower half-way from looking like a tie), then to bf16 to nearest,
+    then one step where a directed mode wants the other neighbour."""
+    x = np.asarray(v, np.float64)
+    f = fexact.f64_to_f32(x, "rz")
+    inexact = (f.astype(np.float64) != x) & (x == x)
+    f = np.where(inexact, (f.view(np.uint32) | np.uint32(1)).view(np.float32), f)
+    r = f32_to_bf16(f)
+    if mode == "rn":
+        return r
+    r64 = (r.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    if mode == "rz":
+        fix, up = np.abs(r64) > np.abs(x), np.zeros(x.shape, bool)  # toward zero: a smaller magnitude
+    else:
+        fix = r64 > x if mode == "rm" else r64 < x
+        up = (x < 0) if mode == "rm" else (x > 0)  # the magnitude grows when x lies beyond r on its own side
+    mag = r & np.uint16(0x7FFF)
+    sign = np.where(mag == 0, np.where(x < 0, np.uint16(0x8000), np.uint16(0)), r & np.uint16(0x8000))
+    stepped = sign | np.where(up, mag + np.uint16(1), mag - np.uint16(1)).astype(np.uint16)
+    return np.where(fix, stepped, r).astype(np.uint16)
+
+
 def _f64_to_f16(v, mode: str):
     r = np.asarray(v, np.float64).astype(np.float16)
     if mode == "rn":
@@ -75,8 +98,8 @@ def float_to_int(x64, dtyp: str, rnd):
 def int_to_float(v, atyp: str, dtyp: str, mode: str):
     if dtyp == "f16":  # exact in f64 for 32-bit sources; 64-bit ones beyond 2**53 overflow f16 anyway
         return _f64_to_f16(np.asarray(v, np.float64), mode)
-    if dtyp == "bf16":
-        return f32_to_bf16(np.asarray(v).astype(np.float32))
+    if dtyp == "bf16":  # exact in f64 for 32-bit sources
+        return _f64_to_bf16(np.asarray(v, np.float64), mode)
     dt = np_type(dtyp)
     if mode == "rn":
         return np.asarray(v).astype(dt)
@@ -109,6 +132,10 @@ def compile_cvt(ctx: Ctx, ins: Instr):
         from gpushim.ptx.ops_mma import compile_cvt_tf32
 
         return compile_cvt_tf32(ctx, ins)
+    if dtyp in ("e4m3x2", "e5m2x2") or atyp in ("e4m3x2", "e5m2x2"):
+        from gpushim.ptx.ops_fp8 import compile_cvt_fp8
+
+        return compile_cvt_fp8(ctx, ins, dtyp, atyp)
     m = set(parts[1:]) - set(types)
     check_mods(ctx, ins, {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "ftz", "sat"})
     irnd = next((x for x in m if x in _IRND), None)
@@ -116,12 +143,16 @@ def compile_cvt(ctx: Ctx, ins: Instr):
     do_ftz = "ftz" in m
     do_sat = "sat" in m
     for t in (dtyp, atyp):
-        if t in ("e4m3x2", "e5m2x2", "tf32", "b128", "u128", "s128"):
+        if t in ("tf32", "b128", "u128", "s128"):
             raise ctx.fail(f"{ins.op} ({t} conversion)")
     if dtyp in ("f16x2", "bf16x2"):
         if len(ins.args) != 3 or atyp != "f32":
             raise ctx.fail(f"{ins.op}")
-        conv1 = (lambda x: _f64_to_f16(np.asarray(x, np.float64), frnd)) if dtyp == "f16x2" else f32_to_bf16
+        to_half = _f64_to_f16 if dtyp == "f16x2" else _f64_to_bf16
+
+        def conv1(x):
+            return to_half(np.asarray(x, np.float64), frnd)
+
         return nary(
             ctx,
             ins,
@@ -181,7 +212,7 @@ def compile_cvt(ctx: Ctx, ins: Instr):
         elif dtyp == "f16":
             r = _f64_to_f16(x, frnd)
         else:  # bf16
-            r = f32_to_bf16(x.astype(np.float32))
+            r = _f64_to_bf16(x, frnd)
         if do_sat:
             if dtyp in ("f32", "f64"):
                 r = np.where(r != r, 0, np.clip(r, 0, 1)).astype(r.dtype)

@@ -15,6 +15,7 @@ from gpushim.ptx import fexact
 from gpushim.ptx.nodes import Instr
 from gpushim.ptx.operands import Ctx
 from gpushim.ptx.ops_common import check_mods, itype, mods, nary
+from gpushim.ptx.ops_half import _lanewise as half_lanewise
 from gpushim.ptx.ops_half import compile_half, is_half
 
 _F32_MIN_NORMAL = np.float32(2.0**-126)
@@ -270,6 +271,11 @@ def compile_special(ctx: Ctx, ins: Instr):
     typ = itype(ctx, ins)
     m = mods(ins)
     base = ins.op.split(".")[0]
+    if is_half(ins) and base in ("tanh", "ex2") and "approx" in m:
+        # tanh.approx / ex2.approx of .f16, .bf16 and their pairs (PTX ISA 7.0, 7.8): each lane correctly
+        # rounded, within the ISA's error bound for the approximation
+        g = np.tanh if base == "tanh" else np.exp2
+        return half_lanewise(ctx, ins, typ, lambda a: g(np.asarray(a, np.float64)), 1)
     if typ not in ("f32", "f64"):
         raise ctx.fail(f"{ins.op} ({typ})")
     if base == "rcp" and "approx" not in m and typ == "f32":

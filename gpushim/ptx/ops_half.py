@@ -39,17 +39,10 @@ def _to_bits(x, bf: bool):
         bits = x.astype(np.float16).view(np.uint16)
         nan = x != x
         return np.where(nan, np.uint16(0x7FFF), bits).astype(np.uint16) if np.any(nan) else bits
-    if x.dtype == np.float64:  # round to odd at f32 precision first, then to bf16: one correct rounding
-        r = x.astype(np.float32)
-        inexact = (r.astype(np.float64) != x) & np.isfinite(x)
-        even = (r.view(np.uint32) & np.uint32(1)) == 0
-        fix = inexact & even
-        if np.any(fix):
-            r = np.where(fix, np.nextafter(r, np.where(x > r, np.float32(np.inf), np.float32(-np.inf))), r)
-        x = r.astype(np.float32)
-    from gpushim.ptx.ops_cvt import f32_to_bf16
+    from gpushim.ptx.ops_cvt import _f64_to_bf16, f32_to_bf16
 
-    bits = f32_to_bf16(x)
+    # f64: through f32 rounded to odd, then to bf16: one correct rounding
+    bits = _f64_to_bf16(x, "rn") if x.dtype == np.float64 else f32_to_bf16(x)
     nan = x != x
     return np.where(nan, np.uint16(0x7FFF), bits).astype(np.uint16) if np.any(nan) else bits
 
@@ -175,6 +168,54 @@ def compile_half_setp(ctx: Ctx, ins: Instr):
             w2(st, idx, res[1])
 
     return setp
+
+
+_ONE = {"f16": 0x3C00, "bf16": 0x3F80}  # 1.0
+
+
+def compile_half_set(ctx: Ctx, ins: Instr):
+    """set with half sources or a half destination (PTX ISA, "Half Precision Comparison Instructions: set"): each
+    lane compared (in f32, exactly), and written as 1.0 / 0.0 to a half destination, or all ones / 0 to an
+    integer one (per 16-bit lane for pairs)."""
+    from gpushim.ptx.ops_cmp import _cmp_func
+
+    parts = ins.op.split(".")
+    dtyp, styp = parts[-2], parts[-1]
+    check_mods(ctx, ins, {parts[1], "ftz", "and", "or", "xor"})
+    try:
+        f = _cmp_func(parts[1], "f32" if styp in HALF_TYPES else styp)
+    except KeyError:
+        raise ctx.error(f"{ins.op}: unknown comparison") from None
+    boolop = next((p for p in parts[2:] if p in ("and", "or", "xor")), None)
+    comb = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(boolop or "")
+    do_ftz = "ftz" in mods(ins)
+    half_src = styp in HALF_TYPES
+    rtyp = ("b32" if styp.endswith("x2") else "b16") if half_src else styp
+    ra, rb = ctx.reader(ins.args[1], rtyp), ctx.reader(ins.args[2], rtyp)
+    rc = ctx.reader(ins.args[3], "pred") if boolop else None
+    w = ctx.writer(ins.args[0])
+    base = dtyp.removesuffix("x2")
+    one = _ONE.get(base, 0xFFFF if styp.endswith("x2") or dtyp in ("u16", "s16") else 0xFFFFFFFF)
+
+    def set_(st, idx):
+        a, b = ra(st, idx), rb(st, idx)
+        if half_src:
+            la, lb = lanes(a, styp), lanes(b, styp)
+            if do_ftz:
+                bf = styp.startswith("bf")
+                la, lb = [_ftz(x, bf) for x in la], [_ftz(x, bf) for x in lb]
+            res = [f(x, y) for x, y in zip(la, lb, strict=True)]
+        else:
+            res = [f(a, b)]
+        if comb is not None:
+            c = rc(st, idx)
+            res = [comb(r, c) for r in res]
+        out = np.zeros(np.shape(res[0]), np.uint64)
+        for k, r in enumerate(res):
+            out |= np.where(r, np.uint64(one), np.uint64(0)) << np.uint64(16 * k)
+        w(st, idx, out.astype(np.uint32 if dtyp.endswith("x2") or dtyp in ("u32", "s32") else np.uint16))
+
+    return set_
 
 
 def is_half(ins: Instr) -> bool:

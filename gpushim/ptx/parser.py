@@ -250,7 +250,7 @@ def _parse_function(s: _Stream) -> Function:
         if t.text == ".noreturn":
             fn.noreturn = True
         s.next()
-        if t.text in (".maxntid", ".reqntid"):
+        if t.text in (".maxntid", ".reqntid", ".maxnreg"):
             dims = []
             while s.peek() is not None and s.peek().kind == "num":  # type: ignore[union-attr]
                 dims.append(parse_int(s.next().text))

@@ -31,7 +31,7 @@ class ModuleLimits:
     cache_bytes: int = 2 << 30  # the store's size cap (LRU eviction beyond it)
     max_module: int = 256 << 20  # the largest single upload
     session_bytes: int = 1 << 30  # what one session may upload in all
-    session_uploads: int = 256  # how many modules one session may upload
+    session_uploads: int = 4096  # how many modules one session may upload (JIT compilers load thousands)
 
 
 def default_module_cache() -> Path:
@@ -57,7 +57,9 @@ def check_format(data: bytes | memoryview) -> str:
 
 
 class UploadAllowance:
-    """What one session may still upload."""
+    """What one session may still upload. The limits bound what a session writes into the store shared by all
+    sessions (files and bytes on disk), not what it holds loaded: a module it unloads stays stored, so it still
+    counts. A refusal is CUDA's out-of-memory error with the reason, which the client prints (noted)."""
 
     def __init__(self, limits: ModuleLimits) -> None:
         self.limits = limits
@@ -65,14 +67,16 @@ class UploadAllowance:
         self.bytes = 0
 
     def charge(self, n: int) -> None:
+        why = None
         if self.count + 1 > self.limits.session_uploads:
-            raise CudaError(Err.MEMORY_ALLOCATION,
-                            f"this session has uploaded {self.count} modules, the server's limit "
-                            f"(--session-uploads {self.limits.session_uploads})")
-        if self.bytes + n > self.limits.session_bytes:
-            raise CudaError(Err.MEMORY_ALLOCATION,
-                            f"a {n}-byte upload exceeds this session's module upload limit of "
-                            f"{self.limits.session_bytes} bytes ({self.bytes} uploaded; --session-upload-bytes)")
+            why = (f"this session has uploaded {self.count} modules, the server's limit (--session-uploads "
+                   f"{self.limits.session_uploads}; unloaded modules count too: they stay in the module store)")
+        elif self.bytes + n > self.limits.session_bytes:
+            why = (f"a {n}-byte upload exceeds this session's module upload limit of {self.limits.session_bytes} "
+                   f"bytes ({self.bytes} uploaded; --session-upload-bytes)")
+        if why:
+            log.warning("module upload refused: %s", why)
+            raise CudaError(Err.MEMORY_ALLOCATION, f"module upload refused: {why}", noted=True)
         self.count += 1
         self.bytes += n
 

@@ -29,7 +29,8 @@ class ModuleOps:
 
     def op_module_load(self, hash: bytes, fatbin: bytes) -> list[Any]:
         self.store.check(hash, fatbin)  # size, hash and format, before the upload counts or touches the disk
-        self.uploads.charge(len(fatbin))
+        if not self.store.has(hash):  # the allowance bounds what a session writes into the store
+            self.uploads.charge(len(fatbin))
         # a fat binary, or (driver face: cuModuleLoadData) a cubin or PTX text, stored as the client sent it
         self.store.put(hash, fatbin, checked=True)
         self.bs.load_module(hash, as_fatbin(fatbin))

@@ -133,7 +133,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
         kind, seq, op_id, args = msg
         op, handler, refusal = self.routes[op_id]
         self.calls += 1
-        err, msg_text, results = 0, "", []
+        err, msg_text, results, noted = 0, "", [], False
         try:
             if refusal is not None:
                 raise refusal
@@ -150,7 +150,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
                 return
             results = result or []
         except CudaError as e:
-            err, msg_text = e.code, e.message
+            err, msg_text, noted = e.code, e.message, e.noted
         except ClientGone:  # the client left while we answered (TLS errors included): the worker ends the session
             raise
         except Exception as e:  # a server bug: report it, keep the session
@@ -161,9 +161,9 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
             if err:
                 self._defer(err, msg_text, op.name)
             return
-        self._reply(seq, err, msg_text, results, op.name)
+        self._reply(seq, err, msg_text, results, op.name, noted)
 
-    def _reply(self, seq: int, err: int, msg_text: str, results: list[Any], op_name: str) -> None:
+    def _reply(self, seq: int, err: int, msg_text: str, results: list[Any], op_name: str, noted: bool = False) -> None:
         if not err and not results and self.deferred:
             err, msg_text = self.deferred  # an asynchronous error surfaces at the next synchronising call
             self.deferred = None
@@ -173,7 +173,7 @@ class Session(DeviceOps, MemoryOps, StreamOps, ModuleOps, DriverOps, GraphOps, I
             if mapped != err:  # a code the client's runtime does not know
                 msg_text = f"{msg_text} (error {err} of the driver, reported as {mapped} to this CUDA client)"
                 err = mapped
-        note = msg_text if err in NOTED and msg_text else None
+        note = msg_text if (err in NOTED or noted) and msg_text else None
         out = bytes(self.out) if self.out else None
         self.out.clear()
         self.send([REPLY, seq, err, results, out, note])

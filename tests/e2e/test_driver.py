@@ -318,3 +318,14 @@ def test_compat_check_reads_python_driver_bindings() -> None:
 
     rep = check_binary(spec.origin, 13000, [{"name": "H100", "cc": "9.0"}])
     assert not rep.problems and any("cuGetProcAddress" in n for n in rep.notes), rep.notes
+
+
+@emulator_only
+def test_register_count_and_limit(drv: Server) -> None:
+    """CU_FUNC_ATTRIBUTE_NUM_REGS of a PTX kernel is the engine's estimate (gpushim/ptx/regcount.py: registers live
+    at once; vecadd needs 10), and CU_JIT_MAX_REGISTERS caps it whichever way the PTX is loaded
+    (tests/programs/drv_maxnreg.c)."""
+    p = run(drv, "drv_maxnreg", KERNELS)
+    v = dict(t.split("=", 1) for t in p.stdout.split())
+    assert v == {"plain": "10", "load_ex": "4", "image_has_maxnreg": "1", "linked": "4", "library": "4",
+                 "done": "1"}, p.stdout

@@ -127,3 +127,14 @@ def test_binary_without_ptx_names_the_kernel(server, builds):
     v = kv(r.stdout)
     assert v["launch"] == str(209)  # cudaErrorNoKernelImageForDevice
     assert "_Z3oobPii" in r.stderr and "no PTX" in r.stderr
+
+
+def test_fp8_conversions_match_cuda_fp8_host_code(server) -> None:
+    """cvt to and from .e4m3x2/.e5m2x2 (tests/programs/fp8.cu, built for sm_90 so cuda_fp8.hpp's device functions
+    use the cvt instructions) against the same functions on the host, where cuda_fp8.hpp computes them in
+    software: every f16 pattern, and f32 values next to each. numba-cuda's test_fp8_bindings found them missing."""
+    r = server.run("fp8")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = dict(t.split("=", 1) for t in r.stdout.split() if "=" in t)
+    assert (v.get("f32_mismatches"), v.get("f16_mismatches"), v.get("back_mismatches"), v.get("done")) == \
+        ("0", "0", "0", "1"), r.stdout

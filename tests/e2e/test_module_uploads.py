@@ -10,6 +10,7 @@ import random
 from gpushim.fatbin import fatbins_in_elf
 from gpushim.protocol import CALL, OPS_BY_NAME
 
+from .conftest import BIN, SHIM
 from .test_isolation import hello, raw_client, recv, send
 
 OPS = OPS_BY_NAME
@@ -57,3 +58,24 @@ def test_uploads_per_session_are_limited(make_server, built):
     r = server.run("quota", "globals", "1")
     assert r.returncode == 0 and "globals.again=0" in r.stdout, r.stderr
     assert sorted(os.listdir(server.log.parent / "modules")) == stored
+
+
+def test_refused_upload_says_why(make_server, built):
+    """The limit's CUDA_ERROR_OUT_OF_MEMORY comes with the reason, printed by the shim and logged by the server
+    (numba-cuda's test_array_alignment hit the old default of 256 and saw only the bare error)."""
+    server = make_server("--session-uploads", "0")
+    r = server.run("drv_vecadd", str(BIN / "drv_kernels"), "ptx", LD_LIBRARY_PATH=str(SHIM.parent / "driver"))
+    assert r.returncode == 1 and "CUDA_ERROR_OUT_OF_MEMORY" in r.stderr, r.stdout + r.stderr
+    assert "module upload refused: this session has uploaded 0 modules" in r.stderr
+    assert "--session-uploads 0" in r.stderr
+    assert "module upload refused" in server.log.read_text()
+    # a module the store already holds writes nothing: uploading it again is not charged
+    one = make_server("--session-uploads", "1")
+    data = fatbins_in_elf(built / "spin")[-1]
+    s = raw_client(one)
+    hello(s)
+    assert upload(s, 1, data) == 0
+    assert upload(s, 2, data) == 0
+    [info] = one.status()["sessions"]
+    assert info["module_uploads"] == 1
+    s.close()

@@ -162,7 +162,7 @@ class EmuModule:
             "constSizeBytes": sum(g.size for g in eng.globals.values() if g.space == "const"),
             "localSizeBytes": info.local_bytes,
             "maxThreadsPerBlock": 1024,
-            "numRegs": self.registers.get(name, 32),
+            "numRegs": self.registers.get(name, info.registers),  # a cubin's own count, else the PTX estimate
             # cudaFuncAttributes: ptxVersion is the virtual architecture of the PTX (compute_90: 90, not the ISA
             # version), binaryVersion the architecture of the code that runs (PTX is JIT-compiled for the
             # device). CUB dispatches on ptxVersion * 10, which must be one of the architectures it was built

@@ -142,7 +142,8 @@ def device_props(m: GpuModel, ordinal: int, capacity: int) -> dict[str, Any]:
         "pageableMemoryAccess": 0,
         "concurrentManagedAccess": 1,
         "computePreemptionSupported": 1,
-        "canUseHostPointerForRegisteredMem": 1,
+        # registered memory has a distinct device address (shim/api_registered.c)
+        "canUseHostPointerForRegisteredMem": 0,
         "cooperativeLaunch": 1,
         "cooperativeMultiDeviceLaunch": 1,
         "sharedMemPerBlockOptin": m.smem_optin,
