@@ -76,14 +76,19 @@ class HostLedger:
         self.cap = cap
         size = self.SLOTS * self._FIELDS * 8
         self.fd = os.memfd_create("gpushim-memory-ledger", os.MFD_CLOEXEC)
-        os.ftruncate(self.fd, size)
+        os.ftruncate(self.fd, size + 8)  # + one word after the table: the high-water mark of the slots
         weakref.finalize(self, os.close, self.fd)
-        self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED)
+        self._map = mmap.mmap(self.fd, size + 8, flags=mmap.MAP_SHARED)
         # rows: pid, start time, bytes (the bytes row is contiguous: summing it is the hot path)
-        table = np.frombuffer(self._map, dtype=np.int64).reshape(self._FIELDS, self.SLOTS)
+        words = np.frombuffer(self._map, dtype=np.int64)
+        table = words[:-1].reshape(self._FIELDS, self.SLOTS)
         self.pids, self.starts, self.bytes = table[0], table[1], table[2]
         self._ids = table[:2]  # pids and start times: which processes hold slots
         self._bytes_mv = memoryview(self.bytes)
+        # 1 + the highest slot ever handed out (raised by join, under the lock): the slots above it have always
+        # held 0 bytes, so the locked total (charge) sums only the slots below it, in Python -- join hands out
+        # the lowest free slot, so this is the most sessions that were ever open at once, not SLOTS
+        self._high = memoryview(words[-1:])
         self._thread_lock = threading.Lock()  # record locks do not exclude threads of one process
         self._watch = _Watch()
 
@@ -119,6 +124,7 @@ class HostLedger:
                     self.bytes[i] = 0
                     self.starts[i] = start
                     self.pids[i] = pid
+                    self._high[0] = max(self._high[0], i + 1)
                     return i
                 if attempt == 0:
                     self._reclaim()
@@ -129,10 +135,10 @@ class HostLedger:
     def charge(self, slot: int, n: int) -> None:
         self._lock()
         try:
-            total = int(self.bytes.sum())
+            total = self._total()
             if total + n > self.cap:
                 self._reclaim()
-                total = int(self.bytes.sum())
+                total = self._total()
             if total + n > self.cap:
                 raise CudaError(Err.MEMORY_ALLOCATION,
                                 f"out of memory: {n} more bytes would exceed the {self.cap} bytes of host RAM this "
@@ -140,6 +146,13 @@ class HostLedger:
             self.bytes[slot] += n
         finally:
             self._unlock()
+
+    def _total(self) -> int:
+        """Bytes of every slot (under the lock): those below the high-water mark, the rest hold none."""
+        high = self._high[0]
+        if high <= 64:  # a short slice sums faster in Python than through numpy's call overhead
+            return sum(self._bytes_mv[:high])
+        return int(self.bytes[:high].sum())
 
     def release(self, slot: int, n: int) -> None:
         # Lock-free: only this process writes its slot, and a reader that sees the old value is conservative.
@@ -158,7 +171,7 @@ class HostLedger:
             self._lock()
             try:
                 self._reclaim()
-                return int(self.bytes.sum())
+                return self._total()
             finally:
                 self._unlock()
                 self._watch.forget()

@@ -37,8 +37,16 @@ class MemoryOps:
         kind, _, base, _ = self.bs.pointer_info(ptr)
         if kind != 2 or base != ptr:
             raise CudaError(Err.INVALID_VALUE, f"cudaFree({ptr:#x}): not the start of a live device allocation")
-        return Wait(lambda: all(self.bs.device_idle(d) for d in self.info.devices),
-                    lambda: self.bs.free(ptr) or [])
+        def idle() -> bool:
+            return all([self.bs.device_idle(d) for d in self.info.devices])
+
+        if not self.waiting and idle():  # nothing to wait for: what progress() would do at once, without the Wait
+            self._collect_async_errors()
+            if self.sticky:
+                raise CudaError(*self.sticky)
+            self.bs.free(ptr)
+            return []
+        return Wait(idle, lambda: self.bs.free(ptr) or [])
 
     def op_memcpy_h2d(self, dst: int, stream: int, data: bytes) -> list[Any]:
         self.bs.write(self._stream(stream), dst, data)

@@ -170,3 +170,33 @@ def test_a_forked_process_builds_its_own_watch() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     assert ledger.used() == 3 * MIB  # the child's slot went with it
     mine.close()
+
+
+@pytest.mark.parametrize("sessions", [3, 100])
+def test_the_locked_total_counts_the_highest_slot(sessions: int) -> None:
+    """charge() sums the slots up to the highest ever handed out (in Python up to 64 slots, through numpy
+    beyond): bytes held in the highest slot, by another process, and in a slot freed and handed out again all
+    count against the cap, exactly."""
+    ledger = HostLedger(100 * MIB)
+    accounts = [MemoryAccount(None, ledger) for _ in range(sessions - 1)]
+    other = LedgerPeer(ledger, 40 * MIB)  # another process, in the highest slot
+    try:
+        assert int(ledger.pids[sessions - 1]) == other.pid
+        other.charge()
+        accounts[0].charge(50 * MIB)
+        with pytest.raises(CudaError) as e:
+            accounts[1].charge(10 * MIB + 1)  # 50 + 40 + 10 MiB + 1 byte: one byte over the cap
+        assert e.value.code == Err.MEMORY_ALLOCATION
+        accounts[1].charge(10 * MIB)  # exactly the cap
+        lowest = accounts[0]._slot
+        accounts[0].close()  # its 50 MiB and its slot (the lowest) are free; a new session takes that slot
+        again = MemoryAccount(None, ledger)
+        assert again._slot == lowest == 0
+        again.charge(50 * MIB)
+        with pytest.raises(CudaError):
+            again.charge(1)
+        other.release()
+        again.charge(40 * MIB)
+        assert ledger.used() == 100 * MIB
+    finally:
+        other.close()

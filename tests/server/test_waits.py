@@ -114,3 +114,35 @@ def test_queued_stream_work_that_raises_is_a_sticky_internal_error(session, capl
     r = replies(sent)[5]
     assert r[2] == Err.UNKNOWN and "a bug in the fill" in r[5]
     assert any(r.exc_info and r.exc_info[0] is ValueError for r in caplog.records)
+
+
+def test_cudafree_waits_for_the_device_and_behind_earlier_waits(session) -> None:
+    """cudaFree synchronises the device (CUDA Runtime API, cudaFree: "performs an implicit device
+    synchronization" unless the memory is stream-ordered; docs/semantics.md): while a host function holds the
+    legacy stream the free neither happens nor is answered, and it is answered after the calls that waited
+    before it. With the device idle and nothing waiting it is answered at once (without a Wait), and an
+    asynchronous error still surfaces in its reply, as in any synchronising call."""
+    s, sent = session
+    ptrs = []
+    for seq in (1, 2, 3):
+        s.dispatch([CALL, seq, OPS["MALLOC"].id, [0, 1 << 20]])
+        ptrs.append(replies(sent)[seq][3][0])
+    a, b, c = ptrs
+    s.dispatch([CALL, 4, OPS["STREAM_HOST_FUNC"].id, [0, 79]])
+    sent.clear()
+    s.dispatch([CALL, 5, OPS["DEVICE_SYNC"].id, [0]])
+    s.dispatch([CALL, 6, OPS["FREE"].id, [a]])
+    assert sent == [] and [seq for seq, _ in s.waiting] == [5, 6]
+    assert s.bs.pointer_info(a)[0] == 2  # not freed yet: queued work may still use it
+    s.dispatch([CALL, 7, OPS["CALLBACK_DONE"].id, [79]])
+    assert [m[1] for m in sent if m[0] == REPLY] == [5, 6, 7] and all(m[2] == 0 for m in sent)
+    assert s.bs.pointer_info(a)[0] == 0
+    sent.clear()
+    s.dispatch([CALL, 8, OPS["FREE"].id, [b]])  # idle, nothing waiting: answered at once
+    assert replies(sent)[8][2] == 0 and s.waiting == [] and s.bs.pointer_info(b)[0] == 0
+    s.dispatch([POST, 9, OPS["MEMSET"].id, [b, 0, 64, 0]])  # a posted call that fails: its error is deferred
+    s.dispatch([CALL, 10, OPS["FREE"].id, [c]])
+    r = replies(sent)[10]
+    assert r[2] == Err.INVALID_VALUE and s.bs.pointer_info(c)[0] == 0  # freed, and the error reported
+    s.dispatch([CALL, 11, OPS["FREE"].id, [c]])  # a double free fails at once
+    assert replies(sent)[11][2] == Err.INVALID_VALUE and s.waiting == []

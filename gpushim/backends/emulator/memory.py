@@ -29,6 +29,8 @@ DEVICE_WINDOW = 0x0100_0000_0000
 
 _libc = ctypes.CDLL(None, use_errno=True)
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+_fallocate = _libc.fallocate
+_fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]  # declared once, not per call
 
 
 def _memfd(capacity: int) -> int | None:
@@ -42,10 +44,10 @@ def _memfd(capacity: int) -> int | None:
 
 def _punch_hole(fd: int, offset: int, length: int) -> None:
     """Gives freed pages back (for a shared mapping, madvise would only drop this process's view of them)."""
-    _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, ctypes.c_long(offset), ctypes.c_long(length))
+    _fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length)
 
 
-@dataclass
+@dataclass(slots=True)
 class Allocation:
     addr: int
     size: int  # what the client asked for; bounds checks use this, not the rounded size
@@ -88,20 +90,27 @@ class DeviceMemory:
         allocation owns whole pages."""
         if size < 0:
             raise CudaError(Err.INVALID_VALUE, f"negative allocation size {size}")
-        reserved = max(align, -(-size // align) * align)
-        if reserved > self.free_bytes:
+        reserved = -(-size // align) * align or align
+        if reserved > self.capacity - self.used:
             raise CudaError(
                 Err.MEMORY_ALLOCATION, f"out of device memory: {size} bytes requested, {self.free_bytes} free"
             )
         self.account.charge(reserved)
-        for i, (off, hole) in enumerate(self._free):
+        free = self._free
+        for i, (off, hole) in enumerate(free):
             start = -(-off // align) * align
-            if start + reserved <= off + hole:
-                del self._free[i]
-                if off + hole > start + reserved:
-                    self._free.insert(i, (start + reserved, off + hole - start - reserved))
-                if start > off:
-                    self._free.insert(i, (off, start - off))
+            end = start + reserved
+            if end <= off + hole:
+                if start == off:  # the common case: the hole's start is aligned; it shrinks, or goes
+                    if off + hole > end:
+                        free[i] = (end, off + hole - end)
+                    else:
+                        del free[i]
+                else:
+                    del free[i]
+                    if off + hole > end:
+                        free.insert(i, (end, off + hole - end))
+                    free.insert(i, (off, start - off))
                 addr = self.base + start
                 bisect.insort(self._starts, addr)
                 self._allocs[addr] = Allocation(addr, size, reserved, kind)
@@ -139,15 +148,21 @@ class DeviceMemory:
         return a
 
     def _release(self, off: int, size: int) -> None:
-        i = bisect.bisect_left(self._free, (off, 0))
-        self._free.insert(i, (off, size))
-        # coalesce with the next and the previous hole
-        if i + 1 < len(self._free) and off + size == self._free[i + 1][0]:
-            self._free[i] = (off, size + self._free[i + 1][1])
-            del self._free[i + 1]
-        if i > 0 and self._free[i - 1][0] + self._free[i - 1][1] == off:
-            self._free[i - 1] = (self._free[i - 1][0], self._free[i - 1][1] + self._free[i][1])
-            del self._free[i]
+        """[off, off+size) is a hole again, coalesced with the holes just before and after it."""
+        free = self._free
+        i = bisect.bisect_left(free, (off, 0))
+        joins_next = i < len(free) and free[i][0] == off + size
+        if i > 0 and free[i - 1][0] + free[i - 1][1] == off:  # joins the previous hole
+            start, n = free[i - 1]
+            if joins_next:
+                free[i - 1] = (start, n + size + free[i][1])
+                del free[i]
+            else:
+                free[i - 1] = (start, n + size)
+        elif joins_next:
+            free[i] = (off, size + free[i][1])
+        else:
+            free.insert(i, (off, size))
 
     def track(self, addr: int, size: int, kind: str) -> None:
         """Makes [addr, addr+size) outside the allocator's range accessible like an allocation (vmm.py's
