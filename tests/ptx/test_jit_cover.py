@@ -57,3 +57,71 @@ def test_timers_count_as_the_interpreters_do(engine, tier2, tiered):
         assert all(t_lo >> 32 <= h <= t_hi >> 32 for h in ghi), eng
         assert all(0 <= (x - g) % 2**32 <= t_hi - t_lo for x, g in zip(glo, g0, strict=True)), eng
     _check_tier(dev, "timers", tier2)
+
+
+def _words(rng, n: int) -> np.ndarray:
+    """4 words per thread: random bits, with equal pairs, small and special values (NaN, ±0, ±inf) mixed in"""
+    x = rng.integers(0, 2**32, 4 * n, dtype=np.uint64).astype(np.uint32)
+    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x3F800000, 1, 0xFFFFFFFF, 31, 32, 33],
+                       np.uint32)  # fmt: skip
+    x[: 4 * 256] = rng.choice(special, 4 * 256)
+    eq = rng.random(n) < 0.2
+    x[1::4][eq] = x[0::4][eq]
+    return x
+
+
+def _both(dev: Dev, kernel: str, x: np.ndarray, per: int, n: int) -> np.ndarray:
+    """the kernel's output (per words a thread) on the interpreter and on the JIT: bit-identical (and "diff",
+    which runs both engines from the same memory, fails the launch otherwise)"""
+    px = dev.array(x)
+    outs = {}
+    for eng in ("interp", "jit", "diff"):
+        ENGINE["name"] = eng
+        po = dev.empty(4 * per * n)
+        dev.launch(kernel, (n + 255) // 256, 256, px, po, n)
+        outs[eng] = dev.get(po, np.uint32, per * n).reshape(n, per)
+    assert np.array_equal(outs["interp"], outs["jit"]) and np.array_equal(outs["jit"], outs["diff"])
+    return outs["jit"]
+
+
+def _szext(a: int, n: int, signed: bool) -> int:
+    low = a & ((1 << n) - 1)
+    if signed and n and low >> (n - 1):
+        low -= 1 << n
+    return low & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("tier2", ["now", "off"])
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_set_and_szext_match_the_interpreter(engine, tier2, tiered, rng):
+    dev = tiered(tier2)
+    n = 4096
+    x = _words(rng, n)
+    got = _both(dev, "setSzext", x, 48, n)
+    _check_tier(dev, "setSzext", tier2)
+    # PTX ISA, set: d = all ones (integer d) or 1.0f (f32 d) where the comparison holds, else 0
+    a, b, c, e = (x[k::4] for k in range(4))
+    ones = np.uint32(0xFFFFFFFF)
+    sa, sb = a.view(np.int32), b.view(np.int32)
+    for col, want in enumerate((sa == sb, sa != sb, sa < sb, sa <= sb, sa > sb, sa >= sb)):
+        assert np.array_equal(got[:, col], np.where(want, ones, 0)), col
+    for col, want in enumerate((a == b, a != b, a < b, a <= b, a > b, a >= b), start=6):
+        assert np.array_equal(got[:, col], np.where(want, ones, 0)), col
+    fa, fb = a.view(np.float32), b.view(np.float32)
+    nan = np.isnan(fa) | np.isnan(fb)
+    with np.errstate(invalid="ignore"):
+        ordered = (fa == fb, (fa != fb) & ~nan, fa < fb, fa <= fb, fa > fb, fa >= fb)
+    for k, want in enumerate(ordered + tuple(w | nan for w in ordered) + (~nan, nan)):
+        col = 17 + k if k < 6 else (23 + k - 6 if k < 14 else 29 + k - 14)
+        if k == 7:  # neu: not equal or unordered
+            want = ~(fa == fb)
+        assert np.array_equal(got[:, col].view(np.float32), np.where(want, np.float32(1), np.float32(0))), col
+    p = (c & 1) != 0  # the kernel tests c's low bit
+    for col, want in zip((35, 36, 37), (((sa < sb) & p), ((sa < sb) | p), ((sa < sb) ^ p)), strict=True):
+        assert np.array_equal(got[:, col], np.where(want, ones, 0)), col
+    # szext: the n lowest bits of a, sign- or zero-extended (clamp: n at most 32; wrap: n mod 32)
+    for i in range(0, n, 3):
+        ai, ni = int(a[i]), int(e[i]) & 63
+        want = [_szext(ai, min(ni, 32), True), _szext(ai, min(ni, 32), False), _szext(ai, ni & 31, True),
+                _szext(ai, ni & 31, False)]  # fmt: skip
+        assert got[i, 38:42].tolist() == want, (i, ai, ni)

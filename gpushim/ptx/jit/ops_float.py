@@ -221,6 +221,24 @@ class FloatOps:
         else:
             self.write(dst, p, "pred")
 
+    def op_set(self, ins: Instr) -> None:
+        """set.cmp(.bool).dtype.stype d, a, b(, c): d is all ones (u32/s32) or 1.0 (f32) where the comparison
+        (combined with c) holds, else 0 (ops_cmp.py compile_set)."""
+        parts = ins.parts
+        dtyp, styp = parts[-2], parts[-1]
+        boolop = next((p for p in parts[2:] if p in ("and", "or", "xor")), None)
+        # .ftz: the interpreter ignores it for set (ops_cmp.py), so the JIT leaves such kernels to it
+        if len(parts) < 4 or set(parts[2:-2]) - {boolop} or dtyp not in ("u32", "s32", "f32"):
+            raise JitUnsupported(ins.op)
+        if styp not in ("f32", "f64") and (styp[0] not in "bsu" or styp[1:] not in ("16", "32", "64")):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        t = self._compare(parts[1], styp, self.read(ins.args[1], styp), self.read(ins.args[2], styp), False)
+        if boolop:
+            t = {"and": b.and_, "or": b.or_, "xor": b.xor}[boolop](t, self.read(ins.args[3], "pred"))
+        one = 0x3F800000 if dtyp == "f32" else 0xFFFFFFFF
+        self.write(ins.args[0], b.select(t, ir.Constant(I32, one), ir.Constant(I32, 0)), "b32")
+
     def _compare(self, cmpop: str, typ: str, a, c, ftz: bool):
         b = self.b
         if typ in ("f32", "f64"):

@@ -17,3 +17,34 @@ extern "C" __global__ void timers(unsigned long long *out) {
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1));
     o[0] = c0; o[1] = lo; o[2] = hi; o[3] = g0; o[4] = glo; o[5] = ghi; o[6] = c1; o[7] = 0;
 }
+
+// set (every comparison of integers, f32 and f64; the boolean forms) and szext on random operands. in: 4 words
+// per thread (a, b, c, e); out: 48 words per thread.
+#define SET(op, i) asm("set." op " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); o[i] = r;
+#define SETF(op, i) asm("set." op ".f32.f32 %0, %1, %2;" : "=f"(f) : "f"(fa), "f"(fb)); o[i] = __float_as_uint(f);
+#define SETD(op, i) asm("set." op ".u32.f64 %0, %1, %2;" : "=r"(r) : "d"(da), "d"(db)); o[i] = r;
+#define SETB(op, i) \
+    asm("{.reg .pred p; setp.ne.u32 p, %3, 0; set.lt." op ".u32.s32 %0, %1, %2, p;}" \
+        : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[i] = r;
+#define SZEXT(op, i) asm("szext." op " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(n)); o[i] = r;
+extern "C" __global__ void setSzext(const unsigned *in, unsigned *out, int cnt) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cnt) return;
+    unsigned a = in[4 * i], b = in[4 * i + 1], c = in[4 * i + 2] & 1, e = in[4 * i + 3], r, *o = out + 48 * i;
+    float fa = __uint_as_float(a), fb = __uint_as_float(b), f;
+    double da = (double)fa * 3.0, db = (double)fb * 3.0;
+    unsigned long long la = (unsigned long long)a << 32 | e, lb = (unsigned long long)b << 32 | e;
+    unsigned short ha = a >> 7, hb = b >> 7;
+    SET("eq.u32.s32", 0) SET("ne.u32.s32", 1) SET("lt.u32.s32", 2) SET("le.u32.s32", 3) SET("gt.u32.s32", 4)
+    SET("ge.u32.s32", 5) SET("eq.s32.u32", 6) SET("ne.s32.u32", 7) SET("lo.s32.u32", 8) SET("ls.s32.u32", 9)
+    SET("hi.s32.u32", 10) SET("hs.s32.u32", 11) SET("eq.u32.b32", 12) SET("ne.f32.b32", 13)
+    asm("set.lt.u32.u16 %0, %1, %2;" : "=r"(r) : "h"(ha), "h"(hb)); o[14] = r;
+    asm("set.lt.u32.s64 %0, %1, %2;" : "=r"(r) : "l"(la), "l"(lb)); o[15] = r;
+    asm("set.hs.s32.u64 %0, %1, %2;" : "=r"(r) : "l"(la), "l"(lb)); o[16] = r;
+    SETF("eq", 17) SETF("ne", 18) SETF("lt", 19) SETF("le", 20) SETF("gt", 21) SETF("ge", 22) SETF("equ", 23)
+    SETF("neu", 24) SETF("ltu", 25) SETF("leu", 26) SETF("gtu", 27) SETF("geu", 28) SETF("num", 29) SETF("nan", 30)
+    SETD("lt", 31) SETD("equ", 32) SETD("nan", 33) SETD("neu", 34)
+    SETB("and", 35) SETB("or", 36) SETB("xor", 37)
+    unsigned n = e & 63;  // widths around 32
+    SZEXT("clamp.s32", 38) SZEXT("clamp.u32", 39) SZEXT("wrap.s32", 40) SZEXT("wrap.u32", 41)
+}
