@@ -39,6 +39,7 @@ from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
 from gpushim.ptx.jit.ops_sys import SysOps
 from gpushim.ptx.jit.ops_timer import TimerOps
+from gpushim.ptx.jit.ops_video import VIDEO_OPS, VideoOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
@@ -48,7 +49,9 @@ from gpushim.ptx.operands import TIMERS
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, LaunchOps):
+class Codegen(
+    AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps
+):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -613,6 +616,9 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             return
         if op in ("addc", "subc", "madc") or (op in ("add", "sub", "mad") and "cc" in ins.parts):
             self._carry(ins)  # carry chains (ops_intx.py)
+            return
+        if op in VIDEO_OPS:
+            self._video(ins)  # SIMD video instructions (ops_video.py)
             return
         if h is None:
             raise JitUnsupported(ins.op)
