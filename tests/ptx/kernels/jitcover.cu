@@ -49,16 +49,20 @@ extern "C" __global__ void setSzext(const unsigned *in, unsigned *out, int cnt) 
     SZEXT("clamp.s32", 38) SZEXT("clamp.u32", 39) SZEXT("wrap.s32", 40) SZEXT("wrap.u32", 41)
 }
 
-// SIMD video instructions: each operation, 4 and 2 lanes, plain / .sat / .add, four combinations of types.
-// in: 3 words per thread (a, b, c); out: 144 words per thread.
+// SIMD video instructions: each operation, 4 and 2 lanes, plain / .sat / .add, the four combinations of types
+// rotating over the operations (each form meets each combination). in: 3 words per thread (a, b, c); out: 36.
 #define V(op, t, i) asm(op "." t " %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); o[i] = r;
-#define VT(op, t, i) V(op, t, i) V(op, t ".sat", i + 1) V(op, t ".add", i + 2)
-#define VO(op, i) \
-    VT(op, "u32.u32.u32", i) VT(op, "s32.s32.s32", i + 3) VT(op, "s32.u32.s32", i + 6) VT(op, "u32.s32.u32", i + 9)
+#define T0 "u32.u32.u32"
+#define T1 "s32.s32.s32"
+#define T2 "s32.u32.s32"
+#define T3 "u32.s32.u32"
+#define VO(op, i, ta, tb, tc) V(op, ta, i) V(op, tb ".sat", i + 1) V(op, tc ".add", i + 2)
 extern "C" __global__ void video(const unsigned *in, unsigned *out, int cnt) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= cnt) return;
-    unsigned a = in[3 * i], b = in[3 * i + 1], c = in[3 * i + 2], r, *o = out + 144 * i;
-    VO("vadd4", 0) VO("vsub4", 12) VO("vabsdiff4", 24) VO("vmin4", 36) VO("vmax4", 48) VO("vavrg4", 60)
-    VO("vadd2", 72) VO("vsub2", 84) VO("vabsdiff2", 96) VO("vmin2", 108) VO("vmax2", 120) VO("vavrg2", 132)
+    unsigned a = in[3 * i], b = in[3 * i + 1], c = in[3 * i + 2], r, *o = out + 36 * i;
+    VO("vadd4", 0, T0, T1, T2) VO("vsub4", 3, T1, T2, T3) VO("vabsdiff4", 6, T2, T3, T0)
+    VO("vmin4", 9, T3, T0, T1) VO("vmax4", 12, T0, T1, T2) VO("vavrg4", 15, T1, T2, T3)
+    VO("vadd2", 18, T2, T3, T0) VO("vsub2", 21, T3, T0, T1) VO("vabsdiff2", 24, T0, T1, T2)
+    VO("vmin2", 27, T1, T2, T3) VO("vmax2", 30, T2, T3, T0) VO("vavrg2", 33, T3, T0, T1)
 }
