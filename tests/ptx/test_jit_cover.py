@@ -4,6 +4,7 @@ kernels/jitcover.cu) against the interpreter and the PTX ISA's definitions."""
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -174,3 +175,34 @@ def test_simd_video_instructions_match_the_interpreter(engine, tier2, tiered, rn
                     types = _VTYPES[(col // 3 + col % 3) % 4]
                     assert got[i, col] == _video_ref(op, nl, types, form, a, b, c), (i, op, nl, types, form)
                     col += 1
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_directed_rcp_f32_matches_the_interpreter_and_exact_rounding(engine, tiered, rng):
+    """PTX ISA, rcp.{rn,rz,rm,rp}.f32: 1/a correctly rounded in the mode (.rz toward 0, .rm toward -inf,
+    .rp toward +inf); .ftz flushes subnormal inputs and results to sign-preserving zero."""
+    dev = tiered("now")
+    n = 2048
+    bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    bits[n // 2 :] = (bits[n // 2 :] & 0x807FFFFF) | 0x3F800000  # 1 <= |a| < 2: inexact reciprocals mostly
+    a = bits.view(np.float32)
+    a[:16] = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.0, 3.0, 1e-45, -1e-40, 1e-38, 3.4028235e38,
+                       -3.0, 0.1, 7.0, 2.0**-126], np.float32)  # fmt: skip
+    got = _both(dev, "rcpModes", a.view(np.uint32), 8, n).view(np.float32)
+    _check_tier(dev, "rcpModes", "now")
+    inf = np.float32(np.inf)
+    for i in range(n):
+        x = float(a[i])
+        if not np.isfinite(x) or x == 0:
+            continue
+        q = 1 / Fraction(x)
+        for col, down in ((1, q > 0), (2, True), (3, False)):  # .rz: down for positive results, else up
+            r = got[i, col]
+            with np.errstate(over="ignore"):
+                other = np.nextafter(r, inf if down else -inf)  # the next f32 on the other side of q
+            lo, hi = (r, other) if down else (other, r)
+            if not np.isfinite(r):  # overflow, rounded away from zero
+                assert abs(q) > Fraction(float(np.finfo(np.float32).max)) and (r > 0) == (q > 0), (x, col, r)
+                continue
+            assert (Fraction(float(lo)) <= q) if np.isfinite(lo) else True, (x, col, r)
+            assert (q < Fraction(float(hi)) or (q == Fraction(float(hi)) and not down)) if np.isfinite(hi) else True

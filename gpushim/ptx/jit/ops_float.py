@@ -144,10 +144,15 @@ class FloatOps:
     def op_rcp(self, ins: Instr) -> None:
         typ = _itype(ins)
         ft = _ftype(typ)
-        m = self._fmods(ins, {"rn", "approx", "ftz"})
+        m = self._fmods(ins, {"rn", "approx", "ftz"} | (DIRECTED if typ == "f32" else set()))
         b = self.b
         if "approx" in m and typ == "f32":
             f = lambda a: b.fptrunc(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), F32)  # noqa: E731
+        elif m & DIRECTED:  # the f64 reciprocal (within 2^-48 relative of no f32) rounded in the mode: ops_float.py
+            if "approx" in m:
+                raise JitUnsupported(ins.op)
+            mode = self._mode_of(m)
+            f = lambda a: self._f64_to_f32(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), mode)  # noqa: E731
         else:
             f = lambda a: b.fdiv(ir.Constant(ft, 1.0), a)  # noqa: E731
         self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], f)

@@ -66,3 +66,13 @@ extern "C" __global__ void video(const unsigned *in, unsigned *out, int cnt) {
     VO("vadd2", 18, T2, T3, T0) VO("vsub2", 21, T3, T0, T1) VO("vabsdiff2", 24, T0, T1, T2)
     VO("vmin2", 27, T1, T2, T3) VO("vmax2", 30, T2, T3, T0) VO("vavrg2", 33, T3, T0, T1)
 }
+
+// rcp.f32 in every rounding mode, with and without .ftz. in: 1 float per thread; out: 8 floats per thread.
+#define RCP(op, i) asm("rcp." op ".f32 %0, %1;" : "=f"(r) : "f"(a)); o[i] = r;
+extern "C" __global__ void rcpModes(const float *in, float *out, int cnt) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cnt) return;
+    float a = in[i], r, *o = out + 8 * i;
+    RCP("rn", 0) RCP("rz", 1) RCP("rm", 2) RCP("rp", 3) RCP("rn.ftz", 4) RCP("rz.ftz", 5) RCP("rm.ftz", 6)
+    RCP("rp.ftz", 7)
+}
