@@ -206,3 +206,11 @@ def test_directed_rcp_f32_matches_the_interpreter_and_exact_rounding(engine, tie
                 continue
             assert (Fraction(float(lo)) <= q) if np.isfinite(lo) else True, (x, col, r)
             assert (q < Fraction(float(hi)) or (q == Fraction(float(hi)) and not down)) if np.isfinite(hi) else True
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_packed_16bit_min_max_compile(engine):
+    """min/max(.relu).{u16x2,s16x2} compile (ops_video.py); test_simd16.py checks their values against the PTX
+    ISA with "diff", which compares them with the interpreter's."""
+    dev = Dev(compile_ptx("simd16", "sm_90"))
+    assert dev.mod.jit_kernel("simd16") is not None and dev.mod.jit_kernel("simd16U") is not None

@@ -39,7 +39,7 @@ from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
 from gpushim.ptx.jit.ops_sys import SysOps
 from gpushim.ptx.jit.ops_timer import TimerOps
-from gpushim.ptx.jit.ops_video import VIDEO_OPS, VideoOps
+from gpushim.ptx.jit.ops_video import PACKED_INT_TYPES, VIDEO_OPS, VideoOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
@@ -619,6 +619,9 @@ class Codegen(
             return
         if op in VIDEO_OPS:
             self._video(ins)  # SIMD video instructions (ops_video.py)
+            return
+        if op in ("min", "max") and ins.parts[-1] in PACKED_INT_TYPES:
+            self._packed_minmax(ins)  # ops_video.py
             return
         if h is None:
             raise JitUnsupported(ins.op)
