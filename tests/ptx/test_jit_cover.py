@@ -50,11 +50,11 @@ def test_timers_count_as_the_interpreters_do(engine, tier2, tiered):
         dev.launch("timers", nb, tpb, po)
         c_hi, t_hi = int(time.perf_counter_ns() * 1.5) + slack, time.time_ns() + 256
         o = dev.get(po, np.uint64, 8 * n).reshape(n, 8).astype(object)
-        c0, lo, hi, g0, glo, ghi, c1 = (o[:, k] for k in range(7))
+        c0, lo, hi, g0, glo, ghi, c1, g1 = (o[:, k] for k in range(8))
         assert all(c_lo <= a < b <= c_hi for a, b in zip(c0, c1, strict=True)), eng
         assert all(0 <= (x - a) % 2**32 < slack for x, a in zip(lo, c0, strict=True)), eng  # %clock: low bits
         assert all(a >> 32 <= h <= b >> 32 for h, a, b in zip(hi, c0, c1, strict=True)), eng
-        assert all(t_lo <= g <= t_hi for g in g0), eng
+        assert all(t_lo <= a < b <= t_hi for a, b in zip(g0, g1, strict=True)), eng
         assert all(t_lo >> 32 <= h <= t_hi >> 32 for h in ghi), eng
         assert all(0 <= (x - g) % 2**32 <= t_hi - t_lo for x, g in zip(glo, g0, strict=True)), eng
     _check_tier(dev, "timers", tier2)

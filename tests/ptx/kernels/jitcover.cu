@@ -5,7 +5,7 @@
 // points both read timers). 8 values per thread.
 extern "C" __global__ void timers(unsigned long long *out) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned long long *o = out + 8 * i, c0, c1, g0;
+    unsigned long long *o = out + 8 * i, c0, c1, g0, g1;
     unsigned lo, hi, glo, ghi;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0));
     asm volatile("mov.u32 %0, %%clock;" : "=r"(lo));
@@ -15,7 +15,8 @@ extern "C" __global__ void timers(unsigned long long *out) {
     asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(glo));
     asm volatile("mov.u32 %0, %%globaltimer_hi;" : "=r"(ghi));
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1));
-    o[0] = c0; o[1] = lo; o[2] = hi; o[3] = g0; o[4] = glo; o[5] = ghi; o[6] = c1; o[7] = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+    o[0] = c0; o[1] = lo; o[2] = hi; o[3] = g0; o[4] = glo; o[5] = ghi; o[6] = c1; o[7] = g1;
 }
 
 // set (every comparison of integers, f32 and f64; the boolean forms) and szext on random operands. in: 4 words
