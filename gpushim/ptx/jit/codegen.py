@@ -38,15 +38,20 @@ from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
 from gpushim.ptx.jit.ops_sys import SysOps
+from gpushim.ptx.jit.ops_timer import TimerOps
+from gpushim.ptx.jit.ops_video import PACKED_INT_TYPES, VIDEO_OPS, VideoOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
+from gpushim.ptx.operands import TIMERS
 from gpushim.ptx.types import storage_type
 
 
-class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, LaunchOps):
+class Codegen(
+    AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps
+):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -374,6 +379,8 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             return b.trunc(self._ctx(L.DYNSH), I32)
         if name.startswith("%lanemask_"):
             return self._lanemask(name)
+        if name in TIMERS:
+            return self._timer(name)  # ops_timer.py
         raise JitUnsupported(f"special register {name}")
 
     def _sym_addr(self, name: str, off: int):
@@ -609,6 +616,12 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
             return
         if op in ("addc", "subc", "madc") or (op in ("add", "sub", "mad") and "cc" in ins.parts):
             self._carry(ins)  # carry chains (ops_intx.py)
+            return
+        if op in VIDEO_OPS:
+            self._video(ins)  # SIMD video instructions (ops_video.py)
+            return
+        if op in ("min", "max") and ins.parts[-1] in PACKED_INT_TYPES:
+            self._packed_minmax(ins)  # ops_video.py
             return
         if h is None:
             raise JitUnsupported(ins.op)

@@ -144,10 +144,15 @@ class FloatOps:
     def op_rcp(self, ins: Instr) -> None:
         typ = _itype(ins)
         ft = _ftype(typ)
-        m = self._fmods(ins, {"rn", "approx", "ftz"})
+        m = self._fmods(ins, {"rn", "approx", "ftz"} | (DIRECTED if typ == "f32" else set()))
         b = self.b
         if "approx" in m and typ == "f32":
             f = lambda a: b.fptrunc(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), F32)  # noqa: E731
+        elif m & DIRECTED:  # the f64 reciprocal (within 2^-48 relative of no f32) rounded in the mode: ops_float.py
+            if "approx" in m:
+                raise JitUnsupported(ins.op)
+            mode = self._mode_of(m)
+            f = lambda a: self._f64_to_f32(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), mode)  # noqa: E731
         else:
             f = lambda a: b.fdiv(ir.Constant(ft, 1.0), a)  # noqa: E731
         self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], f)
@@ -220,6 +225,24 @@ class FloatOps:
                 self.write(dst.second, q, "pred")
         else:
             self.write(dst, p, "pred")
+
+    def op_set(self, ins: Instr) -> None:
+        """set.cmp(.bool).dtype.stype d, a, b(, c): d is all ones (u32/s32) or 1.0 (f32) where the comparison
+        (combined with c) holds, else 0 (ops_cmp.py compile_set)."""
+        parts = ins.parts
+        dtyp, styp = parts[-2], parts[-1]
+        boolop = next((p for p in parts[2:] if p in ("and", "or", "xor")), None)
+        # .ftz: the interpreter ignores it for set (ops_cmp.py), so the JIT leaves such kernels to it
+        if len(parts) < 4 or set(parts[2:-2]) - {boolop} or dtyp not in ("u32", "s32", "f32"):
+            raise JitUnsupported(ins.op)
+        if styp not in ("f32", "f64") and (styp[0] not in "bsu" or styp[1:] not in ("16", "32", "64")):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        t = self._compare(parts[1], styp, self.read(ins.args[1], styp), self.read(ins.args[2], styp), False)
+        if boolop:
+            t = {"and": b.and_, "or": b.or_, "xor": b.xor}[boolop](t, self.read(ins.args[3], "pred"))
+        one = 0x3F800000 if dtyp == "f32" else 0xFFFFFFFF
+        self.write(ins.args[0], b.select(t, ir.Constant(I32, one), ir.Constant(I32, 0)), "b32")
 
     def _compare(self, cmpop: str, typ: str, a, c, ftz: bool):
         b = self.b

@@ -64,6 +64,28 @@ class IntExtraOps:
         mask1 = b.select(over, k(0), b.select(b.icmp_signed("==", b1, k(0)), full, mask1))
         self.write(ins.args[0], b.trunc(b.and_(mask0, b.xor(mask1, k(-1))), I32), "b32")
 
+    def op_szext(self, ins: Instr) -> None:
+        """szext.{clamp,wrap}.{s32,u32} d, a, b: a's b lowest bits, sign- or zero-extended (ops_bits.py)."""
+        p = ins.parts
+        if len(p) != 3 or p[1] not in ("clamp", "wrap") or p[2] not in ("s32", "u32"):
+            raise JitUnsupported(ins.op)
+        b = self.b
+
+        def k(v):
+            return ir.Constant(I64, v)
+
+        a = b.zext(self.read(ins.args[1], "b32"), I64)
+        n = b.zext(self.read(ins.args[2], "u32"), I64)
+        n = b.select(b.icmp_unsigned("<", n, k(32)), n, k(32)) if p[1] == "clamp" else b.and_(n, k(31))
+        top = b.shl(k(1), n)
+        low = b.and_(a, b.sub(top, k(1)))
+        if p[2] == "s32":
+            nz = b.icmp_unsigned("!=", n, k(0))
+            sign = b.and_(b.lshr(low, b.select(nz, b.sub(n, k(1)), k(0))), k(1))
+            neg = b.and_(b.icmp_unsigned("!=", sign, k(0)), b.icmp_unsigned("<", n, k(32)))
+            low = b.select(neg, b.sub(low, top), low)
+        self.write(ins.args[0], b.trunc(low, I32), "b32")  # n == 0: low is 0
+
     # -- carry chains: add.cc, addc, sub.cc, subc, mad.cc, madc (ops_int.py's hidden %cc register) ---------
     def _cc(self):
         """the carry flag (i1), a hidden register of the thread, 0 at its start (not saved across barriers:

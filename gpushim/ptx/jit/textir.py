@@ -512,6 +512,9 @@ class IRBuilder:
         t = typ or ptr.type.pointee
         return self._val(t, f"load atomic {t._s}, {ptr._op} {ordering}, align {align}", name)
 
+    def atomic_rmw(self, op: str, ptr: Value, val: Value, ordering: str, name: str = "") -> Instruction:
+        return self._val(val.type, f"atomicrmw {op} {ptr._op}, {val._op} {ordering}", name)
+
     def store(self, value: Value, ptr: Value, align: int | None = None) -> Instruction:
         if ptr.type.pointee is not value.type:
             raise TypeError(f"cannot store {value.type} to {ptr.type}: mismatching types")
