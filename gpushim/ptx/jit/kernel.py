@@ -37,19 +37,44 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
 
 
-def _tm(tier: int = 2):
-    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own.
-    (LLVM's -O0 instruction selection would save a third of tier 1's compile time but runs 3-5x slower.)"""
+CHEAP_INSTRS = 400  # tier-1 kernels of at least this many PTX instructions get the cheap code generator
+
+
+def t1_codegen(prog: Program) -> str:
+    """How tier 1 compiles this kernel ($GPUSHIM_PTX_JIT_T1): "full" (LLVM's optimising code generator) or
+    "cheap" (its -O0 instruction selection and its optimising register allocator: half the code generation
+    time, code 1.3-2.5x slower; bench/README.md). The default "auto" takes the cheap one for kernels of
+    CHEAP_INSTRS instructions or more: their compile dominates their first launches, and tier 2 replaces
+    tier 1 once a kernel is hot. "full"/"cheap" force one; "O2" is "full" after LLVM's whole O2 IR pipeline."""
+    mode = os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower()
+    if mode == "auto":
+        return "cheap" if len(prog.code) >= CHEAP_INSTRS else "full"
+    return "cheap" if mode == "cheap" else "full"
+
+
+def _init_llvm() -> None:
     global _initialised
     if not _initialised:
         with _lock_init:  # compiles run in several threads
             if not _initialised:
                 llvm.initialize_native_target()
                 llvm.initialize_native_asmprinter()
+                # LLVM's command-line options are process-global and their parsing is not thread-safe: set once,
+                # before any compile. This one only changes -O0 code generation (TargetPassConfig::
+                # getOptimizeRegAlloc: unset, it means "above -O0"), which only tier 1's cheap compiles use:
+                # the greedy register allocator instead of the fast one (whose spills made code 3-5x slower).
+                llvm.set_option("gpushim", "-optimize-regalloc")
                 _initialised = True
+
+
+def _tm(tier: int = 2, cheap: bool = False):
+    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own.
+    cheap: LLVM's -O0 code generation (fast instruction selection, no machine-level optimisation) with the
+    optimising register allocator (_init_llvm)."""
+    _init_llvm()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=0 if cheap else 2
     )
 
 
@@ -57,11 +82,11 @@ def _optimise(ref, tm, tier: int) -> None:
     """Tier 1: a short pipeline (inlining, SROA, instcombine, CFG simplification: a few ms per kernel); tier 2:
     LLVM's O2 (loop invariants, vectorisation, unrolling: 10x the compile time)."""
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
-    if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "light") == "light":
+    if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower() != "o2":
         mpm = llvm.create_new_module_pass_manager()
         mpm.add_always_inliner_pass()
         mpm.add_sroa_pass()
-        mpm.add_instruction_combine_pass()
+        mpm.add_instruction_combine_pass()  # (without it, code 1.5-3x slower for 30 ms less on 1000 instructions)
         mpm.add_simplify_cfg_pass()
         mpm.add_dead_code_elimination_pass()
         mpm.run(ref, pb)
@@ -116,7 +141,9 @@ class _Code:
 
     def __init__(self, mod: Module, prog: Program, name: str, tier: int, key: str) -> None:
         t0 = time.perf_counter()
-        tm = _tm(tier)
+        c0 = time.thread_time()
+        self.codegen = t1_codegen(prog) if tier == 1 else "full"
+        tm = _tm(tier, self.codegen == "cheap")
         self.context = llvm.create_context()
         cached = diskcache.load(key) if key else None
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
@@ -125,11 +152,14 @@ class _Code:
             self.engine = llvm.create_mcjit_compiler(ref, tm)
             self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
             self.from_disk = True
+            self.ir_cpu_s = 0.0
         else:
             g = generate(mod, prog, name, tier)
             meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked,
                     "host_calls": g.host_calls}
-            ref = llvm.parse_assembly(str(g.m), context=self.context)
+            text = str(g.m)
+            self.ir_cpu_s = time.thread_time() - c0  # the Python half (IR construction and text)
+            ref = llvm.parse_assembly(text, context=self.context)
             ref.verify()
             _optimise(ref, tm, tier)
             self.engine = llvm.create_mcjit_compiler(ref, tm)
@@ -144,6 +174,7 @@ class _Code:
             raise RuntimeError("compiled kernel has no entry point")
         self.run = _RUN(addr)
         self.compile_s = time.perf_counter() - t0
+        self.compile_cpu_s = time.thread_time() - c0
         self._built = True
 
     def __del__(self) -> None:
