@@ -124,12 +124,13 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         return self.b.inttoptr(self._ctx(slot), ty)
 
     # -- thread function ------------------------------------------------------------------------------------
-    def _thread_fn(self, mode: str = "exact") -> ir.Function:
+    def _thread_fn(self, mode: str = "exact", outline: bool = False) -> ir.Function:
         """One thread from a resume point. mode "exact": every access checked, a fault ends the launch;
         "check": no memory touched, every check ORed into a flag or, for global accesses, the range of
         addresses per instruction gathered (acache: [flag, (min, max, or) per global access]); barriers are
         no-ops; returns 0, or ERR_RET when the watchdog stopped it; "fast": no memory checks (the check pass
-        found none failing)."""
+        found none failing). outline (exact mode): a function of its own for kernels without barriers or collectives
+        instead of one inlined into the thread loop (_outline)."""
         self.mode = mode
         self.barriers = []
         self.ncache = 0
@@ -140,13 +141,11 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64, P64, P8])
         f = ir.Function(self.m, fty, name={"exact": "thread", "check": "thread_check", "fast": "thread_fast"}[mode])
         f.linkage = "internal"
-        # inlined into @run's thread loop, where the allocation cache and the count become registers
-        f.attributes.add("alwaysinline")
         (self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt, self.kc,
          self.kparam) = f.args
         self.ctaid = (cx, cy, cz)
         self.f = f
-        entry = f.append_basic_block("entry")
+        self.entry = entry = f.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
         # registers
         self.regs: dict[str, tuple] = {}
@@ -175,6 +174,14 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         code = self.prog.code
         self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
         self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
+        self.outlined = outline and mode == "exact" and not self.bar_idx
+        # inlined into @run's thread loop, where the allocation cache and the count become registers; outlined:
+        # local copies of them become registers, written back at the exit (_outline)
+        f.attributes.add("noinline" if self.outlined else "alwaysinline")
+        self._cache_copies: list[tuple] = []
+        if self.outlined:
+            self._cnt_out, self.cnt = self.cnt, b.alloca(I64, name="count")
+            b.store(ir.Constant(I64, 0), self.cnt)
         if not hasattr(self, "remat"):
             self.remat = Remat(self.prog)
             if self.bar_idx and not self.remat.idom:  # collectives only (Remat looks for barriers)
@@ -205,10 +212,30 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         self._emit_code()
         self._fill_acache_resets()
         b = self.b = ir.IRBuilder(self.exit_blk)
+        if self.outlined:  # (a failed launch reports no count and uses no cache)
+            b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
+            for local, shared in self._cache_copies:
+                b.store(b.load(local), shared)
         b.ret(ir.Constant(I32, 0))
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
         return f
+
+    def _cache_slot(self, j: int):
+        """Slot j of the launch's allocation cache (ops_mem._global_ptr); outlined, a local copy of it (read at
+        the entry, written back at the exit). Tier 1 outlines the thread function of large kernels (compiled
+        with the cheap code generator, kernel.t1_codegen): inlined into the thread loop nest, the whole kernel
+        body sits in a loop, which costs LLVM twice the optimisation and code generation time; a call per thread
+        costs little beside the work of hundreds of instructions."""
+        if not self.outlined:
+            return self.b.gep(self.acache, [ir.Constant(I64, j)])
+        eb = ir.IRBuilder(self.entry)
+        eb.position_at_start(self.entry)
+        shared = eb.gep(self.acache, [ir.Constant(I64, j)])
+        local = eb.alloca(I64)
+        eb.store(eb.load(shared), local)
+        self._cache_copies.append((local, shared))
+        return local
 
     def _flush_count(self) -> None:
         """Add the instructions of the straight run behind us to the thread-instruction count (before every
@@ -615,8 +642,9 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         h(ins)
 
 
-def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
-    """Tier 1: the exact code (every access checked). Tier 2, for kernels that qualify (taint.py): the check
+def generate(mod: Module, prog: Program, name: str, tier: int = 1, outline: bool = False) -> Codegen:
+    """Tier 1: the exact code (every access checked; outline: its thread function not inlined when the kernel has no
+    barriers or collectives, Codegen._cache_slot). Tier 2, for kernels that qualify (taint.py): the check
     pass and the fast code (no memory checks, barrier regions as thread loops); for the others the exact code
     again (kernel.py optimises tier 2 further)."""
     g = Codegen(mod, prog, name)
@@ -624,7 +652,7 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     g._declare_find_alloc()
     g.unchecked = why_unchecked(prog)
     if tier == 1 or g.unchecked is not None:
-        exact = g._thread_fn("exact")
+        exact = g._thread_fn("exact", outline=outline and tier == 1)
         g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers), yieldable=tier == 1))
         return g
     check = g._check_fn(g._thread_fn("check"), g.check_sites)

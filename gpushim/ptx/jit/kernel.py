@@ -154,7 +154,7 @@ class _Code:
             self.from_disk = True
             self.ir_cpu_s = 0.0
         else:
-            g = generate(mod, prog, name, tier)
+            g = generate(mod, prog, name, tier, outline=self.codegen == "cheap")
             meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked,
                     "host_calls": g.host_calls}
             text = str(g.m)
