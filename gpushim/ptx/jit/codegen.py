@@ -124,13 +124,13 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         return self.b.inttoptr(self._ctx(slot), ty)
 
     # -- thread function ------------------------------------------------------------------------------------
-    def _thread_fn(self, mode: str = "exact", outline: bool = False) -> ir.Function:
+    def _thread_fn(self, mode: str = "exact", outlinable: bool = False) -> ir.Function:
         """One thread from a resume point. mode "exact": every access checked, a fault ends the launch;
         "check": no memory touched, every check ORed into a flag or, for global accesses, the range of
         addresses per instruction gathered (acache: [flag, (min, max, or) per global access]); barriers are
         no-ops; returns 0, or ERR_RET when the watchdog stopped it; "fast": no memory checks (the check pass
-        found none failing). outline (exact mode): a function of its own for kernels without barriers or collectives
-        instead of one inlined into the thread loop (_outline)."""
+        found none failing). outlinable (exact mode, kernels without barriers or collectives): the count and the
+        allocation cache as local copies, so that outline() may keep the function out of the thread loop."""
         self.mode = mode
         self.barriers = []
         self.ncache = 0
@@ -174,12 +174,12 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         code = self.prog.code
         self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
         self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
-        self.outlined = outline and mode == "exact" and not self.bar_idx
-        # inlined into @run's thread loop, where the allocation cache and the count become registers; outlined:
-        # local copies of them become registers, written back at the exit (_outline)
-        f.attributes.add("noinline" if self.outlined else "alwaysinline")
+        self.outlinable = outlinable and mode == "exact" and not self.bar_idx
+        # inlined into @run's thread loop, where the allocation cache and the count become registers (outlinable:
+        # local copies of them, written back at the exit, which become registers either way)
+        f.attributes.add("alwaysinline")
         self._cache_copies: list[tuple] = []
-        if self.outlined:
+        if self.outlinable:
             self._cnt_out, self.cnt = self.cnt, b.alloca(I64, name="count")
             b.store(ir.Constant(I64, 0), self.cnt)
         if not hasattr(self, "remat"):
@@ -212,7 +212,7 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         self._emit_code()
         self._fill_acache_resets()
         b = self.b = ir.IRBuilder(self.exit_blk)
-        if self.outlined:  # (a failed launch reports no count and uses no cache)
+        if self.outlinable:  # (a failed launch reports no count and uses no cache)
             b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
             for local, shared in self._cache_copies:
                 b.store(b.load(local), shared)
@@ -221,13 +221,23 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         b.ret(ir.Constant(I32, ERR_RET))
         return f
 
+    def outline(self) -> None:
+        """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable.
+        For large kernels (compiled with the cheap code generator, kernel.t1_codegen): inlined into the thread
+        loop nest, the whole kernel body sits in a loop, which costs LLVM about twice the optimisation and code
+        generation time; a call per thread costs little beside the work of hundreds of instructions."""
+        if self.outlinable:
+            self.thread_exact.attributes.discard("alwaysinline")
+            self.thread_exact.attributes.add("noinline")
+
+    def ir_size(self) -> int:
+        """Instructions of the module (what LLVM's compile time grows with)."""
+        return sum(len(blk.instructions) for fn in self.m.functions for blk in fn.blocks)
+
     def _cache_slot(self, j: int):
-        """Slot j of the launch's allocation cache (ops_mem._global_ptr); outlined, a local copy of it (read at
-        the entry, written back at the exit). Tier 1 outlines the thread function of large kernels (compiled
-        with the cheap code generator, kernel.t1_codegen): inlined into the thread loop nest, the whole kernel
-        body sits in a loop, which costs LLVM twice the optimisation and code generation time; a call per thread
-        costs little beside the work of hundreds of instructions."""
-        if not self.outlined:
+        """Slot j of the launch's allocation cache (ops_mem._global_ptr); outlinable, a local copy of it (read
+        at the entry, written back at the exit)."""
+        if not self.outlinable:
             return self.b.gep(self.acache, [ir.Constant(I64, j)])
         eb = ir.IRBuilder(self.entry)
         eb.position_at_start(self.entry)
@@ -642,9 +652,9 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         h(ins)
 
 
-def generate(mod: Module, prog: Program, name: str, tier: int = 1, outline: bool = False) -> Codegen:
-    """Tier 1: the exact code (every access checked; outline: its thread function not inlined when the kernel has no
-    barriers or collectives, Codegen._cache_slot). Tier 2, for kernels that qualify (taint.py): the check
+def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
+    """Tier 1: the exact code (every access checked; Codegen.outline() may keep it out of the thread loops).
+    Tier 2, for kernels that qualify (taint.py): the check
     pass and the fast code (no memory checks, barrier regions as thread loops); for the others the exact code
     again (kernel.py optimises tier 2 further)."""
     g = Codegen(mod, prog, name)
@@ -652,7 +662,7 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1, outline: bool
     g._declare_find_alloc()
     g.unchecked = why_unchecked(prog)
     if tier == 1 or g.unchecked is not None:
-        exact = g._thread_fn("exact", outline=outline and tier == 1)
+        g.thread_exact = exact = g._thread_fn("exact", outlinable=tier == 1)
         g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers), yieldable=tier == 1))
         return g
     check = g._check_fn(g._thread_fn("check"), g.check_sites)

@@ -37,18 +37,20 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
 
 
-CHEAP_INSTRS = 400  # tier-1 kernels of at least this many PTX instructions get the cheap code generator
+CHEAP_IR = 3000  # tier-1 kernels of at least this many LLVM IR instructions get the cheap code generator
 
 
-def t1_codegen(prog: Program) -> str:
-    """How tier 1 compiles this kernel ($GPUSHIM_PTX_JIT_T1): "full" (LLVM's optimising code generator) or
-    "cheap" (its -O0 instruction selection and its optimising register allocator: half the code generation
-    time, code 1.3-2.5x slower; bench/README.md). The default "auto" takes the cheap one for kernels of
-    CHEAP_INSTRS instructions or more: their compile dominates their first launches, and tier 2 replaces
-    tier 1 once a kernel is hot. "full"/"cheap" force one; "O2" is "full" after LLVM's whole O2 IR pipeline."""
+def t1_codegen(ir_size: int) -> str:
+    """How tier 1 compiles a kernel of ir_size IR instructions ($GPUSHIM_PTX_JIT_T1): "full" (LLVM's optimising
+    code generator) or "cheap" (its -O0 instruction selection with its optimising register allocator, and the
+    thread function outlined: Codegen.outline; about half the LLVM time, code 1.3-2.5x slower; bench/README.md).
+    The default "auto" takes the cheap one from CHEAP_IR instructions on (LLVM's time grows with them, about
+    0.06 ms each with the full one, whatever PTX they came from: 80 directed-rounding instructions make as many as
+    500 others): such a compile dominates the kernel's first launches, and tier 2 replaces tier 1 once the
+    kernel is hot. "full"/"cheap" force one; "O2" is "full" after LLVM's whole O2 IR pipeline."""
     mode = os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower()
     if mode == "auto":
-        return "cheap" if len(prog.code) >= CHEAP_INSTRS else "full"
+        return "cheap" if ir_size >= CHEAP_IR else "full"
     return "cheap" if mode == "cheap" else "full"
 
 
@@ -142,25 +144,31 @@ class _Code:
     def __init__(self, mod: Module, prog: Program, name: str, tier: int, key: str) -> None:
         t0 = time.perf_counter()
         c0 = time.thread_time()
-        self.codegen = t1_codegen(prog) if tier == 1 else "full"
-        tm = _tm(tier, self.codegen == "cheap")
+        self.codegen = "full"
+        self.outlined = False  # tier 1's thread function called per thread (Codegen.outline)
         self.context = llvm.create_context()
         cached = diskcache.load(key) if key else None
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
             meta, obj = cached
             ref = llvm.parse_assembly("", context=self.context)
-            self.engine = llvm.create_mcjit_compiler(ref, tm)
+            self.engine = llvm.create_mcjit_compiler(ref, _tm(tier))
             self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
             self.from_disk = True
             self.ir_cpu_s = 0.0
         else:
-            g = generate(mod, prog, name, tier, outline=self.codegen == "cheap")
+            g = generate(mod, prog, name, tier)
+            if tier == 1:
+                self.codegen = t1_codegen(g.ir_size())
+                if self.codegen == "cheap":
+                    g.outline()
+                    self.outlined = g.outlinable
             meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked,
                     "host_calls": g.host_calls}
             text = str(g.m)
             self.ir_cpu_s = time.thread_time() - c0  # the Python half (IR construction and text)
             ref = llvm.parse_assembly(text, context=self.context)
             ref.verify()
+            tm = _tm(tier, self.codegen == "cheap")
             _optimise(ref, tm, tier)
             self.engine = llvm.create_mcjit_compiler(ref, tm)
             if key:
