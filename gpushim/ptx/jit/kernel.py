@@ -155,6 +155,7 @@ class _Code:
             self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
             self.from_disk = True
             self.ir_cpu_s = 0.0
+            self.codegen, self.outlined = meta.get("codegen", "full"), meta.get("outlined", False)
         else:
             g = generate(mod, prog, name, tier)
             if tier == 1:
@@ -163,7 +164,7 @@ class _Code:
                     g.outline()
                     self.outlined = g.outlinable
             meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked,
-                    "host_calls": g.host_calls}
+                    "host_calls": g.host_calls, "codegen": self.codegen, "outlined": self.outlined}  # fmt: skip
             text = str(g.m)
             self.ir_cpu_s = time.thread_time() - c0  # the Python half (IR construction and text)
             ref = llvm.parse_assembly(text, context=self.context)
