@@ -178,7 +178,7 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         # inlined into @run's thread loop, where the allocation cache and the count become registers (outlinable:
         # local copies of them, written back at the exit, which become registers either way)
         f.attributes.add("alwaysinline")
-        self._cache_copies: list[tuple] = []
+        self._cache_copies: dict[int, tuple] = {}  # slot -> (local copy, the launch's slot)
         if self.outlinable:
             self._cnt_out, self.cnt = self.cnt, b.alloca(I64, name="count")
             b.store(ir.Constant(I64, 0), self.cnt)
@@ -214,7 +214,7 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         b = self.b = ir.IRBuilder(self.exit_blk)
         if self.outlinable:  # (a failed launch reports no count and uses no cache)
             b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
-            for local, shared in self._cache_copies:
+            for local, shared in self._cache_copies.values():
                 b.store(b.load(local), shared)
         b.ret(ir.Constant(I32, 0))
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
@@ -227,25 +227,27 @@ class Codegen(AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpO
         loop nest, the whole kernel body sits in a loop, which costs LLVM about twice the optimisation and code
         generation time; a call per thread costs little beside the work of hundreds of instructions."""
         if self.outlinable:
-            self.thread_exact.attributes.discard("alwaysinline")
+            self.thread_exact.attributes.remove("alwaysinline")
             self.thread_exact.attributes.add("noinline")
 
     def ir_size(self) -> int:
         """Instructions of the module (what LLVM's compile time grows with)."""
         return sum(len(blk.instructions) for fn in self.m.functions for blk in fn.blocks)
 
-    def _cache_slot(self, j: int):
-        """Slot j of the launch's allocation cache (ops_mem._global_ptr); outlinable, a local copy of it (read
-        at the entry, written back at the exit)."""
+    def _cache_slot(self, j: int, b: ir.IRBuilder | None = None):
+        """Slot j of the launch's allocation cache (ops_mem._global_ptr; ops_sys resets it after a free), as a
+        pointer emitted with b (default self.b); outlinable, a local copy of it (read at the entry, written back
+        at the exit)."""
         if not self.outlinable:
-            return self.b.gep(self.acache, [ir.Constant(I64, j)])
-        eb = ir.IRBuilder(self.entry)
-        eb.position_at_start(self.entry)
-        shared = eb.gep(self.acache, [ir.Constant(I64, j)])
-        local = eb.alloca(I64)
-        eb.store(eb.load(shared), local)
-        self._cache_copies.append((local, shared))
-        return local
+            return (b or self.b).gep(self.acache, [ir.Constant(I64, j)])
+        if j not in self._cache_copies:
+            eb = ir.IRBuilder(self.entry)
+            eb.position_at_start(self.entry)
+            shared = eb.gep(self.acache, [ir.Constant(I64, j)])
+            local = eb.alloca(I64)
+            eb.store(eb.load(shared), local)
+            self._cache_copies[j] = (local, shared)
+        return self._cache_copies[j][0]
 
     def _flush_count(self) -> None:
         """Add the instructions of the straight run behind us to the thread-instruction count (before every
