@@ -2,6 +2,7 @@
 work as a plain C loop compiled with -O2, in one run.
 
     python bench/ptx_bench.py [--repeat N] [--cases shuffle,matmul] [--first-launch]
+    python bench/ptx_bench.py --compile-only [PTX files]   # tier 1's compile time per kernel (ptx_compile_bench.py)
 
 Cases: vectorAdd on 1M floats (tests/ptx/kernels/basic.cu), the 16x16-tiled matmul at 512^2 (linalg.cu), a
 divergent Collatz kernel, a shared-memory ring smoothed in a loop with two barriers per iteration and a
@@ -190,7 +191,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--first-launch", action="store_true", help="only the first-launch table")
     ap.add_argument("--cases", default="", help="comma-separated words: only the cases whose name has one")
+    ap.add_argument("--compile-only", nargs="*", metavar="PTX", default=None,
+                    help="only tier 1's compile time per kernel (of these PTX files; none: the test kernels)")
     args = ap.parse_args()
+    if args.compile_only is not None:
+        from ptx_compile_bench import compile_report
+
+        compile_report([Path(p) for p in args.compile_only], args.repeat)
+        return
     rng = np.random.default_rng(1)
     mem = DeviceMemory(1 << 30)
     with tempfile.TemporaryDirectory() as d:

@@ -42,6 +42,50 @@ def test_faults_match_the_interpreter(misc, engine):
 
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_tier1_cheap_code_generator(engine, monkeypatch, rng):
+    """Tier 1 compiles kernels of kernel.CHEAP_IR IR instructions or more with LLVM's -O0 code generator (and the
+    greedy register allocator; their thread function outlined when they have no barriers), smaller ones with the
+    full one ($GPUSHIM_PTX_JIT_T1 forces either): the code differs, the results and the fault messages do not."""
+    from gpushim.ptx.jit import kernel
+
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", "off")  # tier 1 runs every launch below
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_T1", "cheap")
+    kernel._cache.clear()
+    try:
+        misc = Dev(compile_ptx("misc"))
+        assert misc.mod.jit_kernel("oob").t1.codegen == "cheap"
+        p = misc.empty(64)
+        for launch in (("oob", 1, 16, p, 5), ("oob", 2, 4, 0, 1), ("misaligned", 1, 8, p)):
+            ei, ej = _fault(misc, "interp", *launch), _fault(misc, "jit", *launch)
+            assert (ej.code, str(ej)) == (ei.code, str(ei))
+        counts = []
+        for _ in range(2):  # the same instruction count (kept per thread, added to the launch's at the exit)
+            basic = Dev(compile_ptx("basic"))
+            n = 1000
+            x = np.arange(n, dtype=np.float32)
+            px, po = basic.array(x), basic.empty(4 * n)
+            counts.append(basic.launch("vectorAdd", 4, 256, px, px, po, n).thread_instructions)
+            assert np.array_equal(basic.get(po, np.float32, n), 2 * x)
+            monkeypatch.setenv("GPUSHIM_PTX_JIT_T1", "auto")  # the default: by size
+            kernel._cache.clear()
+        assert counts[0] == counts[1] > 0
+        mathlib = Dev(compile_ptx("mathlib"))
+        big, small = mathlib.mod.jit_kernel("mathf"), basic.mod.jit_kernel("vectorAdd")
+        assert big.t1.outlined and not small.t1.outlined  # (mathf has no barriers: a call per thread)
+        assert (big.t1.codegen, small.t1.codegen) == ("cheap", "full")
+        n = 256
+        x, y = rng.uniform(-8, 8, n).astype(np.float32), rng.uniform(-3, 3, n).astype(np.float32)
+        ENGINE["name"] = "diff"  # both engines; the launch fails unless memory and outcome are bit-identical
+        from gpushim.ptx.jit.diff import stats
+
+        compared = stats["compared"]
+        mathlib.launch("mathf", n // 128, 128, mathlib.array(x), mathlib.array(y), mathlib.empty(4 * 12 * n), n)
+        assert stats["compared"] == compared + 1
+    finally:
+        kernel._cache.clear()  # (other tests compile these kernels anew, as configured)
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
 def test_unsupported_kernels_fall_back_to_the_interpreter(engine, caplog):
     dev = Dev(compile_ptx("jittierup"))
     caplog.set_level(logging.INFO, "gpushim.ptx.jit")

@@ -129,12 +129,13 @@ class Codegen(
         return self.b.inttoptr(self._ctx(slot), ty)
 
     # -- thread function ------------------------------------------------------------------------------------
-    def _thread_fn(self, mode: str = "exact") -> ir.Function:
+    def _thread_fn(self, mode: str = "exact", outlinable: bool = False) -> ir.Function:
         """One thread from a resume point. mode "exact": every access checked, a fault ends the launch;
         "check": no memory touched, every check ORed into a flag or, for global accesses, the range of
         addresses per instruction gathered (acache: [flag, (min, max, or) per global access]); barriers are
         no-ops; returns 0, or ERR_RET when the watchdog stopped it; "fast": no memory checks (the check pass
-        found none failing)."""
+        found none failing). outlinable (exact mode, kernels without barriers or collectives): the count and the
+        allocation cache as local copies, so that outline() may keep the function out of the thread loop."""
         self.mode = mode
         self.barriers = []
         self.ncache = 0
@@ -145,13 +146,11 @@ class Codegen(
         fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64, P64, P8])
         f = ir.Function(self.m, fty, name={"exact": "thread", "check": "thread_check", "fast": "thread_fast"}[mode])
         f.linkage = "internal"
-        # inlined into @run's thread loop, where the allocation cache and the count become registers
-        f.attributes.add("alwaysinline")
         (self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt, self.kc,
          self.kparam) = f.args
         self.ctaid = (cx, cy, cz)
         self.f = f
-        entry = f.append_basic_block("entry")
+        self.entry = entry = f.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
         # registers
         self.regs: dict[str, tuple] = {}
@@ -180,6 +179,14 @@ class Codegen(
         code = self.prog.code
         self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
         self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
+        self.outlinable = outlinable and mode == "exact" and not self.bar_idx
+        # inlined into @run's thread loop, where the allocation cache and the count become registers (outlinable:
+        # local copies of them, written back at the exit, which become registers either way)
+        f.attributes.add("alwaysinline")
+        self._cache_copies: dict[int, tuple] = {}  # slot -> (local copy, the launch's slot)
+        if self.outlinable:
+            self._cnt_out, self.cnt = self.cnt, b.alloca(I64, name="count")
+            b.store(ir.Constant(I64, 0), self.cnt)
         if not hasattr(self, "remat"):
             self.remat = Remat(self.prog)
             if self.bar_idx and not self.remat.idom:  # collectives only (Remat looks for barriers)
@@ -210,10 +217,42 @@ class Codegen(
         self._emit_code()
         self._fill_acache_resets()
         b = self.b = ir.IRBuilder(self.exit_blk)
+        if self.outlinable:  # (a failed launch reports no count and uses no cache)
+            b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
+            for local, shared in self._cache_copies.values():
+                b.store(b.load(local), shared)
         b.ret(ir.Constant(I32, 0))
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
         return f
+
+    def outline(self) -> None:
+        """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable.
+        For large kernels (compiled with the cheap code generator, kernel.t1_codegen): inlined into the thread
+        loop nest, the whole kernel body sits in a loop, which costs LLVM about twice the optimisation and code
+        generation time; a call per thread costs little beside the work of hundreds of instructions."""
+        if self.outlinable:
+            self.thread_exact.attributes.remove("alwaysinline")
+            self.thread_exact.attributes.add("noinline")
+
+    def ir_size(self) -> int:
+        """Instructions of the module (what LLVM's compile time grows with)."""
+        return sum(len(blk.instructions) for fn in self.m.functions for blk in fn.blocks)
+
+    def _cache_slot(self, j: int, b: ir.IRBuilder | None = None):
+        """Slot j of the launch's allocation cache (ops_mem._global_ptr; ops_sys resets it after a free), as a
+        pointer emitted with b (default self.b); outlinable, a local copy of it (read at the entry, written back
+        at the exit)."""
+        if not self.outlinable:
+            return (b or self.b).gep(self.acache, [ir.Constant(I64, j)])
+        if j not in self._cache_copies:
+            eb = ir.IRBuilder(self.entry)
+            eb.position_at_start(self.entry)
+            shared = eb.gep(self.acache, [ir.Constant(I64, j)])
+            local = eb.alloca(I64)
+            eb.store(eb.load(shared), local)
+            self._cache_copies[j] = (local, shared)
+        return self._cache_copies[j][0]
 
     def _flush_count(self) -> None:
         """Add the instructions of the straight run behind us to the thread-instruction count (before every
@@ -629,7 +668,8 @@ class Codegen(
 
 
 def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
-    """Tier 1: the exact code (every access checked). Tier 2, for kernels that qualify (taint.py): the check
+    """Tier 1: the exact code (every access checked; Codegen.outline() may keep it out of the thread loops).
+    Tier 2, for kernels that qualify (taint.py): the check
     pass and the fast code (no memory checks, barrier regions as thread loops); for the others the exact code
     again (kernel.py optimises tier 2 further)."""
     g = Codegen(mod, prog, name)
@@ -637,7 +677,7 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     g._declare_find_alloc()
     g.unchecked = why_unchecked(prog)
     if tier == 1 or g.unchecked is not None:
-        exact = g._thread_fn("exact")
+        g.thread_exact = exact = g._thread_fn("exact", outlinable=tier == 1)
         g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers), yieldable=tier == 1))
         return g
     check = g._check_fn(g._thread_fn("check"), g.check_sites)

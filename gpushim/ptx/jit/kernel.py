@@ -37,19 +37,46 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
 
 
-def _tm(tier: int = 2):
-    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own.
-    (LLVM's -O0 instruction selection would save a third of tier 1's compile time but runs 3-5x slower.)"""
+CHEAP_IR = 3000  # tier-1 kernels of at least this many LLVM IR instructions get the cheap code generator
+
+
+def t1_codegen(ir_size: int) -> str:
+    """How tier 1 compiles a kernel of ir_size IR instructions ($GPUSHIM_PTX_JIT_T1): "full" (LLVM's optimising
+    code generator) or "cheap" (its -O0 instruction selection with its optimising register allocator, and the
+    thread function outlined: Codegen.outline; about half the LLVM time, code 1.3-2.5x slower; bench/README.md).
+    The default "auto" takes the cheap one from CHEAP_IR instructions on (LLVM's time grows with them, about
+    0.06 ms each with the full one, whatever PTX they came from: 80 directed-rounding instructions make as many as
+    500 others): such a compile dominates the kernel's first launches, and tier 2 replaces tier 1 once the
+    kernel is hot. "full"/"cheap" force one; "O2" is "full" after LLVM's whole O2 IR pipeline."""
+    mode = os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower()
+    if mode == "auto":
+        return "cheap" if ir_size >= CHEAP_IR else "full"
+    return "cheap" if mode == "cheap" else "full"
+
+
+def _init_llvm() -> None:
     global _initialised
     if not _initialised:
         with _lock_init:  # compiles run in several threads
             if not _initialised:
                 llvm.initialize_native_target()
                 llvm.initialize_native_asmprinter()
+                # LLVM's command-line options are process-global and their parsing is not thread-safe: set once,
+                # before any compile. This one only changes -O0 code generation (TargetPassConfig::
+                # getOptimizeRegAlloc: unset, it means "above -O0"), which only tier 1's cheap compiles use:
+                # the greedy register allocator instead of the fast one (whose spills made code 3-5x slower).
+                llvm.set_option("gpushim", "-optimize-regalloc")
                 _initialised = True
+
+
+def _tm(tier: int = 2, cheap: bool = False):
+    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own.
+    cheap: LLVM's -O0 code generation (fast instruction selection, no machine-level optimisation) with the
+    optimising register allocator (_init_llvm)."""
+    _init_llvm()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=0 if cheap else 2
     )
 
 
@@ -57,11 +84,11 @@ def _optimise(ref, tm, tier: int) -> None:
     """Tier 1: a short pipeline (inlining, SROA, instcombine, CFG simplification: a few ms per kernel); tier 2:
     LLVM's O2 (loop invariants, vectorisation, unrolling: 10x the compile time)."""
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
-    if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "light") == "light":
+    if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower() != "o2":
         mpm = llvm.create_new_module_pass_manager()
         mpm.add_always_inliner_pass()
         mpm.add_sroa_pass()
-        mpm.add_instruction_combine_pass()
+        mpm.add_instruction_combine_pass()  # (without it, code 1.5-3x slower for 30 ms less on 1000 instructions)
         mpm.add_simplify_cfg_pass()
         mpm.add_dead_code_elimination_pass()
         mpm.run(ref, pb)
@@ -116,21 +143,33 @@ class _Code:
 
     def __init__(self, mod: Module, prog: Program, name: str, tier: int, key: str) -> None:
         t0 = time.perf_counter()
-        tm = _tm(tier)
+        c0 = time.thread_time()
+        self.codegen = "full"
+        self.outlined = False  # tier 1's thread function called per thread (Codegen.outline)
         self.context = llvm.create_context()
         cached = diskcache.load(key) if key else None
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
             meta, obj = cached
             ref = llvm.parse_assembly("", context=self.context)
-            self.engine = llvm.create_mcjit_compiler(ref, tm)
+            self.engine = llvm.create_mcjit_compiler(ref, _tm(tier))
             self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
             self.from_disk = True
+            self.ir_cpu_s = 0.0
+            self.codegen, self.outlined = meta.get("codegen", "full"), meta.get("outlined", False)
         else:
             g = generate(mod, prog, name, tier)
+            if tier == 1:
+                self.codegen = t1_codegen(g.ir_size())
+                if self.codegen == "cheap":
+                    g.outline()
+                    self.outlined = g.outlinable
             meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked,
-                    "host_calls": g.host_calls}
-            ref = llvm.parse_assembly(str(g.m), context=self.context)
+                    "host_calls": g.host_calls, "codegen": self.codegen, "outlined": self.outlined}  # fmt: skip
+            text = str(g.m)
+            self.ir_cpu_s = time.thread_time() - c0  # the Python half (IR construction and text)
+            ref = llvm.parse_assembly(text, context=self.context)
             ref.verify()
+            tm = _tm(tier, self.codegen == "cheap")
             _optimise(ref, tm, tier)
             self.engine = llvm.create_mcjit_compiler(ref, tm)
             if key:
@@ -144,6 +183,7 @@ class _Code:
             raise RuntimeError("compiled kernel has no entry point")
         self.run = _RUN(addr)
         self.compile_s = time.perf_counter() - t0
+        self.compile_cpu_s = time.thread_time() - c0
         self._built = True
 
     def __del__(self) -> None:

@@ -104,8 +104,7 @@ class MemOps:
         end = b.add(a, ir.Constant(I64, align))
         k = self.ncache
         self.ncache += 1
-        plo = b.gep(self.acache, [ir.Constant(I64, 2 * k)])
-        phi_ = b.gep(self.acache, [ir.Constant(I64, 2 * k + 1)])
+        plo, phi_ = self._cache_slot(2 * k), self._cache_slot(2 * k + 1)
         hit = b.and_(b.icmp_unsigned(">=", a, b.load(plo)), b.icmp_unsigned("<=", end, b.load(phi_)))
         hit = b.and_(hit, b.icmp_unsigned(">=", end, a))
         mis = b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0)) if align > 1 else None

@@ -81,7 +81,7 @@ class SysOps:
         for reset, after in self.acache_resets:
             b = ir.IRBuilder(reset)
             for k in range(self.ncache):
-                b.store(ir.Constant(I64, 1), b.gep(self.acache, [ir.Constant(I64, 2 * k)]))
-                b.store(ir.Constant(I64, 0), b.gep(self.acache, [ir.Constant(I64, 2 * k + 1)]))
+                b.store(ir.Constant(I64, 1), self._cache_slot(2 * k, b))
+                b.store(ir.Constant(I64, 0), self._cache_slot(2 * k + 1, b))
             b.branch(after)
         self.acache_resets = []
