@@ -220,6 +220,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_signal)
         log.info("%s", self.backend.describe())
         log.info("gpushim %s listening on %s", __version__, self.address)
+        self.backend.preload()  # clients may connect meanwhile: they are served once it is done
         try:
             while not self.stopping:
                 self._reap()
