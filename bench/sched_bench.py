@@ -77,10 +77,10 @@ def server(tmp: Path, *args: str) -> Iterator[str]:
 
 
 def start_client(url: str, kernels: int, iters: int, start: Path | None, gap_us: int = 0,
-                 priority: int = 0) -> subprocess.Popen:
+                 priority: int = 0, end: Path | None = None) -> subprocess.Popen:
     env = dict(os.environ, LD_PRELOAD=str(SHIM), GPUSHIM_SERVER=url, GPUSHIM_PRIORITY=str(priority))
-    return subprocess.Popen([str(CLIENT), str(kernels), str(iters), "1", str(start or ""), str(gap_us)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([str(CLIENT), str(kernels), str(iters), "1", str(start or ""), str(gap_us),
+                             str(end or "")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_ready(p: subprocess.Popen) -> None:

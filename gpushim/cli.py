@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -16,8 +17,6 @@ from pathlib import Path
 import click
 
 from gpushim import __version__
-from gpushim.compat.check import compat_check_command
-from gpushim.fatbin.report import images_command
 from gpushim.paths import server_url, shim_path
 
 BACKENDS = ["auto", "emulator", "cuda"]
@@ -98,7 +97,25 @@ def backend_options(f):  # noqa: ANN001, ANN201
     return f
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """A group whose commands named in `lazy` ("module:attribute") are imported when used (click's "Lazily
+    Loading Subcommands"): `gpushim serve` and `gpushim run` do not pay for the ELF readers and rich output of
+    `compat-check` and `images`."""
+
+    lazy = {"images": "gpushim.fatbin.report:images_command",
+            "compat-check": "gpushim.compat.check:compat_check_command"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module, _, attr = self.lazy[cmd_name].partition(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="gpushim")
 def main() -> None:
     """gpushim runs unmodified CUDA programs against GPUs behind another driver, process or host."""
@@ -517,6 +534,3 @@ def _stop(server: subprocess.Popen | None) -> None:
         server.kill()
         server.wait()
 
-
-main.add_command(images_command)
-main.add_command(compat_check_command)

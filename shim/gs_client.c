@@ -605,6 +605,13 @@ static void run_callback(callback *cb) {
         ((cudaStreamCallback_t)cb->fn)(cb->stream, cudaSuccess, cb->data);
     else
         ((cudaHostFn_t)cb->fn)(cb->data);
+    /* No longer outstanding before the server hears that it finished: a synchronisation that waited for it
+     * then returns to a caller that sees it done (gs_callbacks_outstanding; a copy made as if it still ran
+     * was left posted, unsynchronised, after the call returned). */
+    pthread_mutex_lock(&G.lock);
+    G.outstanding--;
+    pthread_cond_broadcast(&G.cond);
+    pthread_mutex_unlock(&G.lock);
     gs_call c;
     gs_call_begin(&c, GS_OP_CALLBACK_DONE, 1);
     gs_w_uint(c.w, cb->id);
@@ -626,8 +633,6 @@ static void *callback_thread(void *arg) {
             pthread_mutex_unlock(&G.lock);
             run_callback(cb);
             pthread_mutex_lock(&G.lock);
-            G.outstanding--;
-            pthread_cond_broadcast(&G.cond);
             continue;
         }
         if (G.outstanding > 0 && !G.reader_active && G.state == CONNECTED) {

@@ -215,6 +215,10 @@ class Backend(ABC):
 
     @abstractmethod
     def devices(self) -> list[DeviceInfo]: ...
+    def preload(self) -> None:
+        """Imports what sessions need and the server did not need to start; the server calls it once it listens,
+        before it forks any session's worker (which then inherit it). Nothing by default."""
+        return None
     @abstractmethod
     def driver_version(self) -> int:
         """CUDA driver API version, e.g. 13000."""

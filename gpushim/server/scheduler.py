@@ -102,6 +102,10 @@ class DeviceArbiter:
             ("kernels", np.int64, (S, D)),
             ("memory", np.int64, (S, D)),  # device bytes the session holds (its report)
             ("submitted", np.int64, (S, D)),  # monotonic ns of its last submission (cuda backend)
+            ("waits", np.int64, (S, D)),  # kernels that had to wait for the device (it was held or contended)
+            ("wait_ns", np.int64, (S, D)),  # ... and their time from waiting to being granted it, in all
+            ("passed_over", np.int64, (S, D)),  # grants to another session while this one waited, eligible
+            ("ahead_of", np.int64, (S, D)),  # ... and, summed over its grants, the eligible waiters it went before
         ]
         size = sum(int(np.dtype(t).itemsize * np.prod(shape)) for _, t, shape in layout)
         self._map = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: inherited by forked workers
@@ -135,7 +139,8 @@ class DeviceArbiter:
             self.session[s], self.pid[s], self.prio[s] = session, pid, priority
             self.weight[s] = self.config.weight(priority)
             self.granted[s] = -1
-            for arr in (self.waiting, self.queued, self.kernels, self.memory, self.submitted):
+            for arr in (self.waiting, self.queued, self.kernels, self.memory, self.submitted, self.waits,
+                        self.wait_ns, self.passed_over, self.ahead_of):
                 arr[s] = 0
             for arr in (self.usage, self.vtime, self.eligible):
                 arr[s] = 0.0
@@ -282,6 +287,10 @@ class DeviceArbiter:
                     "waiting_s": round((now - int(self.waiting[s, d])) / 1e9, 6) if self.waiting[s, d] else 0.0,
                     "queued": int(self.queued[s, d]),
                     "memory": int(self.memory[s, d]),
+                    "waits": int(self.waits[s, d]),
+                    "wait_s": round(int(self.wait_ns[s, d]) / 1e9, 6),
+                    "passed_over": int(self.passed_over[s, d]),
+                    "ahead_of": int(self.ahead_of[s, d]),
                 })
             out.append({"device": d, "policy": self.config.policy, "max_share": self.config.max_share,
                         "busy": bool(self.holder[d] >= 0), "device_s": round(total / 1e9, 6),
@@ -347,15 +356,23 @@ class DeviceArbiter:
         waiting, session, eligible, vtime, prio = m["waiting"], m["session"], m["eligible"], m["vtime"], m["prio"]
         by_prio = self.config.policy == "priority"
         best, best_key = -1, None
+        candidates = []
         for s in range(self.nslots):
             since = waiting[s, dev]
             if not since or not session[s] or eligible[s, dev] > now:
                 continue
+            candidates.append(s)
             key = (-prio[s] if by_prio else 0, vtime[s, dev], since)
             if best_key is None or key < best_key:
                 best, best_key = s, key
         if best < 0:
             return
+        for s in candidates:
+            if s != best:
+                m["passed_over"][s, dev] += 1
+        m["waits"][best, dev] += 1
+        m["ahead_of"][best, dev] += len(candidates) - 1
+        m["wait_ns"][best, dev] += max(0, now - waiting[best, dev])
         waiting[best, dev] = 0
         m["nwait"][dev] -= 1
         self._grant(best, dev, now)

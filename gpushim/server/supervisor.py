@@ -203,7 +203,10 @@ class Supervisor:
             except OSError as e:
                 s.close()
                 raise ServeError(f"cannot listen on {self.listen_url}: {e.strerror}") from None
-        s.listen(1024)
+        # connections the kernel holds until they are accepted (it caps this at net.core.somaxconn): a burst
+        # while the supervisor is busy or not scheduled waits there; a client that cannot wait (a non-blocking
+        # connect to a full unix socket's queue: EAGAIN) is refused
+        s.listen(4096)
         s.setblocking(False)
         return s
 
@@ -220,6 +223,8 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_signal)
         log.info("%s", self.backend.describe())
         log.info("gpushim %s listening on %s", __version__, self.address)
+        # after "listening": clients start meanwhile, and their connections wait in the listen queue
+        self.backend.preload()
         try:
             while not self.stopping:
                 self._reap()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from gpushim.cli import query_status
 from tests.e2e.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -30,12 +31,42 @@ def test_identical_clients_finish_together(make_server, tmp_path: Path) -> None:
 
 
 def test_high_priority_client_is_served_first_and_best_effort_progresses(make_server, tmp_path: Path) -> None:
-    s = make_server("--sched", "priority", "--max-priority", "1")
-    r = sched_bench.priority_run(s.url, tmp_path, SMALL, "t")
-    # Without the scheduler it waits behind the best-effort kernels; with it, its median stays near alone.
-    assert r["shared_median_ms"] <= 3 * r["alone_median_ms"] + 5, r
-    assert len(r["best_effort_kernels"]) == SMALL.clients - 1
-    assert all(k > 0 for k in r["best_effort_kernels"]), r
+    # What the scheduler decides is who gets the device next, so that is what this asserts, from its own
+    # accounting in `gpushim status`: whenever the high-priority session waited, no other session was granted
+    # the device first. (Its wall-clock latency, which bench/sched_bench.py reports, also counts the host's CPU
+    # time given to six more busy processes, and failed a bound here about 1 run in 5 at load 13.) Its weight of
+    # 0.01 makes fair share alone serve it last: only the priority order serves it first. The best-effort
+    # kernels are long (50x the benchmark's) so that they queue for the device and the high-priority session
+    # must go ahead of them; it repeats until it did.
+    s = make_server("--sched", "priority", "--max-priority", "1", "--weight", "1=0.01")
+    go = tmp_path / "go"
+    be = [sched_bench.start_client(s.url, 10**7, 50 * SMALL.be_iters, go) for _ in range(SMALL.clients - 1)]
+    try:
+        for p in be:
+            sched_bench.wait_ready(p)
+        go.touch()
+        for attempt in range(20):
+            end = tmp_path / f"end-{attempt}"
+            hp = sched_bench.start_client(s.url, SMALL.hp_kernels, SMALL.hp_iters, None, SMALL.hp_gap_us,
+                                          priority=1, end=end)
+            assert hp.stdout is not None
+            done = hp.stdout.readline()  # its results: its kernels ran, and its session stays until `end`
+            rows = query_status(s.url)["scheduler"][0]["sessions"]
+            end.touch()
+            _, err = hp.communicate(timeout=60)
+            assert done.startswith("{") and hp.returncode == 0, (done, err)
+            high = [r for r in rows if r["priority"] == 1]
+            assert len(high) == 1 and high[0]["kernels"] == SMALL.hp_kernels + 1, rows  # + its warm-up
+            assert high[0]["passed_over"] == 0, rows
+            if high[0]["ahead_of"]:
+                break
+        assert high[0]["ahead_of"] > 0 and high[0]["wait_s"] > 0, rows
+        best_effort = [r for r in rows if r["priority"] == 0]
+        assert len(best_effort) == SMALL.clients - 1 and all(r["kernels"] > 1 for r in best_effort), rows
+    finally:
+        for p in be:
+            p.kill()
+            p.wait()
 
 
 def test_status_shows_each_sessions_priority_share_and_queue(make_server, tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 // A scheduling client (bench/sched_bench.py, tests/e2e/test_scheduling.py): launches KERNELS kernels of
 // ITERS loop iterations per thread, one at a time (launch, then cudaDeviceSynchronize), and prints one JSON
 // line with each kernel's latency. With a START file it first warms up (module load, one kernel), prints
-// "ready" and waits until that file exists, so that several clients begin their measured work together.
-//   sched_client KERNELS ITERS [BLOCKS] [START-FILE] [GAP-US]
+// "ready" and waits until that file exists, so that several clients begin their measured work together. With
+// an END file it waits, after printing its results, until that file exists before it exits (its session, and
+// the session's row in `gpushim status`, stay until then).
+//   sched_client KERNELS ITERS [BLOCKS] [START-FILE] [GAP-US] [END-FILE]
 #include <chrono>
 #include <thread>
 #include <unistd.h>
@@ -21,7 +23,7 @@ static double now_s() {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: sched_client KERNELS ITERS [BLOCKS] [START-FILE] [GAP-US]\n");
+        std::fprintf(stderr, "usage: sched_client KERNELS ITERS [BLOCKS] [START-FILE] [GAP-US] [END-FILE]\n");
         return 2;
     }
     int kernels = std::atoi(argv[1]);
@@ -29,6 +31,7 @@ int main(int argc, char **argv) {
     int blocks = argc > 3 ? std::atoi(argv[3]) : 1;
     const char *start = argc > 4 && argv[4][0] ? argv[4] : nullptr;
     int gap_us = argc > 5 ? std::atoi(argv[5]) : 0;
+    const char *end = argc > 6 && argv[6][0] ? argv[6] : nullptr;
     const int threads = 32;
     unsigned *d;
     CHECK(cudaMalloc(&d, sizeof(unsigned) * threads * blocks));
@@ -58,5 +61,8 @@ int main(int argc, char **argv) {
     std::printf("{\"start\": %.6f, \"end\": %.6f, \"elapsed\": %.6f, \"latencies\": [", t0, t1, t1 - t0);
     for (size_t i = 0; i < lat.size(); i++) std::printf("%s%.6f", i ? ", " : "", lat[i]);
     std::printf("]}\n");
+    std::fflush(stdout);
+    if (end)
+        while (access(end, F_OK) != 0) usleep(1000);
     return 0;
 }

@@ -94,6 +94,11 @@ def test_higher_priority_waiter_goes_first_then_least_device_time() -> None:
     os.close(w)
     assert order == [high, low_idle, low_busy]
     assert arb.holder[0] == -1
+    # status counts each session's waits and the grants that went to another while it waited
+    rows = {r["session"]: r for r in arb.snapshot()[0]["sessions"]}
+    assert {k: (r["waits"], r["passed_over"], r["ahead_of"]) for k, r in rows.items()} == {
+        1: (0, 0, 0), 4: (1, 0, 2), 3: (1, 1, 1), 2: (1, 2, 0)}
+    assert rows[1]["wait_s"] == 0 and all(rows[k]["wait_s"] > 0 for k in (2, 3, 4))
 
 
 def test_fair_policy_ignores_priority() -> None:

@@ -10,12 +10,11 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpushim.backends.accounting import HostLedger, MemoryAccount, default_memory_cap, mem_available
 from gpushim.backends.base import Backend, BackendSession, DeviceInfo, Event, Stream
 from gpushim.backends.emulator import textures
-from gpushim.backends.emulator.kernels import EmuModule
 from gpushim.backends.emulator.memory import ARENA_BASE, DEVICE_WINDOW, DeviceMemory
 from gpushim.backends.emulator.models import DEFAULT_MODEL, device_attributes, find_model, make_device
 from gpushim.backends.emulator.peers import PeerSpace, PeerView
@@ -24,8 +23,13 @@ from gpushim.backends.emulator.vmm import EmuVmm
 from gpushim.backends.launch_attrs import LaunchAttrs, check_cluster
 from gpushim.compat.policy import Policy, driver_features
 from gpushim.cuda_errors import CudaError, Err
-from gpushim.ptx import devrt
+from gpushim.lazy import lazy_import
 from gpushim.ptx.heap import heap_used, set_heap_limit
+
+if TYPE_CHECKING:
+    from gpushim.backends.emulator.kernels import EmuModule
+# the PTX engine: loaded by preload() once the server listens, or on first use
+devrt = lazy_import("gpushim.ptx.devrt")
 
 log = logging.getLogger("gpushim.emulator")
 PITCH_ALIGNMENT = 512
@@ -94,6 +98,11 @@ class EmulatorBackend(Backend):
 
     def devices(self) -> list[DeviceInfo]:
         return self._devices
+
+    def preload(self) -> None:
+        import gpushim.backends.emulator.kernels  # noqa: F401 - the PTX engine, for the sessions to inherit
+
+        devrt.Pending  # noqa: B018 - runs the lazily imported module
 
     def driver_version(self) -> int:
         return self._driver
@@ -502,6 +511,8 @@ class EmulatorSession(BackendSession):
     # -- modules and kernels -------------------------------------------------------------------------------
     def load_module(self, key: bytes, fatbin: bytes) -> None:
         if key not in self.modules:
+            from gpushim.backends.emulator.kernels import EmuModule  # the engine: see preload
+
             m = self.backend.model
             mod = EmuModule.from_fatbin(fatbin, (m.major, m.minor), self.policy)
             self.modules[key] = mod
