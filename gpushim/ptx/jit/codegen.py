@@ -41,6 +41,7 @@ from gpushim.ptx.jit.ops_sys import SysOps
 from gpushim.ptx.jit.ops_timer import TimerOps
 from gpushim.ptx.jit.ops_video import PACKED_INT_TYPES, VIDEO_OPS, VideoOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
+from gpushim.ptx.jit.pure import PureHelpers
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
@@ -50,7 +51,8 @@ from gpushim.ptx.types import storage_type
 
 
 class Codegen(
-    AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps
+    AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps,
+    PureHelpers,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
@@ -230,14 +232,18 @@ class Codegen(
         """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable.
         For large kernels (compiled with the cheap code generator, kernel.t1_codegen): inlined into the thread
         loop nest, the whole kernel body sits in a loop, which costs LLVM about twice the optimisation and code
-        generation time; a call per thread costs little beside the work of hundreds of instructions."""
+        generation time; a call per thread costs little beside the work of hundreds of instructions. The pure
+        helpers (pure.py) stay out of line too."""
+        self._pure_noinline()
         if self.outlinable:
             self.thread_exact.attributes.remove("alwaysinline")
             self.thread_exact.attributes.add("noinline")
 
-    def ir_size(self) -> int:
-        """Instructions of the module (what LLVM's compile time grows with)."""
-        return sum(len(blk.instructions) for fn in self.m.functions for blk in fn.blocks)
+    def ir_size(self, inlined: bool = True) -> int:
+        """Instructions of the module (what LLVM's compile time grows with); inlined: with the pure helpers'
+        calls counted as the bodies tier 1's pipeline inlines in their place (what the full generator gets)."""
+        n = sum(len(blk.instructions) for fn in self.m.functions for blk in fn.blocks)
+        return n - self._pure_size() + self.inlined_extra if inlined else n
 
     def _cache_slot(self, j: int, b: ir.IRBuilder | None = None):
         """Slot j of the launch's allocation cache (ops_mem._global_ptr; ops_sys resets it after a free), as a
@@ -676,6 +682,8 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     g._declare_intrinsics()
     g._declare_find_alloc()
     g.unchecked = why_unchecked(prog)
+    if tier == 1:
+        g.helpers = {}  # pure expansions as helper functions (pure.py)
     if tier == 1 or g.unchecked is not None:
         g.thread_exact = exact = g._thread_fn("exact", outlinable=tier == 1)
         g._run_fn(g._launch_fn("run_exact", exact, g.ncache, bool(g.barriers), yieldable=tier == 1))

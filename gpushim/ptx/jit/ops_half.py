@@ -24,10 +24,13 @@ class HalfOps:
 
     # -- conversions on the bits ----------------------------------------------------------------------------
     def _h2f(self, h, bf: bool):
-        """f16/bf16 bits (i32, low 16) -> f32, exact"""
-        b, k = self.b, self._k
+        """f16/bf16 bits (i32, low 16) -> f32, exact (f16: a helper, pure.py)"""
         if bf:
-            return b.bitcast(b.shl(h, k(16)), F32)
+            return self.b.bitcast(self.b.shl(h, self._k(16)), F32)
+        return self._pure(("h2f",), F32, [I32], self._f16_to_f32, [h])
+
+    def _f16_to_f32(self, h):
+        b, k = self.b, self._k
         s = b.shl(b.and_(h, k(0x8000)), k(16))
         e = b.and_(b.lshr(h, k(10)), k(0x1F))
         m = b.and_(h, k(0x3FF))
@@ -40,7 +43,10 @@ class HalfOps:
 
     def _f2h(self, x, nan_numpy: bool = False):
         """f32 -> f16 bits (i32), to nearest even; NaN -> 0x7fff (arithmetic) or, for cvt, numpy's rule (sign,
-        quieted payload >> 13)"""
+        quieted payload >> 13) (a helper, pure.py)"""
+        return self._pure(("f2h", nan_numpy), I32, [F32], lambda y: self._f32_to_f16(y, nan_numpy), [x])
+
+    def _f32_to_f16(self, x, nan_numpy: bool):
         b, k = self.b, self._k
         bits = b.bitcast(x, I32)
         sign = b.and_(b.lshr(bits, k(16)), k(0x8000))
@@ -76,7 +82,10 @@ class HalfOps:
         return b.select(b.icmp_unsigned(">", b.and_(bits, k(0x7FFFFFFF)), k(0x7F800000)), nan, r)
 
     def _d2f_odd(self, x):
-        """f64 -> f32 rounded to odd (then one more rounding to a half format is correctly rounded)"""
+        """f64 -> f32 rounded to odd (then one more rounding to a half format is correctly rounded; a helper)"""
+        return self._pure(("d2f_odd",), F32, [F64], self._d2f_odd_inline, [x])
+
+    def _d2f_odd_inline(self, x):
         b = self.b
         r = b.fptrunc(x, F32)
         rb = b.bitcast(r, I32)
@@ -110,31 +119,39 @@ class HalfOps:
             r = b.xor(regs[0], mask) if base == "neg" else b.and_(regs[0], b.not_(mask))
             self.write(ins.args[0], r if x2 else b.trunc(r, I16), rt)
             return
+        key = ("half", base, bf, tuple(sorted(m)))
         out = []
         for lane in range(2 if x2 else 1):
-            xs = [self._h2f(b.and_(b.lshr(v, k(16 * lane)), k(0xFFFF)), bf) for v in regs]
-            if "ftz" in m:
-                xs = [self._hftz(x, bf) for x in xs]
-            if base in ("fma", "mad"):
-                w = [b.fpext(x, F64) for x in xs]
-                p = b.fmul(w[0], w[1])  # exact
-                s, e = self._two_sum(p, w[2])
-                r = b.select(self._finite(s), self._to_odd(s, self._no_nan_err(e)), s)
-            elif base in ("min", "max"):
-                r = self._half_minmax(xs[0], xs[1], base == "min", "NaN" in m)
-            else:
-                r = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul}[base](xs[0], xs[1])
-            if "sat" in m:
-                r = self._sat(r)
-            if "relu" in m:  # NaN stays; -0 stays (numpy's maximum(-0., 0.) is -0.)
-                r = b.select(b.fcmp_ordered("<", r, ir.Constant(r.type, 0.0)), ir.Constant(r.type, 0.0), r)
-            if "ftz" in m:
-                r = self._hftz(r, bf)
-            if r.type == F64:
-                r = self._d2f_odd(r)
-            out.append(self._f2bf(r) if bf else self._f2h(r))
+            hs = [b.and_(b.lshr(v, k(16 * lane)), k(0xFFFF)) for v in regs]
+            out.append(self._pure(key, I32, [I32] * n, lambda *hs: self._half_lane(base, bf, m, hs), hs))
         v = out[0] if not x2 else b.or_(out[0], b.shl(out[1], k(16)))
         self.write(ins.args[0], v if x2 else b.trunc(v, I16), rt)
+
+    def _half_lane(self, base: str, bf: bool, m: set[str], hs):
+        """One lane of a half-precision operation: the operands' bits (i32, low 16) -> the result's (a helper,
+        pure.py)"""
+        b = self.b
+        xs = [self._h2f(h, bf) for h in hs]
+        if "ftz" in m:
+            xs = [self._hftz(x, bf) for x in xs]
+        if base in ("fma", "mad"):
+            w = [b.fpext(x, F64) for x in xs]
+            p = b.fmul(w[0], w[1])  # exact
+            s, e = self._two_sum(p, w[2])
+            r = b.select(self._finite(s), self._to_odd(s, self._no_nan_err(e)), s)
+        elif base in ("min", "max"):
+            r = self._half_minmax(xs[0], xs[1], base == "min", "NaN" in m)
+        else:
+            r = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul}[base](xs[0], xs[1])
+        if "sat" in m:
+            r = self._sat(r)
+        if "relu" in m:  # NaN stays; -0 stays (numpy's maximum(-0., 0.) is -0.)
+            r = b.select(b.fcmp_ordered("<", r, ir.Constant(r.type, 0.0)), ir.Constant(r.type, 0.0), r)
+        if "ftz" in m:
+            r = self._hftz(r, bf)
+        if r.type == F64:
+            r = self._d2f_odd(r)
+        return self._f2bf(r) if bf else self._f2h(r)
 
     def _hftz(self, x, bf: bool):
         """ops_half._ftz: |x| below the half format's least normal -> zero with x's sign"""

@@ -58,11 +58,14 @@ class DirectedOps:
         return b.bitcast(b.select(need, b.add(bits, adj), bits), F64)
 
     def _f64_to_f32(self, v, mode: str):
-        """fexact.f64_to_f32"""
+        """fexact.f64_to_f32 (directed: a helper, pure.py)"""
+        if mode == "rn":
+            return self.b.fptrunc(v, F32)
+        return self._pure(("f64_to_f32", mode), F32, [F64], lambda x: self._f64_to_f32_directed(x, mode), [v])
+
+    def _f64_to_f32_directed(self, v, mode: str):
         b = self.b
         r = b.fptrunc(v, F32)
-        if mode == "rn":
-            return r
         r64 = b.fpext(r, F64)
         if mode == "rz":
             fix = b.fcmp_ordered(">", self._fabs(r64), self._fabs(v))
@@ -72,7 +75,11 @@ class DirectedOps:
         return b.select(b.fcmp_ordered("<", r64, v), self._next(r, "+"), r)
 
     def _f64_directed(self, s, e, mode: str):
-        """fexact.f64_directed: the directed rounding of s + e, s = RN of it"""
+        """fexact.f64_directed: the directed rounding of s + e, s = RN of it (a helper, pure.py)"""
+        return self._pure(("f64_directed", mode), F64, [F64, F64], lambda x, y: self._f64_directed_inline(x, y, mode),
+                          [s, e])  # fmt: skip
+
+    def _f64_directed_inline(self, s, e, mode: str):
         b = self.b
         zero = ir.Constant(F64, 0.0)
         if mode == "rz":
@@ -102,11 +109,11 @@ class DirectedOps:
     def _directed(self, ins: Instr, kind: str, typ: str, m: set[str], args) -> None:
         """add/sub/mul/div (kind) or fma in a directed mode; wrapped in .ftz/.sat/NaN rules like the others"""
         mode = self._mode_of(m)
-        b = self.b
         if typ == "f64" and kind not in ("add", "sub"):
             raise JitUnsupported(f"{ins.op} (directed rounding of f64 {kind})")
 
         def f32(*xs):
+            b = self.b  # (the helper's builder when outlined: pure.py)
             w = [b.fpext(x, F64) for x in xs]
             if kind in ("add", "sub"):
                 a, c = w[0], (b.fneg(w[1]) if kind == "sub" else w[1])
@@ -127,6 +134,7 @@ class DirectedOps:
             return self._rm_zero(r, p, w[2]) if mode == "rm" else r
 
         def f64(x, y):
+            b = self.b
             c = b.fneg(y) if kind == "sub" else y
             s, e = self._two_sum(x, c)
             r = self._f64_directed(s, self._no_nan_err(e), mode)
@@ -144,7 +152,12 @@ class DirectedOps:
             isnan = b.icmp_unsigned(">", b.and_(rb, ir.Constant(I64, 2**63 - 1)), ir.Constant(I64, 0x7FF0000000000000))
             return b.bitcast(b.select(isnan, nanbits, rb), F64)
 
-        self._fwrap(ins, typ, m, args, f32 if typ == "f32" else f64)
+        core, ft = (f32, F32) if typ == "f32" else (f64, F64)
+
+        def pure(*xs):
+            return self._pure(("directed", kind, typ, mode), ft, [ft] * len(xs), core, xs)
+
+        self._fwrap(ins, typ, m, args, pure)
 
     def _cvt_directed(self, ins: Instr) -> None:
         """cvt.{rz,rm,rp} to f32/f64 from f32/f64 or integers, as ops_cvt.py (f2f, int_to_float) computes it"""
@@ -181,25 +194,32 @@ class DirectedOps:
             x = b.sitofp(a, F64) if signed else b.uitofp(a, F64)  # exact
             r = x if dtyp == "f64" else self._f64_to_f32(x, mode)
         else:
-            top = ir.Constant(F64, 2.0**63 if signed else 2.0**64)
-
-            def err(r):  # the sign of q - r (as -1, 0, 1: what the directed roundings need), in integers
-                ri = b.fptosi(r, I64) if signed else b.fptoui(r, I64)
-                cmp = b.icmp_signed if signed else b.icmp_unsigned
-                one, zero = ir.Constant(F64, 1.0), ir.Constant(F64, 0.0)
-                e = b.select(cmp(">", a, ri), one, b.select(cmp("<", a, ri), ir.Constant(F64, -1.0), zero))
-                return b.select(b.fcmp_ordered(">=", r, top), ir.Constant(F64, -1.0), e)  # r past the type: above q
-
-            rn = b.sitofp(a, F64) if signed else b.uitofp(a, F64)
-            if dtyp == "f64":
-                r = self._f64_directed(rn, err(rn), mode)
-            else:  # toward zero in f64, to odd, then the directed rounding to f32 (int_to_float)
-                rz = self._f64_directed(rn, err(rn), "rz")
-                inexact = b.fcmp_ordered("!=", err(rz), ir.Constant(F64, 0.0))
-                bits = b.bitcast(rz, I64)
-                even = b.icmp_unsigned("==", b.and_(bits, ir.Constant(I64, 1)), ir.Constant(I64, 0))
-                odd = b.bitcast(b.add(bits, ir.Constant(I64, 1)), F64)  # one step away from zero
-                r = self._f64_to_f32(b.select(b.and_(inexact, even), odd, rz), mode)
+            r = self._pure(("cvt_int64", signed, dtyp, mode), F64 if dtyp == "f64" else F32, [a.type],
+                           lambda x: self._int64_directed(x, signed, dtyp, mode), [a])  # fmt: skip
         if "sat" in m:
             r = self._sat(r)
         self.write(ins.args[0], r, dtyp)
+
+    def _int64_directed(self, a, signed: bool, dtyp: str, mode: str):
+        """A 64-bit integer to f32/f64 in a directed mode (ops_cvt.int_to_float)"""
+        b = self.b
+        top = ir.Constant(F64, 2.0**63 if signed else 2.0**64)
+
+        def err(r):  # the sign of q - r (as -1, 0, 1: what the directed roundings need), in integers
+            ri = b.fptosi(r, I64) if signed else b.fptoui(r, I64)
+            cmp = b.icmp_signed if signed else b.icmp_unsigned
+            one, zero = ir.Constant(F64, 1.0), ir.Constant(F64, 0.0)
+            e = b.select(cmp(">", a, ri), one, b.select(cmp("<", a, ri), ir.Constant(F64, -1.0), zero))
+            return b.select(b.fcmp_ordered(">=", r, top), ir.Constant(F64, -1.0), e)  # r past the type: above q
+
+        rn = b.sitofp(a, F64) if signed else b.uitofp(a, F64)
+        if dtyp == "f64":
+            r = self._f64_directed(rn, err(rn), mode)
+        else:  # toward zero in f64, to odd, then the directed rounding to f32 (int_to_float)
+            rz = self._f64_directed(rn, err(rn), "rz")
+            inexact = b.fcmp_ordered("!=", err(rz), ir.Constant(F64, 0.0))
+            bits = b.bitcast(rz, I64)
+            even = b.icmp_unsigned("==", b.and_(bits, ir.Constant(I64, 1)), ir.Constant(I64, 0))
+            odd = b.bitcast(b.add(bits, ir.Constant(I64, 1)), F64)  # one step away from zero
+            r = self._f64_to_f32(b.select(b.and_(inexact, even), odd, rz), mode)
+        return r
