@@ -259,11 +259,10 @@ def div_f64(a, b, mode: str):
     return out[()] if out.ndim == 0 else out
 
 
-def sqrt_f64(a, mode: str):
-    """sqrt in f64 rounded in mode rz / rm / rp: the exact root is above s = RN(sqrt(a)) when the residual
-    a - s*s (exact for a well inside the normal range) is positive; other positive finite a (subnormal or
-    huge) compare s*s with a exactly in fractions. sqrt never overflows or underflows, so one ulp step suffices;
-    0, -0, +inf, NaN and negative a give exact (or NaN) results already."""
+def _sqrt_side(a):
+    """(s, side): s = RN(sqrt(a)) in f64 and side = the sign of sqrt(a) - s (-1 / 0 / +1). The residual
+    a - s*s is exact for a well inside the normal range; other positive finite a (subnormal or huge) compare
+    s*s with a exactly in fractions. 0, -0, +inf, NaN and negative a: side 0 (s is exact, or NaN)."""
     a = np.asarray(a, np.float64)
     with np.errstate(all="ignore"):
         s = np.asarray(np.sqrt(a), np.float64)
@@ -278,5 +277,19 @@ def sqrt_f64(a, mode: str):
             d = Fraction(float(A[i])) - Fraction(float(S[i])) ** 2
             side[i] = (d > 0) - (d < 0)
         side = side.reshape(a.shape)
+    return s, side
+
+
+def sqrt_f64(a, mode: str):
+    """sqrt in f64 rounded in mode rz / rm / rp: sqrt never overflows or underflows, so stepping RN's result
+    one ulp toward the mode where the exact root lies beyond it suffices."""
+    s, side = _sqrt_side(a)
     out = np.asarray(f64_directed(s, side, mode), np.float64)
     return out[()] if out.ndim == 0 else out
+
+
+def sqrt_f32(a, mode: str):
+    """sqrt of f32 values rounded to f32 in mode rz / rm / rp: the f64 root rounded to odd keeps the inexact
+    information (53 >= 24 + 2), so rounding it to f32 in the mode is exact."""
+    s, side = _sqrt_side(np.asarray(a, np.float64))
+    return f64_to_f32(round_to_odd(s, side), mode)

@@ -1,4 +1,5 @@
-"""The interpreter's f64 div / sqrt in the directed rounding modes and set.ftz, against exact arithmetic.
+"""The interpreter's f64 div / rcp / sqrt and f32 sqrt in the directed rounding modes and set.ftz, against
+exact arithmetic.
 
 PTX ISA, "div" / "sqrt" (Floating-Point Instructions): .rz/.rm/.rp round the exact result toward zero, -inf,
 +inf (IEEE 754). PTX ISA, "set": ".ftz ... flush subnormal inputs and results to sign-preserving zero"."""
@@ -44,6 +45,20 @@ def _div(x: float, y: float, mode: str) -> float:
     return _round(Fraction(x) / Fraction(y), mode, 0.0)
 
 
+def _sqrt32(x: np.float32, mode: str) -> float:
+    if not np.isfinite(x) or x <= 0:
+        with np.errstate(all="ignore"):
+            return float(np.sqrt(x))  # +-0, +inf, NaN: exact
+    s = np.float32(math.sqrt(float(x)))
+    d = Fraction(float(x)) - Fraction(float(s)) ** 2
+    if d == 0:
+        return float(s)
+    lo, hi = (s, np.nextafter(s, np.float32(np.inf))) if d > 0 else (np.nextafter(s, np.float32(0)), s)
+    # s is RN(sqrt(x)) in f64 then f32: one of the root's two f32 neighbours, checked exactly
+    assert Fraction(float(lo)) ** 2 < Fraction(float(x)) < Fraction(float(hi)) ** 2
+    return float(lo if mode in ("rz", "rm") else hi)
+
+
 def _sqrt(x: float, mode: str) -> float:
     if not math.isfinite(x) or x <= 0:
         with np.errstate(all="ignore"):
@@ -81,9 +96,7 @@ def _operands(rng, n: int) -> np.ndarray:
 
 
 def _same(got: float, want: float) -> bool:
-    return (math.isnan(got) and math.isnan(want)) or np.float64(got).view(np.uint64) == np.float64(want).view(
-        np.uint64
-    )
+    return (math.isnan(got) and math.isnan(want)) or np.float64(got).view(np.uint64) == np.float64(want).view(np.uint64)
 
 
 def test_f64_div_and_sqrt_round_exactly_in_the_directed_modes():
@@ -91,9 +104,9 @@ def test_f64_div_and_sqrt_round_exactly_in_the_directed_modes():
     n = 1500
     x = _operands(rng, n)
     dev = Dev(compile_ptx("interpdiv", "sm_75"))
-    px, po = dev.array(x), dev.empty(6 * n * 8)
+    px, po = dev.array(x), dev.empty(9 * n * 8)
     dev.launch("divsqrt64", (n + 127) // 128, 128, px, po, n)
-    out = dev.get(po, np.float64, 6 * n).reshape(n, 6)
+    out = dev.get(po, np.float64, 9 * n).reshape(n, 9)
     bad = []
     for i in range(n):
         a, b = float(x[2 * i]), float(x[2 * i + 1])
@@ -104,6 +117,34 @@ def test_f64_div_and_sqrt_round_exactly_in_the_directed_modes():
             want = _sqrt(a, mode)
             if not _same(float(out[i, 3 + k]), want):
                 bad.append(f"sqrt.{mode} {a!r}: got {out[i, 3 + k]!r}, want {want!r}")
+            want = _div(1.0, a, mode)
+            if not _same(float(out[i, 6 + k]), want):
+                bad.append(f"rcp.{mode} {a!r}: got {out[i, 6 + k]!r}, want {want!r}")
+    assert not bad, f"{len(bad)} wrong, e.g.\n" + "\n".join(bad[:12])
+
+
+def test_f32_sqrt_rounds_exactly_in_the_directed_modes():
+    rng = np.random.default_rng(7)
+    n = 3000
+    x = rng.integers(0, 2**32 - 1, n, dtype=np.uint32, endpoint=True).view(np.float32).copy()
+    sq = rng.standard_normal(n // 4).astype(np.float32) * np.float32(100)
+    x[n // 2 : n // 2 + n // 4] = np.abs(sq * sq)  # near-exact and exact squares
+    edge = [0.0, -0.0, 1.0, 2.0, 4.0, np.inf, -np.inf, np.nan, -1.0, 1e-45, 1e-40, 1.1754942e-38, 3.4028235e38]
+    x[: len(edge)] = edge
+    dev = Dev(compile_ptx("interpdiv", "sm_75"))
+    px, po = dev.array(x), dev.empty(3 * n * 4)
+    dev.launch("sqrt32", (n + 127) // 128, 128, px, po, n)
+    out = dev.get(po, np.float32, 3 * n).reshape(n, 3)
+    bad = []
+    for i in range(n):
+        for k, mode in enumerate(MODES):
+            want = _sqrt32(x[i], mode)
+            got = float(out[i, k])
+            if not (
+                (math.isnan(got) and math.isnan(want))
+                or (got == want and math.copysign(1, got) == math.copysign(1, want))
+            ):
+                bad.append(f"sqrt.{mode}.f32 {x[i]!r}: got {got!r}, want {want!r}")
     assert not bad, f"{len(bad)} wrong, e.g.\n" + "\n".join(bad[:12])
 
 
