@@ -99,14 +99,19 @@ def _same(got: float, want: float) -> bool:
     return (math.isnan(got) and math.isnan(want)) or np.float64(got).view(np.uint64) == np.float64(want).view(np.uint64)
 
 
+def _launch(kernel: str, x: np.ndarray, n: int, per: int, dt) -> np.ndarray:
+    """Run kernel(x, out, n) on n threads; its per results of type dt for each thread, as an (n, per) array."""
+    dev = Dev(compile_ptx("interpdiv", "sm_75"))
+    px, po = dev.array(x), dev.empty(per * n * np.dtype(dt).itemsize)
+    dev.launch(kernel, (n + 127) // 128, 128, px, po, n)
+    return dev.get(po, dt, per * n).reshape(n, per)
+
+
 def test_f64_div_and_sqrt_round_exactly_in_the_directed_modes():
     rng = np.random.default_rng(20261202)
     n = 1500
     x = _operands(rng, n)
-    dev = Dev(compile_ptx("interpdiv", "sm_75"))
-    px, po = dev.array(x), dev.empty(9 * n * 8)
-    dev.launch("divsqrt64", (n + 127) // 128, 128, px, po, n)
-    out = dev.get(po, np.float64, 9 * n).reshape(n, 9)
+    out = _launch("divsqrt64", x, n, 9, np.float64)
     bad = []
     for i in range(n):
         a, b = float(x[2 * i]), float(x[2 * i + 1])
@@ -131,10 +136,7 @@ def test_f32_sqrt_rounds_exactly_in_the_directed_modes():
     x[n // 2 : n // 2 + n // 4] = np.abs(sq * sq)  # near-exact and exact squares
     edge = [0.0, -0.0, 1.0, 2.0, 4.0, np.inf, -np.inf, np.nan, -1.0, 1e-45, 1e-40, 1.1754942e-38, 3.4028235e38]
     x[: len(edge)] = edge
-    dev = Dev(compile_ptx("interpdiv", "sm_75"))
-    px, po = dev.array(x), dev.empty(3 * n * 4)
-    dev.launch("sqrt32", (n + 127) // 128, 128, px, po, n)
-    out = dev.get(po, np.float32, 3 * n).reshape(n, 3)
+    out = _launch("sqrt32", x, n, 3, np.float32)
     bad = []
     for i in range(n):
         for k, mode in enumerate(MODES):
@@ -156,10 +158,7 @@ def test_set_ftz_flushes_subnormal_f32_inputs():
     ]  # fmt: skip
     x = np.array(pairs, np.float32).reshape(-1)
     n = len(pairs)
-    dev = Dev(compile_ptx("interpdiv", "sm_75"))
-    px, po = dev.array(x), dev.empty(6 * n * 4)
-    dev.launch("setftz", 1, 32, px, po, n)
-    out = dev.get(po, np.uint32, 6 * n).reshape(n, 6)
+    out = _launch("setftz", x, n, 6, np.uint32)
     one_f = int(np.float32(1.0).view(np.uint32))
     for i, (a, b) in enumerate(pairs):
         fa, fb = np.float32(a), np.float32(b)
