@@ -232,3 +232,64 @@ def fma_f64(a, b, c, mode: str = "rn"):
             if r.ndim == 0:
                 r = r[()]
     return r
+
+
+def div_f64(a, b, mode: str):
+    """a / b in f64 rounded in mode rz / rm / rp. The residual r = a - q*b of the round-to-nearest quotient q is
+    exact (one fma) when a, b and q lie well inside the normal range; the exact quotient is above q when r
+    and b have the same sign. Other finite nonzero elements (subnormal or overflowing results, extreme
+    operands) are rounded exactly with fractions; zero, inf and NaN operands give exact results already."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    with np.errstate(all="ignore"):
+        q = np.asarray(a / b, np.float64)
+        r = fma_f64(-q, b, a)
+        side = np.where(r == 0, 0.0, np.where((r > 0) == (b > 0), 1.0, -1.0))
+        exact = ~np.isfinite(a) | ~np.isfinite(b) | (a == 0) | (b == 0)
+        safe = exact | (_safe(a) & _safe(b) & _safe(q) & (q != 0))
+        # f64_directed steps q one ulp toward the mode's direction where side (the sign of exact - q) says so
+        out = np.asarray(f64_directed(q, np.where(exact, 0.0, side), mode), np.float64)
+    if not np.all(safe):
+        out = np.array(np.broadcast_to(out, np.shape(q)), np.float64).reshape(-1)
+        A, B = (np.broadcast_to(x, np.shape(q)).reshape(-1) for x in (a, b))
+        for i in np.flatnonzero(np.broadcast_to(~safe, np.shape(q)).reshape(-1)):
+            x, y = float(A[i]), float(B[i])
+            out[i] = _exact_round(Fraction(x) / Fraction(y), mode, 0.0)  # x / y is not 0: the fallback is unused
+        out = out.reshape(np.shape(q))
+    return out[()] if out.ndim == 0 else out
+
+
+def _sqrt_side(a):
+    """(s, side): s = RN(sqrt(a)) in f64 and side = the sign of sqrt(a) - s (-1 / 0 / +1). The residual
+    a - s*s is exact for a well inside the normal range; other positive finite a (subnormal or huge) compare
+    s*s with a exactly in fractions. 0, -0, +inf, NaN and negative a: side 0 (s is exact, or NaN)."""
+    a = np.asarray(a, np.float64)
+    with np.errstate(all="ignore"):
+        s = np.asarray(np.sqrt(a), np.float64)
+        r = fma_f64(-s, s, a)
+        pos = np.isfinite(a) & (a > 0)
+        side = np.where(pos & (r != 0), np.sign(r), 0.0)
+    slow = pos & ~_safe(a)
+    if np.any(slow):
+        side = np.array(np.broadcast_to(side, a.shape), np.float64).reshape(-1)
+        S, A = s.reshape(-1), a.reshape(-1)
+        for i in np.flatnonzero(slow.reshape(-1)):
+            d = Fraction(float(A[i])) - Fraction(float(S[i])) ** 2
+            side[i] = (d > 0) - (d < 0)
+        side = side.reshape(a.shape)
+    return s, side
+
+
+def sqrt_f64(a, mode: str):
+    """sqrt in f64 rounded in mode rz / rm / rp: sqrt never overflows or underflows, so stepping RN's result
+    one ulp toward the mode where the exact root lies beyond it suffices."""
+    s, side = _sqrt_side(a)
+    out = np.asarray(f64_directed(s, side, mode), np.float64)
+    return out[()] if out.ndim == 0 else out
+
+
+def sqrt_f32(a, mode: str):
+    """sqrt of f32 values rounded to f32 in mode rz / rm / rp: the f64 root rounded to odd keeps the inexact
+    information (53 >= 24 + 2), so rounding it to f32 in the mode is exact."""
+    s, side = _sqrt_side(np.asarray(a, np.float64))
+    return f64_to_f32(round_to_odd(s, side), mode)

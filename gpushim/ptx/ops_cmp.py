@@ -105,6 +105,8 @@ def compile_set(ctx: Ctx, ins: Instr):
     ra, rb = ctx.reader(ins.args[1], styp), ctx.reader(ins.args[2], styp)
     rc = ctx.reader(ins.args[3], "pred") if boolop else None
     w = ctx.writer(ins.args[0])
+    # PTX ISA, set: .ftz flushes subnormal f32 *inputs* to sign-preserving zero (the 1.0f/0 result is normal)
+    do_ftz = "ftz" in parts and styp == "f32"
     if dtyp == "f32":
         one, zero = np.float32(1.0), np.float32(0.0)
     else:
@@ -112,7 +114,10 @@ def compile_set(ctx: Ctx, ins: Instr):
         one, zero = dt.type(-1) if dtyp == "s32" else dt.type(0xFFFFFFFF), dt.type(0)
 
     def set_(st, idx):
-        t = f(ra(st, idx), rb(st, idx))
+        a, b = ra(st, idx), rb(st, idx)
+        if do_ftz:
+            a, b = ftz(a), ftz(b)
+        t = f(a, b)
         if comb is not None:
             t = comb(t, rc(st, idx))
         w(st, idx, np.where(t, one, zero))

@@ -171,6 +171,8 @@ def compile_fdiv(ctx: Ctx, ins: Instr):
             e = np.where(np.isfinite(r), r / np.asarray(b, np.float64), 0.0)
             return fexact.f64_to_f32(fexact.round_to_odd(q, e), mode)
 
+    elif mode != "rn":
+        f = lambda a, b: fexact.div_f64(a, b, mode)  # noqa: E731
     else:
 
         def f(a, b):
@@ -286,6 +288,12 @@ def compile_special(ctx: Ctx, ins: Instr):
     elif base == "rcp" and typ == "f64" and "approx" in m:
         # rcp.approx.ftz.f64: the hardware gives ~20 correct bits; we return the correctly rounded value
         f = lambda a: np.divide(1.0, a)  # noqa: E731
+    elif base in ("sqrt", "rcp") and "approx" not in m and _mode(m) != "rn":
+        mode = _mode(m)
+        if base == "rcp":  # f64 (f32 rcp is above)
+            f = lambda a: fexact.div_f64(np.float64(1.0), a, mode)  # noqa: E731
+        else:
+            f = lambda a: (fexact.sqrt_f64 if typ == "f64" else fexact.sqrt_f32)(a, mode)  # noqa: E731
     else:
         f = _special(base, typ)
     return nary(ctx, ins, typ, _wrap(f, m, typ, 1), 1)
