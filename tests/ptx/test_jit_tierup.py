@@ -128,6 +128,24 @@ def _launch(dev: Dev, kernel: str, grid: int, block: int, *args):
                           dev.out.append)  # fmt: skip
 
 
+def _release_when_compiled(dev: Dev, key: tuple, flag: int) -> threading.Thread:
+    """A started thread that sets the kernel's wait flag once its tier-1 code is there (the interpreter, held by
+    the flag, then hands the remaining blocks over at its next batch boundary); join it after the launch."""
+
+    def release() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            hit = jit_kernel._cache.get(key)
+            if isinstance(hit, jit_kernel.JitKernel) or (isinstance(hit, Pending) and hit.ready()):
+                break
+            time.sleep(0.01)
+        dev.mem.write(flag, np.int32(1).tobytes())
+
+    th = threading.Thread(target=release)
+    th.start()
+    return th
+
+
 @pytest.fixture
 def background(monkeypatch):
     monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER1", "background")
@@ -176,17 +194,7 @@ def test_long_first_launch_hands_its_remaining_blocks_to_tier_1(engine, backgrou
     flag, p = dev.array(np.zeros(1, np.int32)), dev.array(data)
     key = (dev.mod.source_hash, "waitThenScale")
 
-    def release() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            hit = jit_kernel._cache.get(key)
-            if isinstance(hit, jit_kernel.JitKernel) or (isinstance(hit, Pending) and hit.ready()):
-                break
-            time.sleep(0.01)
-        dev.mem.write(flag, np.int32(1).tobytes())
-
-    th = threading.Thread(target=release)
-    th.start()
+    th = _release_when_compiled(dev, key, flag)
     try:
         _launch(dev, "waitThenScale", nb, tpb, flag, p, n)
     finally:
@@ -239,17 +247,7 @@ def test_fault_after_the_hand_over_is_reported_as_the_interpreter(engine, backgr
     flag = dev.array(np.zeros(1, np.int32))
     key = (dev.mod.source_hash, "waitThenStore")
 
-    def release() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            hit = jit_kernel._cache.get(key)
-            if isinstance(hit, jit_kernel.JitKernel) or (isinstance(hit, Pending) and hit.ready()):
-                break
-            time.sleep(0.01)
-        dev.mem.write(flag, np.int32(1).tobytes())
-
-    th = threading.Thread(target=release)
-    th.start()
+    th = _release_when_compiled(dev, key, flag)
     try:
         with pytest.raises(CudaError) as got:
             _launch(dev, "waitThenStore", nb, tpb, flag, p)
