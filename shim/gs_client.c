@@ -383,6 +383,8 @@ static uint8_t *frame_alloc(size_t n) {
     return b + 16;
 }
 
+void gs_call_frame_free(uint8_t *frame) { frame_free(frame); }
+
 static void frame_free(uint8_t *f) {
     if (!f) return;
     uint8_t *b = f - 16;
