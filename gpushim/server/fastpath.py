@@ -315,6 +315,10 @@ class FastPath:
             frames.r, frames.w = st.r, st.w
             if why != FP_REFRESH:
                 break
+            if st.fresh:  # the mirror is current but C's stale allocation table missed: that table only
+                self._stale = None
+                self._rebuild_allocs(self.bs.memories)
+                continue
             # a frame C may take, after frames Python handled: the mirror is refreshed only now, so calls that
             # C never takes (malloc, copies...) pay nothing for it
             self.refresh()
