@@ -15,7 +15,7 @@ import numpy as np
 from llvmlite import binding as llvm
 
 from gpushim.cuda_errors import CudaError, Err
-from gpushim.ptx.jit import diskcache, log
+from gpushim.ptx.jit import diskcache, log, rtlib
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
 from gpushim.ptx.jit.hostcall import HostCalls
@@ -148,6 +148,8 @@ class _Code:
         self.outlined = False  # tier 1's thread function called per thread (Codegen.outline)
         self.context = llvm.create_context()
         cached = diskcache.load(key) if key else None
+        if cached is not None and not rtlib.ensure(cached[0].get("rtlib", {})):
+            cached = None  # a chunk of the runtime library it calls is not on disk any more: compiled again
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
             meta, obj = cached
             ref = llvm.parse_assembly("", context=self.context)
@@ -167,6 +169,8 @@ class _Code:
                     "host_calls": g.host_calls, "codegen": self.codegen, "outlined": self.outlined}  # fmt: skip
             text = str(g.m)
             self.ir_cpu_s = time.thread_time() - c0  # the Python half (IR construction and text)
+            rtlib.load(g.rt_chunk)  # the library functions the process lacked (compiled or from the disk cache)
+            meta["rtlib"] = rtlib.where(g.rt_used or ())
             ref = llvm.parse_assembly(text, context=self.context)
             ref.verify()
             tm = _tm(tier, self.codegen == "cheap")
