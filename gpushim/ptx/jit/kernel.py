@@ -610,4 +610,29 @@ def ptx_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has only the forking thread: the JIT's background threads (compiles, tier-up, watchdog) are
+    gone and the locks they held stay held. New locks, queues and threads (started again when needed); compiles
+    the parent had under way are forgotten (compiled again here when asked for). The compiled code, the runtime
+    library (rtlib.py) and the symbols MCJIT resolves are in the child's copy of the memory: they still work."""
+    global _lock, _lock_init
+    _lock, _lock_init = threading.Lock(), threading.Lock()
+    for q in (_tier1_queue, _tier2_queue):
+        q._q, q._lock, q._thread = queue.SimpleQueue(), threading.Lock(), None
+    for k, hit in list(_cache.items()):
+        if isinstance(hit, Pending):
+            del _cache[k]
+        elif isinstance(hit, JitKernel):
+            hit._t2_lock = threading.Lock()
+            if hit.t2_state == "queued":
+                hit.t2_state = "none"
+    tierup.__init__()  # (the launches it watched ran in the parent)
+    _watchdog._start, _watchdog._thread = threading.Lock(), None
+    if _watchdog._watched:
+        _watchdog._thread = threading.Thread(target=_watchdog._loop, name="ptx-jit-watchdog", daemon=True)
+        _watchdog._thread.start()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 __all__ = ["JitKernel", "get_kernel", "ptx_hash", "fallback_reason", "CudaError", "Err"]

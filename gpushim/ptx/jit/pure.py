@@ -12,6 +12,8 @@ expansions either way."""
 
 from __future__ import annotations
 
+import time
+
 from gpushim.ptx.jit import rtlib
 from gpushim.ptx.jit import textir as ir
 
@@ -100,6 +102,7 @@ class _InChunk:
 
     def __enter__(self) -> None:
         g, chunk = self.g, self.chunk
+        self.c0 = time.thread_time()
         self.saved = (g.m, g.helpers, g._in_chunk, {k: v for k, v in vars(g).items() if k.startswith("i_")})
         g.m, g.helpers, g._in_chunk = chunk.m, chunk.helpers, True
         if not chunk.intrinsics:
@@ -111,3 +114,4 @@ class _InChunk:
         g = self.g
         g.m, g.helpers, g._in_chunk, intrinsics = self.saved
         vars(g).update(intrinsics)
+        self.chunk.ir_cpu_s += time.thread_time() - self.c0

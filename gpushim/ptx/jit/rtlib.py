@@ -40,6 +40,7 @@ class Chunk:
         self.m.triple = ""
         self.helpers: dict = {}
         self.intrinsics: dict = {}
+        self.ir_cpu_s = 0.0  # building its IR (pure.py)
 
     def define(self, key: tuple, build) -> str:
         """A library function that is not a pure helper (build(module, name) defines it): once per chunk."""
@@ -129,7 +130,8 @@ def _register(engine, context, exports: dict[str, int], where: str) -> bool:
 
 
 def _from_disk(k: str) -> bool:
-    """Load chunk k from the disk cache (under the lock); False when it is not there or not usable."""
+    """Load chunk k from the disk cache (under the lock; the caller counts the time); False when it is not there
+    or not usable."""
     cached = diskcache.load(k)
     if cached is None:
         return False
@@ -138,13 +140,11 @@ def _from_disk(k: str) -> bool:
     if meta.get("sha256") != hashlib.sha256(obj).hexdigest() or not isinstance(exports, dict):
         log.warning("the PTX JIT's runtime library chunk %s in the disk cache is corrupt: compiling it again", k)
         return False
-    c0 = time.thread_time()
     engine, context = _engine(None, obj)
     if not _register(engine, context, exports, k):
         log.warning("the PTX JIT's runtime library chunk %s lacks functions: compiling it again", k)
         return False
     _lib.disk_loads += 1
-    _lib.load_cpu_s += time.thread_time() - c0
     return True
 
 
@@ -156,11 +156,12 @@ def load(chunk: Chunk | None) -> None:
     with _lib.lock:
         if all(nm in _lib.addr for nm in exports):
             return  # (another thread's kernel loaded them meanwhile)
+        c0 = time.thread_time()
         text = str(chunk.m)
         k = _disk_key(text)
         if k and _from_disk(k):
+            _lib.load_cpu_s += chunk.ir_cpu_s + time.thread_time() - c0  # (the IR: to know its key)
             return
-        c0 = time.thread_time()
 
         def notify(_m, buf) -> None:
             obj = bytes(buf)
@@ -170,7 +171,7 @@ def load(chunk: Chunk | None) -> None:
         if not _register(engine, context, exports, k):
             raise RuntimeError("the PTX JIT's runtime library lacks a function it compiled")
         _lib.compiles += 1
-        _lib.compile_cpu_s += time.thread_time() - c0
+        _lib.compile_cpu_s += chunk.ir_cpu_s + time.thread_time() - c0
 
 
 def where(names) -> dict[str, str]:
@@ -185,7 +186,11 @@ def ensure(chunks: dict[str, str]) -> bool:
     if not missing:
         return True
     with _lib.lock:
-        for k in missing:
-            if not k or not _from_disk(k):
-                return False
-        return all(nm in _lib.addr for nm in chunks)
+        c0 = time.thread_time()
+        try:
+            for k in missing:
+                if not k or not _from_disk(k):
+                    return False
+            return all(nm in _lib.addr for nm in chunks)
+        finally:
+            _lib.load_cpu_s += time.thread_time() - c0
