@@ -62,7 +62,9 @@ class _Library:
         self.addr: dict[str, int] = {}  # loaded functions
         self.sizes: dict[str, int] = {}  # their inlined IR sizes (ir_size)
         self.where: dict[str, str] = {}  # their chunk's disk-cache key ("": not on disk)
-        self.keep: list = []  # (engine, context) per chunk: the code lives as long as the process
+        # (context, engine) per chunk: the code lives as long as the process (a tuple drops its last item first: the
+        # engine goes before its context, the order LLVM needs, kernel._Code.__del__)
+        self.keep: list = []
         self.compiles = self.disk_loads = 0
         self.compile_cpu_s = self.load_cpu_s = 0.0
 
@@ -121,7 +123,7 @@ def _register(engine, context, exports: dict[str, int], where: str) -> bool:
     addrs = {nm: engine.get_function_address(nm) for nm in exports}
     if not all(addrs.values()):
         return False
-    _lib.keep.append((engine, context))
+    _lib.keep.append((context, engine))
     for nm, a in addrs.items():
         if nm not in _lib.addr:  # (a function two chunks define: the first stays, the same code)
             llvm.add_symbol(nm, a)
