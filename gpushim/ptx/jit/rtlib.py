@@ -27,7 +27,8 @@ def enabled() -> bool:
 
 
 def name(key: tuple) -> str:
-    """The library function's symbol for a helper key (tuples of str, bool, int, tuples: a stable repr)."""
+    """The library function's symbol for a helper key. Keys of str, bool, int and tuples have the same repr in every
+    process (a set's order would not be: other names, so other chunks on disk, in each process)."""
     return f"gsrt.{key[0]}.{hashlib.sha256(repr(key).encode()).hexdigest()[:16]}"
 
 
