@@ -15,7 +15,7 @@ import numpy as np
 from llvmlite import binding as llvm
 
 from gpushim.cuda_errors import CudaError, Err
-from gpushim.ptx.jit import diskcache, log
+from gpushim.ptx.jit import diskcache, log, rtlib
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
 from gpushim.ptx.jit.hostcall import HostCalls
@@ -148,6 +148,8 @@ class _Code:
         self.outlined = False  # tier 1's thread function called per thread (Codegen.outline)
         self.context = llvm.create_context()
         cached = diskcache.load(key) if key else None
+        if cached is not None and not rtlib.ensure(cached[0].get("rtlib", {})):
+            cached = None  # a chunk of the runtime library it calls is not on disk any more: compiled again
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
             meta, obj = cached
             ref = llvm.parse_assembly("", context=self.context)
@@ -167,6 +169,8 @@ class _Code:
                     "host_calls": g.host_calls, "codegen": self.codegen, "outlined": self.outlined}  # fmt: skip
             text = str(g.m)
             self.ir_cpu_s = time.thread_time() - c0  # the Python half (IR construction and text)
+            rtlib.load(g.rt_chunk)  # the library functions the process lacked (compiled or from the disk cache)
+            meta["rtlib"] = rtlib.where(g.rt_used or ())
             ref = llvm.parse_assembly(text, context=self.context)
             ref.verify()
             tm = _tm(tier, self.codegen == "cheap")
@@ -605,5 +609,30 @@ def fallback_reason(source_hash: str, kernel: str) -> str | None:
 def ptx_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the forking thread: the JIT's background threads (compiles, tier-up, watchdog) are
+    gone and the locks they held stay held. New locks, queues and threads (started again when needed); compiles
+    the parent had under way are forgotten (compiled again here when asked for). The compiled code, the runtime
+    library (rtlib.py) and the symbols MCJIT resolves are in the child's copy of the memory: they still work."""
+    global _lock, _lock_init
+    _lock, _lock_init = threading.Lock(), threading.Lock()
+    for q in (_tier1_queue, _tier2_queue):
+        q._q, q._lock, q._thread = queue.SimpleQueue(), threading.Lock(), None
+    for k, hit in list(_cache.items()):
+        if isinstance(hit, Pending):
+            del _cache[k]
+        elif isinstance(hit, JitKernel):
+            hit._t2_lock = threading.Lock()
+            if hit.t2_state == "queued":
+                hit.t2_state = "none"
+    tierup.__init__()  # (the launches it watched ran in the parent)
+    _watchdog._start, _watchdog._thread = threading.Lock(), None
+    if _watchdog._watched:
+        _watchdog._thread = threading.Thread(target=_watchdog._loop, name="ptx-jit-watchdog", daemon=True)
+        _watchdog._thread.start()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 __all__ = ["JitKernel", "get_kernel", "ptx_hash", "fallback_reason", "CudaError", "Err"]
