@@ -16,7 +16,7 @@ import numpy as np
 from llvmlite import binding as llvm
 
 from gpushim.cuda_errors import CudaError, Err
-from gpushim.ptx.jit import diskcache, log
+from gpushim.ptx.jit import diskcache, log, runtime
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
 from gpushim.ptx.jit.hostcall import HostCalls
@@ -27,6 +27,7 @@ from gpushim.ptx.nodes import Module
 
 _lock = threading.Lock()
 _lock_init = threading.Lock()
+_lock_runtime = threading.Lock()
 _initialised = False
 _cache: dict[tuple[str, str], JitKernel | str | Pending] = {}  # (PTX hash, kernel) -> compiled kernel or why not
 _CACHE_MAX = 512
@@ -167,8 +168,28 @@ class _Watchdog:
 _watchdog = _Watchdog()
 
 
-def _load(obj: bytes, context, tier: int):
+_runtime_engine = None  # the shared helpers' code (runtime.py), kept for the life of the process
+
+
+def _runtime() -> None:
+    """Compile the shared helpers once and make their names known to every engine's linker."""
+    global _runtime_engine
+    if _runtime_engine is None:
+        with _lock_runtime:
+            if _runtime_engine is None:
+                ctx = llvm.create_context()
+                ref = llvm.parse_assembly(runtime.module(), context=ctx)
+                ref.verify()
+                engine = _load(compile_object(ref, 1, False), ctx, 1, linked=True)
+                engine.finalize_object()
+                llvm.add_symbol(runtime.FIND_ALLOC, engine.get_function_address(runtime.FIND_ALLOC))
+                _runtime_engine = engine
+
+
+def _load(obj: bytes, context, tier: int, linked: bool = False):
     """An MCJIT engine holding the object code obj (an empty module whose object the cache supplies)."""
+    if not linked:
+        _runtime()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly("", context=context), _tm(tier))
     engine.set_object_cache(getbuffer_func=lambda _m: obj)
     return engine
