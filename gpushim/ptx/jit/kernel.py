@@ -104,8 +104,8 @@ def _thread_tm(cheap: bool) -> tuple:
 
 def _optimise(ref, tm, tier: int, pb=None) -> None:
     """Tier 1: a short pipeline (inlining, SROA, instcombine, CFG simplification: a few ms per kernel; a DCE
-    pass after them left every test kernel's object code unchanged); tier 2: LLVM's O2 (loop invariants,
-    vectorisation, unrolling: 10x the compile time)."""
+    pass after them changed the object code of 3 of 132 test kernels, not its size); tier 2: LLVM's O2 (loop
+    invariants, vectorisation, unrolling: 10x the compile time)."""
     if pb is None:
         pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
     if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower() != "o2":
