@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "gs_api.h"
+#include "gs_move_guard.h"
 
 #define HOST_REGISTER_MAPPED 2u /* cudaHostRegisterMapped == CU_MEMHOSTREGISTER_DEVICEMAP */
 
@@ -75,12 +76,16 @@ static int move_in(uintptr_t host, size_t len, uintptr_t dev, int fd, off_t off)
         if (d != MAP_FAILED) munmap(d, len);
         return -1;
     }
-    memcpy(d, (void *)host, len);
-    if (mmap((void *)host, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) != (void *)host) {
+    if (gs_guard_begin(host, len)) {
         munmap(d, len);
         return -1;
     }
-    return 0;
+    memcpy(d, (void *)host, len);
+    int moved_in = mmap((void *)host, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) == (void *)host;
+    if (!moved_in) mprotect((void *)host, len, PROT_READ | PROT_WRITE);
+    gs_guard_end();
+    if (!moved_in) munmap(d, len);
+    return moved_in ? 0 : -1;
 }
 
 /* Makes [host, host+len) private anonymous memory again with its current bytes (one mremap, so no moment
@@ -88,12 +93,16 @@ static int move_in(uintptr_t host, size_t len, uintptr_t dev, int fd, off_t off)
 static int move_out(uintptr_t host, size_t len) {
     void *t = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (t == MAP_FAILED) return -1;
-    memcpy(t, (void *)host, len);
-    if (mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)host) != (void *)host) {
+    if (gs_guard_begin(host, len)) {
         munmap(t, len);
         return -1;
     }
-    return 0;
+    memcpy(t, (void *)host, len);
+    int moved_out = mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)host) == (void *)host;
+    if (!moved_out) mprotect((void *)host, len, PROT_READ | PROT_WRITE);
+    gs_guard_end();
+    if (!moved_out) munmap(t, len);
+    return moved_out ? 0 : -1;
 }
 
 /* The device address of [ptr, ptr+size), its pages moved into device dev's memory if no registration's are
@@ -261,6 +270,7 @@ GS_IMPL cudaError_t gs_cudaHostGetDevicePointer(void **dptr, void *hptr, unsigne
 /* A forked child gets its own private copy of moved pages, as of any private memory; its session does not know
  * the parent's device memory (gs_state.c drops the device aliases' ranges). */
 static void registered_after_fork(void) {
+    gs_guard_after_fork();
     pthread_mutex_init(&moved_lock, NULL);
     while (holders) {
         holder *h = holders;
