@@ -3,7 +3,7 @@
 // rest of its pages) stays the application's memory, so what other threads write to it meanwhile must stay
 // written. gpushim moves those pages into the emulator's memory (shim/api_registered.c), which must not drop a
 // write made during the move. Prints key=value lines.
-// usage: register_race race ITERATIONS   writer threads check their slots while the main thread registers
+// usage: register_race race ITERATIONS [WRITERS]  writer threads (2) check their slots while the main thread registers
 //        register_race own_handler       the application's SIGSEGV handler still gets its own faults
 //        register_race crash             a plain segfault still kills with SIGSEGV
 #include <atomic>
@@ -18,14 +18,16 @@
 #include "common.h"
 
 constexpr int kWriters = 2;
-constexpr int kSlots = 1024;           // per writer: the slots cover all five pages
-constexpr size_t kBytes = 4 * 4096;    // the registered range: not page aligned, neighbours on its pages
+constexpr int kSlots = 1024;              // per writer
+constexpr size_t kBytes = 1 << 20;        // the registered range: not page aligned, neighbours on its pages
+constexpr int kStride = 512 / sizeof(long); // slots 512 bytes apart: the writers' slots cover all its pages
+// (a large range: the old copy-then-remap lost writes made during the copy, and a longer copy shows it more often)
 static std::atomic<bool> stop{false};
 static std::atomic<long> lost{0};
 
 __global__ void gather(const long *p, long *out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = p[i];
+    if (i < n) out[i] = p[i * kStride];
 }
 
 // Writer w owns slots w, w + kWriters, ...: it checks each still holds what it wrote last, then writes the next
@@ -34,7 +36,7 @@ static void writer(volatile long *slots, long *last, int w) {
     long seq = 0;
     while (!stop.load(std::memory_order_relaxed)) {
         for (int k = 0; k < kSlots; k++) {
-            int i = k * kWriters + w;
+            int i = (k * kWriters + w) * kStride;
             if (slots[i] != last[k]) lost.fetch_add(1);
             last[k] = ++seq;
             slots[i] = last[k];
@@ -42,17 +44,17 @@ static void writer(volatile long *slots, long *last, int w) {
     }
 }
 
-static int race(int iterations) {
+static int race(int iterations, int writers) {
     char *block = nullptr;
     if (posix_memalign((void **)&block, 4096, kBytes + 2 * 4096)) return 1;
     std::memset(block, 0, kBytes + 2 * 4096);
-    long *slots = (long *)(block + 64); // the writers' slots lie on all five pages, the range's and neighbours'
+    long *slots = (long *)(block + 64); // the writers' slots lie on all the range's pages, the neighbours' too
     const int n = kWriters * kSlots;
     long *last[kWriters];
     std::thread threads[kWriters];
     for (int w = 0; w < kWriters; w++) {
         last[w] = (long *)std::calloc(kSlots, sizeof(long));
-        threads[w] = std::thread(writer, slots, last[w], w);
+        if (w < writers) threads[w] = std::thread(writer, slots, last[w], w);
     }
     void *range = block + 100;
     for (int i = 0; i < iterations; i++) {
@@ -62,10 +64,11 @@ static int race(int iterations) {
     // once more registered while the writers run, then a kernel reads the slots through the device pointer
     CHECK(cudaHostRegister(range, kBytes, cudaHostRegisterMapped));
     stop = true;
-    for (auto &t : threads) t.join();
+    for (auto &t : threads)
+        if (t.joinable()) t.join();
     long final_errors = 0;
     for (int w = 0; w < kWriters; w++)
-        for (int k = 0; k < kSlots; k++) final_errors += slots[k * kWriters + w] != last[w][k];
+        for (int k = 0; k < kSlots; k++) final_errors += slots[(k * kWriters + w) * kStride] != last[w][k];
     char *d = nullptr;
     CHECK(cudaHostGetDevicePointer((void **)&d, range, 0));
     long *dslots = (long *)(d + ((char *)slots - (char *)range)), *dout = nullptr;
@@ -153,7 +156,7 @@ int main(int argc, char **argv) {
     std::setvbuf(stdout, nullptr, _IONBF, 0);
     CHECK(cudaFree(nullptr));
     const char *mode = argc > 1 ? argv[1] : "race";
-    if (!std::strcmp(mode, "race")) return race(argc > 2 ? std::atoi(argv[2]) : 200);
+    if (!std::strcmp(mode, "race")) return race(argc > 2 ? std::atoi(argv[2]) : 200, argc > 3 ? std::atoi(argv[3]) : kWriters);
     if (!std::strcmp(mode, "own_handler")) return own_handler();
     if (!std::strcmp(mode, "crash")) return crash();
     return 2;
