@@ -14,10 +14,13 @@
  * CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is non-zero; the emulator reports 0). The
  * device address is also mapped here, so copies, memsets and host code may use it too.
  *
- * Limits (docs/numba-suite.md): pages are copied, so a write by another thread to the same pages while the
- * register or unregister call runs may be lost; only private anonymous read-write memory (heap, stack,
- * anonymous mappings) moves; registrations that share pages share the device pages, one that covers some of
- * another's pages and more is not mapped; a forked child gets private copies of the pages. */
+ * Other threads may use the pages while they move: they are write-protected meanwhile, and a writer waits for
+ * the move in a SIGSEGV handler (gs_move_guard.c), so no write is lost.
+ *
+ * Limits (docs/numba-suite.md): a system call writing those pages during the move (read() into them) fails with
+ * EFAULT (gs_move_guard.c); only private anonymous read-write memory (heap, stack, anonymous mappings) moves;
+ * registrations that share pages share the device pages, one that covers some of another's pages and more is
+ * not mapped; a forked child gets private copies of the pages. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
