@@ -72,6 +72,27 @@ static int private_anonymous(uintptr_t lo, uintptr_t hi) {
     return at >= hi;
 }
 
+/* A copy of the pages [host, host+len) at to, to be mapped over them (gs_guard_move runs the two). */
+typedef struct move_job {
+    uintptr_t host;
+    size_t len;
+    void *to;
+    int fd; /* move in: the device-memory file and offset of to's pages; move out: -1 (to is anonymous memory) */
+    off_t off;
+} move_job;
+
+static int move_pages(void *arg) {
+    move_job *j = arg;
+    memcpy(j->to, (void *)j->host, j->len);
+    if (j->fd >= 0)
+        return mmap((void *)j->host, j->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, j->fd, j->off) ==
+                       (void *)j->host
+                   ? 0
+                   : -1;
+    /* one mremap, so no moment without pages */
+    return mremap(j->to, j->len, j->len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)j->host) == (void *)j->host ? 0 : -1;
+}
+
 /* Replaces the pages [host, host+len) by a mapping of the device-memory file at off, keeping their bytes. */
 static int move_in(uintptr_t host, size_t len, uintptr_t dev, int fd, off_t off) {
     void *d = mmap((void *)dev, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, off);
@@ -79,33 +100,24 @@ static int move_in(uintptr_t host, size_t len, uintptr_t dev, int fd, off_t off)
         if (d != MAP_FAILED) munmap(d, len);
         return -1;
     }
-    if (gs_guard_begin(host, len)) {
+    move_job j = {host, len, d, fd, off};
+    if (gs_guard_move(host, len, move_pages, &j)) {
         munmap(d, len);
         return -1;
     }
-    memcpy(d, (void *)host, len);
-    int moved_in = mmap((void *)host, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) == (void *)host;
-    if (!moved_in) mprotect((void *)host, len, PROT_READ | PROT_WRITE);
-    gs_guard_end();
-    if (!moved_in) munmap(d, len);
-    return moved_in ? 0 : -1;
+    return 0;
 }
 
-/* Makes [host, host+len) private anonymous memory again with its current bytes (one mremap, so no moment
- * without pages). */
+/* Makes [host, host+len) private anonymous memory again with its current bytes. */
 static int move_out(uintptr_t host, size_t len) {
     void *t = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (t == MAP_FAILED) return -1;
-    if (gs_guard_begin(host, len)) {
+    move_job j = {host, len, t, -1, 0};
+    if (gs_guard_move(host, len, move_pages, &j)) {
         munmap(t, len);
         return -1;
     }
-    memcpy(t, (void *)host, len);
-    int moved_out = mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)host) == (void *)host;
-    if (!moved_out) mprotect((void *)host, len, PROT_READ | PROT_WRITE);
-    gs_guard_end();
-    if (!moved_out) munmap(t, len);
-    return moved_out ? 0 : -1;
+    return 0;
 }
 
 /* The device address of [ptr, ptr+size), its pages moved into device dev's memory if no registration's are

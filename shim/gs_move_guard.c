@@ -5,14 +5,16 @@
  * the application's disposition as before. The handler is installed only while a move runs (applications with
  * their own SIGSEGV handler -- Python's faulthandler, JVMs -- keep theirs the rest of the time).
  *
- * Moves do not overlap in time (api_registered.c holds its lock), so one in-flight range is enough and needs no
- * table. A write-protect fault's signal may be delivered after the move is over (its thread preempted between
- * the fault and the delivery): the handler then still takes it as the move's until no thread has a SIGSEGV
- * pending (/proc/self/task/<tid>/status), and only then is the application's disposition restored.
+ * The copy and the remap run on a stack of the guard's (the range may hold the caller's own stack). Moves do not
+ * overlap in time (api_registered.c holds its lock), so one in-flight range and one stack are enough. A
+ * write-protect fault's signal may be delivered after the move is over (its thread preempted between the fault
+ * and the delivery): the handler then still takes it as the move's until no thread has a SIGSEGV pending
+ * (/proc/self/task/<tid>/status), and only then is the application's disposition restored.
  *
  * Not covered: a write by the kernel for a system call (read() into those pages, say) during a move fails with
- * EFAULT instead of waiting; an application that changes its SIGSEGV disposition while a move runs gets its
- * change kept, but the move's write faults may then reach its handler. */
+ * EFAULT instead of waiting; another thread whose own stack frames lie on the pages, with no alternate signal
+ * stack, is killed by SIGSEGV if it pushes onto them during the move; an application that changes its SIGSEGV
+ * disposition while a move runs gets its change kept, but the move's write faults may then reach its handler. */
 #define _GNU_SOURCE
 #include "gs_move_guard.h"
 
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 enum { GUARD_IDLE, GUARD_MOVING, GUARD_MOVED };
@@ -69,7 +72,41 @@ static void guard_on_segv(int sig, siginfo_t *si, void *ctx) {
     errno = saved;
 }
 
-int gs_guard_begin(uintptr_t lo, size_t len) {
+static void guard_end(void);
+
+/* The move runs on a stack of its own: the range may hold the caller's own stack (a local array registered), and
+ * a thread cannot write its stack -- nor take a signal on it -- while those pages are write-protected. Moves do
+ * not overlap, so one stack serves them all. */
+static void *guard_stack;
+enum { GUARD_STACK_SIZE = 256 * 1024 };
+static ucontext_t guard_ctx, guard_back;
+static int (*guard_fn)(void *);
+static void *guard_arg;
+static int guard_result;
+
+static void guard_run(void) {
+    uintptr_t lo = atomic_load(&guard_lo);
+    size_t len = atomic_load(&guard_hi) - lo;
+    if (mprotect((void *)lo, len, PROT_READ)) {
+        guard_result = -1;
+        return;
+    }
+    guard_result = guard_fn(guard_arg);
+    if (guard_result) mprotect((void *)lo, len, PROT_READ | PROT_WRITE); /* not moved: the old pages again */
+}
+
+int gs_guard_move(uintptr_t lo, size_t len, int (*move)(void *), void *arg) {
+    if (!guard_stack) {
+        void *s = mmap(NULL, GUARD_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (s == MAP_FAILED) return -1;
+        guard_stack = s;
+    }
+    if (getcontext(&guard_ctx)) return -1;
+    guard_ctx.uc_stack = (stack_t){.ss_sp = guard_stack, .ss_size = GUARD_STACK_SIZE};
+    guard_ctx.uc_link = &guard_back;
+    makecontext(&guard_ctx, guard_run, 0);
+    guard_fn = move;
+    guard_arg = arg;
     struct sigaction ours = {.sa_sigaction = guard_on_segv};
     if (sigaction(SIGSEGV, NULL, &guard_app)) return -1;
     ours.sa_mask = guard_app.sa_mask;
@@ -77,14 +114,16 @@ int gs_guard_begin(uintptr_t lo, size_t len) {
     atomic_store(&guard_lo, lo);
     atomic_store(&guard_hi, lo + len);
     atomic_store(&guard_state, GUARD_MOVING);
-    if (sigaction(SIGSEGV, &ours, &guard_app) == 0) {
-        if (mprotect((void *)lo, len, PROT_READ) == 0) return 0;
-        int e = errno;
-        sigaction(SIGSEGV, &guard_app, NULL);
-        errno = e;
+    if (sigaction(SIGSEGV, &ours, &guard_app)) {
+        atomic_store(&guard_state, GUARD_IDLE);
+        return -1;
     }
-    atomic_store(&guard_state, GUARD_IDLE);
-    return -1;
+    guard_result = -1;
+    if (swapcontext(&guard_back, &guard_ctx)) guard_result = -1;
+    int e = errno;
+    guard_end();
+    errno = e;
+    return guard_result;
 }
 
 /* Whether some thread has a SIGSEGV pending that it does not block (a write fault not delivered yet). */
@@ -111,7 +150,7 @@ static int guard_segv_pending(void) {
     return pending;
 }
 
-void gs_guard_end(void) {
+static void guard_end(void) {
     atomic_store(&guard_state, GUARD_MOVED); /* the waiting writers return and write the new pages */
     /* A pending SIGSEGV that never gets delivered (or a real fault on those pages, retried in a loop) must not
      * hold the caller forever: at most about 100 ms. */
@@ -125,5 +164,5 @@ void gs_guard_end(void) {
 void gs_guard_after_fork(void) {
     if (atomic_load(&guard_state) == GUARD_IDLE) return;
     mprotect((void *)atomic_load(&guard_lo), atomic_load(&guard_hi) - atomic_load(&guard_lo), PROT_READ | PROT_WRITE);
-    gs_guard_end();
+    guard_end();
 }

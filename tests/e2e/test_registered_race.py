@@ -43,3 +43,14 @@ def test_plain_segfault_still_kills(server):
     r = server.run("register_race", "crash")
     assert "faulting" in r.stdout and "survived" not in r.stdout, r.stdout + r.stderr
     assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stdout, r.stderr)
+
+
+@emulator_only
+def test_callers_own_stack_registered(server):
+    # the range's lowest page also holds the frames below the caller's (the shim's own, moving the pages): they
+    # keep running while the pages are write-protected (the move runs on a stack of its own)
+    r = server.run("register_race", "stack")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = _values(r.stdout)
+    assert {k: v.get(k) for k in ("stack_page_shared", "stack_errors", "guard")} == {
+        "stack_page_shared": "1", "stack_errors": "0", "guard": "5"}, r.stdout + r.stderr

@@ -6,6 +6,7 @@
 // usage: register_race race ITERATIONS [WRITERS]  writer threads (2) check their slots while the main thread registers
 //        register_race own_handler       the application's SIGSEGV handler still gets its own faults
 //        register_race crash             a plain segfault still kills with SIGSEGV
+//        register_race stack             the caller's own stack registered
 #include <atomic>
 #include <csetjmp>
 #include <csignal>
@@ -152,6 +153,30 @@ static int crash() {
     return 0;
 }
 
+__global__ void scale(int *p, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] = p[i] * 3 + 1;
+}
+
+// The caller's own stack: the lowest page of the range also holds the frames of the calls below (the shim's
+// own, while it moves the pages), which must keep running.
+__attribute__((noinline)) static int stack() {
+    volatile int guard_below = 5;
+    int buf[3000];
+    for (int i = 0; i < 3000; i++) buf[i] = i;
+    std::printf("stack_page_shared=%d\n", (uintptr_t)buf % 4096 != 0);
+    CHECK(cudaHostRegister(buf, sizeof buf, cudaHostRegisterMapped));
+    int *d = nullptr;
+    CHECK(cudaHostGetDevicePointer((void **)&d, buf, 0));
+    scale<<<(3000 + 255) / 256, 256>>>(d, 3000);
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaHostUnregister(buf));
+    int errors = 0;
+    for (int i = 0; i < 3000; i++) errors += buf[i] != 3 * i + 1;
+    std::printf("stack_errors=%d guard=%d\n", errors, (int)guard_below);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     std::setvbuf(stdout, nullptr, _IONBF, 0);
     CHECK(cudaFree(nullptr));
@@ -159,5 +184,6 @@ int main(int argc, char **argv) {
     if (!std::strcmp(mode, "race")) return race(argc > 2 ? std::atoi(argv[2]) : 200, argc > 3 ? std::atoi(argv[3]) : kWriters);
     if (!std::strcmp(mode, "own_handler")) return own_handler();
     if (!std::strcmp(mode, "crash")) return crash();
+    if (!std::strcmp(mode, "stack")) return stack();
     return 2;
 }
