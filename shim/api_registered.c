@@ -14,10 +14,13 @@
  * CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is non-zero; the emulator reports 0). The
  * device address is also mapped here, so copies, memsets and host code may use it too.
  *
- * Limits (docs/numba-suite.md): pages are copied, so a write by another thread to the same pages while the
- * register or unregister call runs may be lost; only private anonymous read-write memory (heap, stack,
- * anonymous mappings) moves; registrations that share pages share the device pages, one that covers some of
- * another's pages and more is not mapped; a forked child gets private copies of the pages. */
+ * Other threads may use the pages while they move: they are write-protected meanwhile, and a writer waits for
+ * the move in a SIGSEGV handler (gs_move_guard.c), so no write is lost.
+ *
+ * Limits (docs/numba-suite.md): a system call writing those pages during the move (read() into them) fails with
+ * EFAULT (gs_move_guard.c); only private anonymous read-write memory (heap, stack, anonymous mappings) moves;
+ * registrations that share pages share the device pages, one that covers some of another's pages and more is
+ * not mapped; a forked child gets private copies of the pages. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include "gs_api.h"
+#include "gs_move_guard.h"
 
 #define HOST_REGISTER_MAPPED 2u /* cudaHostRegisterMapped == CU_MEMHOSTREGISTER_DEVICEMAP */
 
@@ -68,6 +72,27 @@ static int private_anonymous(uintptr_t lo, uintptr_t hi) {
     return at >= hi;
 }
 
+/* A copy of the pages [host, host+len) at to, to be mapped over them (gs_guard_move runs the two). */
+typedef struct move_job {
+    uintptr_t host;
+    size_t len;
+    void *to;
+    int fd; /* move in: the device-memory file and offset of to's pages; move out: -1 (to is anonymous memory) */
+    off_t off;
+} move_job;
+
+static int move_pages(void *arg) {
+    move_job *j = arg;
+    memcpy(j->to, (void *)j->host, j->len);
+    if (j->fd >= 0)
+        return mmap((void *)j->host, j->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, j->fd, j->off) ==
+                       (void *)j->host
+                   ? 0
+                   : -1;
+    /* one mremap, so no moment without pages */
+    return mremap(j->to, j->len, j->len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)j->host) == (void *)j->host ? 0 : -1;
+}
+
 /* Replaces the pages [host, host+len) by a mapping of the device-memory file at off, keeping their bytes. */
 static int move_in(uintptr_t host, size_t len, uintptr_t dev, int fd, off_t off) {
     void *d = mmap((void *)dev, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, off);
@@ -75,21 +100,20 @@ static int move_in(uintptr_t host, size_t len, uintptr_t dev, int fd, off_t off)
         if (d != MAP_FAILED) munmap(d, len);
         return -1;
     }
-    memcpy(d, (void *)host, len);
-    if (mmap((void *)host, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) != (void *)host) {
+    move_job j = {host, len, d, fd, off};
+    if (gs_guard_move(host, len, move_pages, &j)) {
         munmap(d, len);
         return -1;
     }
     return 0;
 }
 
-/* Makes [host, host+len) private anonymous memory again with its current bytes (one mremap, so no moment
- * without pages). */
+/* Makes [host, host+len) private anonymous memory again with its current bytes. */
 static int move_out(uintptr_t host, size_t len) {
     void *t = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (t == MAP_FAILED) return -1;
-    memcpy(t, (void *)host, len);
-    if (mremap(t, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)host) != (void *)host) {
+    move_job j = {host, len, t, -1, 0};
+    if (gs_guard_move(host, len, move_pages, &j)) {
         munmap(t, len);
         return -1;
     }
@@ -261,6 +285,7 @@ GS_IMPL cudaError_t gs_cudaHostGetDevicePointer(void **dptr, void *hptr, unsigne
 /* A forked child gets its own private copy of moved pages, as of any private memory; its session does not know
  * the parent's device memory (gs_state.c drops the device aliases' ranges). */
 static void registered_after_fork(void) {
+    gs_guard_after_fork();
     pthread_mutex_init(&moved_lock, NULL);
     while (holders) {
         holder *h = holders;
