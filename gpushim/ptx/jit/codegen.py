@@ -34,6 +34,7 @@ from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
+from gpushim.ptx.jit.ops_hwround import HwRoundOps
 from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
@@ -51,7 +52,7 @@ from gpushim.ptx.types import storage_type
 
 
 class Codegen(
-    AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps,
+    AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps,
     PureHelpers,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:

@@ -137,14 +137,20 @@ class FloatOps:
     def op_sqrt(self, ins: Instr) -> None:
         typ = _itype(ins)
         _ftype(typ)
-        m = self._fmods(ins, {"rn", "approx", "ftz"})
+        m = self._fmods(ins, {"rn", "approx", "ftz"} | DIRECTED)
         i = self.i_sqrt32 if typ == "f32" else self.i_sqrt64
-        self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], lambda a: self.b.call(i, [a]))
+        f = lambda a: self.b.call(i, [a])  # noqa: E731
+        if m & DIRECTED:  # on the FPU's rounding mode (ops_hwround.py): the correctly rounded root, as fexact
+            if "approx" in m:
+                raise JitUnsupported(ins.op)
+            mode = self._mode_of(m)
+            f = lambda a: self._hw("sqrt", F32, mode, [a]) if typ == "f32" else self._hw_f64("sqrt", mode, [a])  # noqa: E731
+        self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], f)
 
     def op_rcp(self, ins: Instr) -> None:
         typ = _itype(ins)
         ft = _ftype(typ)
-        m = self._fmods(ins, {"rn", "approx", "ftz"} | (DIRECTED if typ == "f32" else set()))
+        m = self._fmods(ins, {"rn", "approx", "ftz"} | DIRECTED)
         b = self.b
         if "approx" in m and typ == "f32":
             f = lambda a: b.fptrunc(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), F32)  # noqa: E731
@@ -152,7 +158,10 @@ class FloatOps:
             if "approx" in m:
                 raise JitUnsupported(ins.op)
             mode = self._mode_of(m)
-            f = lambda a: self._f64_to_f32(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), mode)  # noqa: E731
+            if typ == "f32":
+                f = lambda a: self._f64_to_f32(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), mode)  # noqa: E731
+            else:  # on the FPU's rounding mode: ops_hwround.py
+                f = lambda a: self._hw_f64("rcp", mode, [a])  # noqa: E731
         else:
             f = lambda a: b.fdiv(ir.Constant(ft, 1.0), a)  # noqa: E731
         self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], f)
@@ -232,13 +241,13 @@ class FloatOps:
         parts = ins.parts
         dtyp, styp = parts[-2], parts[-1]
         boolop = next((p for p in parts[2:] if p in ("and", "or", "xor")), None)
-        # .ftz: the interpreter ignores it for set (ops_cmp.py), so the JIT leaves such kernels to it
-        if len(parts) < 4 or set(parts[2:-2]) - {boolop} or dtyp not in ("u32", "s32", "f32"):
+        # .ftz: subnormal f32 inputs compare as zeros of their sign (as setp; ops_cmp.py)
+        if len(parts) < 4 or set(parts[2:-2]) - {boolop, "ftz"} or dtyp not in ("u32", "s32", "f32"):
             raise JitUnsupported(ins.op)
         if styp not in ("f32", "f64") and (styp[0] not in "bsu" or styp[1:] not in ("16", "32", "64")):
             raise JitUnsupported(ins.op)
         b = self.b
-        t = self._compare(parts[1], styp, self.read(ins.args[1], styp), self.read(ins.args[2], styp), False)
+        t = self._compare(parts[1], styp, self.read(ins.args[1], styp), self.read(ins.args[2], styp), "ftz" in parts)
         if boolop:
             t = {"and": b.and_, "or": b.or_, "xor": b.xor}[boolop](t, self.read(ins.args[3], "pred"))
         one = 0x3F800000 if dtyp == "f32" else 0xFFFFFFFF
