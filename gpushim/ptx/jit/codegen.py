@@ -52,8 +52,8 @@ from gpushim.ptx.types import storage_type
 
 
 class Codegen(
-    AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps,
-    PureHelpers,
+    AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps,
+    LaunchOps, PureHelpers,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod

@@ -172,8 +172,8 @@ class AluOps:
         irnd = next((x for x in m if x in ("rzi", "rni", "rmi", "rpi")), None)
         rmap = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
         if not dfl and not afl:
-            if "sat" in m:
-                raise JitUnsupported(ins.op)
+            if "sat" in m:  # clamped to d's range within a's (ops_cvt.py), then converted
+                a = self._clamp_int(a, atyp, dtyp)
             r = self._conv_bits(a, _ltype(dtyp), atyp[0] == "s")
         elif afl and not dfl:
             if "sat" in m:
@@ -207,6 +207,18 @@ class AluOps:
             if "sat" in m:
                 r = self._sat(r)
         self.write(ins.args[0], r, dtyp)
+
+    def _clamp_int(self, a, atyp: str, dtyp: str):
+        from gpushim.ptx.ops_cvt import _int_bounds
+
+        (lo, hi), (alo, ahi) = _int_bounds(dtyp), _int_bounds(atyp)
+        lo, hi = max(lo, alo), min(hi, ahi)
+        b = self.b
+        cmp = b.icmp_signed if atyp[0] == "s" else b.icmp_unsigned
+        wrap = (1 << a.type.width) - 1
+        lo_c, hi_c = ir.Constant(a.type, lo & wrap), ir.Constant(a.type, hi & wrap)
+        a = b.select(cmp("<", a, lo_c), lo_c, a)
+        return b.select(cmp(">", a, hi_c), hi_c, a)
 
     # integer arithmetic
     def _ints(self, ins: Instr, n: int, typ: str | None = None):

@@ -70,6 +70,40 @@ class HalfOps:
             nan = k(0x7FFF)
         return b.select(b.icmp_unsigned(">", a, k(0x7F800000)), nan, b.or_(sign, v))
 
+    def _cvt_f16(self, ins: Instr, dtyp: str, atyp: str, m: set[str]) -> None:
+        """cvt.{rn,rz,rm,rp}(.ftz).f16.{f32,f64} as ops_cvt._f64_to_f16 (the source widened to f64)"""
+        modes = m & {"rn", "rz", "rm", "rp"}
+        if dtyp != "f16" or m - modes - {"ftz"} or len(modes) != 1:
+            raise JitUnsupported(ins.op)
+        mode = next(iter(modes))
+        a = self.read(ins.args[1], atyp)
+        if "ftz" in m and atyp == "f32":
+            a = self._ftz(a)
+        x = self.b.fpext(a, F64) if atyp == "f32" else a
+        h = self._pure(("d2h", mode), I32, [F64], lambda v: self._f64_to_f16(v, mode), [x])
+        self.write(ins.args[0], self.b.trunc(h, I16), "b16")
+
+    def _f64_to_f16(self, x, mode: str):
+        """f64 -> f16 bits (i32): to nearest even through f32 rounded to odd, a directed mode one step from it
+        where it lies on the wrong side; a NaN as numpy converts it (sign, payload >> 42, kept a NaN)"""
+        b, k = self.b, self._k
+        bits = b.bitcast(x, I64)
+        h = self._f32_to_f16(self._d2f_odd(x), False)
+        if mode != "rn":
+            v = b.fpext(self._h2f(h, False), F64)  # exact
+            if mode == "rz":  # one step toward zero: the magnitude lowers (v is not 0 where it is too far)
+                h = b.select(b.fcmp_ordered(">", self._fabs(v), self._fabs(x)), b.sub(h, k(1)), h)
+            else:  # toward +inf: up for a positive value, down for a negative one; from a zero, the tiniest
+                up = mode == "rp"
+                grow = b.xor(b.icmp_unsigned("!=", b.and_(h, k(0x8000)), k(0)), ir.Constant(I1, 0 if up else 1))
+                zero = b.icmp_unsigned("==", b.and_(h, k(0x7FFF)), k(0))
+                step = b.select(zero, k(0x0001 if up else 0x8001), b.select(grow, b.add(h, k(1)), b.sub(h, k(1))))
+                h = b.select(b.fcmp_ordered("<" if up else ">", v, x), step, h)
+        pay = b.add(k(0x7C00), b.trunc(b.and_(b.lshr(bits, ir.Constant(I64, 42)), ir.Constant(I64, 0x3FF)), I32))
+        pay = b.select(b.icmp_unsigned("==", pay, k(0x7C00)), k(0x7C01), pay)
+        sign = b.trunc(b.and_(b.lshr(bits, ir.Constant(I64, 48)), ir.Constant(I64, 0x8000)), I32)
+        return b.select(self._isnan(x), b.or_(sign, pay), h)
+
     def _roundeven(self, x):
         return self.b.call(self.i_round["roundeven", 32], [x])
 
@@ -208,12 +242,15 @@ class HalfOps:
         """cvt.rn.{f16,bf16}.f32, cvt.f32.{f16,bf16}, cvt.rn.{f16x2,bf16x2}.f32 (ops_cvt.py's results); False
         when the form is another one (the caller goes on)"""
         p = ins.parts
-        types = [x for x in p[1:] if x in HALF_TYPES or x in ("f32",)]
+        types = [x for x in p[1:] if x in HALF_TYPES or x in ("f32", "f64")]
         if len(types) != 2 or not any(t in HALF_TYPES for t in types):
             return False
         dtyp, atyp = types
         m = set(p[1:]) - set(types)
         b, k = self.b, self._k
+        if dtyp == "f16" and atyp in ("f32", "f64") and m != {"rn"} or atyp == "f64":
+            self._cvt_f16(ins, dtyp, atyp, m)
+            return True
         if atyp == "f32" and dtyp in HALF_TYPES:
             if m != {"rn"}:
                 raise JitUnsupported(ins.op)
