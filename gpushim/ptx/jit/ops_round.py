@@ -138,7 +138,10 @@ class DirectedOps:
             b = self.b
             c = b.fneg(y) if kind == "sub" else y
             s, e = self._two_sum(x, c)
-            r = self._f64_directed(s, self._no_nan_err(e), mode)
+            # overflowed from finite operands: the exact sum lies below s's infinity (fexact._err)
+            over = b.and_(b.and_(self._finite(x), self._finite(y)), b.fcmp_ordered("==", self._fabs(s),
+                                                                                     ir.Constant(F64, float("inf"))))
+            r = self._f64_directed(s, b.select(over, b.fneg(s), self._no_nan_err(e)), mode)
             r = self._rm_zero(r, x, c) if mode == "rm" else r
             # a NaN result as x86 (numpy) makes it from x + (-y): LLVM may fold x + fneg(y) into x - y, whose
             # NaN keeps y's sign; f64 NaNs are not canonicalised, so the sign must be the interpreter's

@@ -1,0 +1,47 @@
+// Instructions the compiling engine compiles since round 6 (tests/ptx/test_jit_cover6.py): directed f64
+// mul/fma/div/rcp/sqrt and f32 sqrt (ops_hwround.py), set.ftz, cvt.sat between integers, fns, cvt to f16.
+#define B(op, k) asm(op " %0, %1, %2;" : "=d"(r) : "d"(x), "d"(y)); q[k] = r;
+#define F(op, k) asm(op " %0, %1, %2, %3;" : "=d"(r) : "d"(x), "d"(y), "d"(z)); q[k] = r;
+#define U(op, k) asm(op " %0, %1;" : "=d"(r) : "d"(x)); q[k] = r;
+extern "C" __global__ void hw64(const double *in, double *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double x = in[3 * i], y = in[3 * i + 1], z = in[3 * i + 2], r, *q = out + 15 * i;
+    B("mul.rz.f64", 0) B("mul.rm.f64", 1) B("mul.rp.f64", 2)
+    F("fma.rz.f64", 3) F("fma.rm.f64", 4) F("fma.rp.f64", 5)
+    B("div.rz.f64", 6) B("div.rm.f64", 7) B("div.rp.f64", 8)
+    U("rcp.rz.f64", 9) U("rcp.rm.f64", 10) U("rcp.rp.f64", 11)
+    U("sqrt.rz.f64", 12) U("sqrt.rm.f64", 13) U("sqrt.rp.f64", 14)
+}
+
+#define S(op, k) asm(op " %0, %1;" : "=f"(r) : "f"(x)); q[k] = r;
+extern "C" __global__ void hw32(const float *in, float *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = in[i], r, *q = out + 4 * i;
+    S("sqrt.rz.f32", 0) S("sqrt.rm.f32", 1) S("sqrt.rp.f32", 2) S("sqrt.rp.ftz.f32", 3)
+}
+
+#define H(op, k, c, v) asm("{.reg .b16 h; " op " h, %1; cvt.u32.u16 %0, h;}" : "=r"(u) : c(v)); o[k] = u;
+#define T(op, k, c, v) asm(op " %0, %1;" : "=r"(u) : c(v)); o[k] = u;
+extern "C" __global__ void bits6(const unsigned *in, const double *d, unsigned *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned a = in[4 * i], b = in[4 * i + 1], c = in[4 * i + 2], u, *o = out + 24 * i;
+    float fa = __uint_as_float(a), fb = __uint_as_float(b);
+    double e = d[i];
+    asm("fns.b32 %0, %1, %2, %3;" : "=r"(u) : "r"(a), "r"(b), "r"(c)); o[0] = u;
+    asm("fns.b32 %0, %1, %2, %3;" : "=r"(u) : "r"(a), "r"(b), "r"((int)(c % 67) - 33)); o[1] = u;
+    asm("{.reg .s8 t; cvt.sat.s8.s32 t, %1; cvt.s32.s8 %0, t;}" : "=r"(u) : "r"(a)); o[2] = u;
+    asm("{.reg .u8 t; cvt.sat.u8.s32 t, %1; cvt.u32.u8 %0, t;}" : "=r"(u) : "r"(a)); o[3] = u;
+    asm("{.reg .s16 t; cvt.sat.s16.u32 t, %1; cvt.s32.s16 %0, t;}" : "=r"(u) : "r"(a)); o[4] = u;
+    T("cvt.sat.u32.s32", 5, "r", a) T("cvt.sat.s32.u32", 6, "r", a)
+    asm("{.reg .u8 t; cvt.sat.u8.s64 t, %1; cvt.u32.u8 %0, t;}" : "=r"(u) : "l"((long long)(int)a * 3)); o[7] = u;
+    asm("set.lt.ftz.u32.f32 %0, %1, %2;" : "=r"(u) : "f"(fa), "f"(fb)); o[8] = u;
+    asm("set.equ.ftz.f32.f32 %0, %1, %2;" : "=r"(u) : "f"(fa), "f"(fb)); o[9] = u;
+    asm("set.ge.ftz.s32.f32 %0, %1, %2;" : "=r"(u) : "f"(fa), "f"(fb)); o[10] = u;
+    H("cvt.rn.f16.f32", 11, "f", fa) H("cvt.rz.f16.f32", 12, "f", fa) H("cvt.rm.f16.f32", 13, "f", fa)
+    H("cvt.rp.f16.f32", 14, "f", fa) H("cvt.rz.ftz.f16.f32", 15, "f", fa)
+    H("cvt.rn.f16.f64", 16, "d", e) H("cvt.rz.f16.f64", 17, "d", e) H("cvt.rm.f16.f64", 18, "d", e)
+    H("cvt.rp.f16.f64", 19, "d", e)
+}
