@@ -160,7 +160,6 @@ def test_fns_sat_set_ftz_and_f16_conversions(engine, dev, rng):
     af = a.view(np.float32)
     fin = np.isfinite(af)
     assert np.array_equal(got[fin, 11], af[fin].astype(np.float16).view(np.uint16))
-    assert np.array_equal(got[fin, 16 - 5 + 5][:0], got[fin, 11][:0])
     for src, cols in ((af.astype(np.float64), (11, 12, 13, 14)), (d, (16, 17, 18, 19))):
         ok = np.isfinite(src)
         h = {m: got[ok, k].astype(np.uint16).view(np.float16).astype(np.float64) for m, k in zip("nzmp", cols)}

@@ -95,7 +95,7 @@ class HalfOps:
                 h = b.select(b.fcmp_ordered(">", self._fabs(v), self._fabs(x)), b.sub(h, k(1)), h)
             else:  # toward +inf: up for a positive value, down for a negative one; from a zero, the tiniest
                 up = mode == "rp"
-                grow = b.xor(b.icmp_unsigned("!=", b.and_(h, k(0x8000)), k(0)), ir.Constant(I1, 0 if up else 1))
+                grow = b.xor(b.icmp_unsigned("!=", b.and_(h, k(0x8000)), k(0)), ir.Constant(I1, 1 if up else 0))
                 zero = b.icmp_unsigned("==", b.and_(h, k(0x7FFF)), k(0))
                 step = b.select(zero, k(0x0001 if up else 0x8001), b.select(grow, b.add(h, k(1)), b.sub(h, k(1))))
                 h = b.select(b.fcmp_ordered("<" if up else ">", v, x), step, h)
