@@ -135,7 +135,7 @@ def test_fns_sat_set_ftz_and_f16_conversions(engine, dev, rng):
     w[4 * 1024 + 2 : 4 * 1536 : 4] = rng.integers(-40, 40, 512).astype(np.int32).view(np.uint32)
     d = _f64_operands(rng, n)[:n]
     d[n // 2 :] = rng.standard_normal(n - n // 2) * 2.0 ** rng.integers(-30, 18, n - n // 2)
-    got = _both(dev, "bits6", [w, d], 24, n, np.uint32)
+    got = _both(dev, "bits6", [w, d], 32, n, np.uint32)
     a, b, c = (w[k::4] for k in range(3))
     sa = a.view(np.int32)
     for i in range(0, n, 5):
@@ -169,3 +169,23 @@ def test_fns_sat_set_ftz_and_f16_conversions(engine, dev, rng):
             exact = h["n"] == v
             assert (h["m"][exact] == v[exact]).all() and (h["p"][exact] == v[exact]).all()
             assert ((h["m"] == h["p"]) == exact).all()
+    # cvt to f16 from integers: numpy's conversion of the value (exact in f64), and its directed neighbours
+    with np.errstate(all="ignore"):
+        assert np.array_equal(got[:, 20], sa.astype(np.float16).view(np.uint16))
+        hz = got[:, 21].astype(np.uint16).view(np.float16).astype(np.float64)
+        hm = got[:, 22].astype(np.uint16).view(np.float16).astype(np.float64)
+        hp = got[:, 23].astype(np.uint16).view(np.float16).astype(np.float64)
+    assert (hz <= a).all() and (hm <= sa).all() and (hp >= sa.astype(np.float64) * 65536).all()
+    # testp (PTX ISA: normal/subnormal by magnitude, zero neither)
+    fa32 = a.view(np.float32)
+    tiny32, tiny64 = np.float32(2.0**-126), 2.0**-1022
+    with np.errstate(invalid="ignore"):
+        for col, want in ((24, np.isfinite(fa32)), (25, np.isinf(fa32)), (26, ~np.isnan(d)), (27, np.isnan(fa32)),
+                          (28, np.isfinite(d) & (np.abs(d) >= tiny64)),
+                          (29, (np.abs(fa32) < tiny32) & (fa32 != 0))):  # fmt: skip
+            assert np.array_equal(got[:, col], want.astype(np.uint32)), col
+    # isspacep of a global, shared or local address (the kernel picks one by b's low bits; nvcc puts the copy
+    # of a parameter whose address is taken in local memory)
+    kind = b & 3
+    assert np.array_equal(got[:, 30], (kind == 0).astype(np.uint32))
+    assert np.array_equal(got[:, 31], np.array([0, 2, 4, 4], np.uint32)[kind])

@@ -17,7 +17,7 @@ from gpushim.ptx.jit.irtypes import (
     _ltype,
 )
 from gpushim.ptx.nodes import Imm, Instr, Reg, Vec
-from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
+from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from gpushim.ptx.types import TYPES, type_size
 
 
@@ -155,6 +155,23 @@ class AluOps:
         if w:
             a = self.b.sub(a, ir.Constant(I64, w)) if to else self.b.add(a, ir.Constant(I64, w))
         self.write(ins.args[0], a if typ == "u64" else self.b.trunc(a, I32), typ)
+
+    def op_isspacep(self, ins: Instr) -> None:
+        """isspacep.space p, a: a generic address in the space's window (global: outside every window), as
+        ops_mem.compile_isspacep"""
+        from gpushim.ptx.ops_mem import _WINDOW_OF, SPACE_NAMES
+
+        space = SPACE_NAMES.get(ins.parts[1], ins.parts[1]) if len(ins.parts) == 2 else None
+        if space not in ("global", "shared", "local", "param"):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        a = self.read(ins.args[1], "u64")
+        if space == "global":
+            lo, hi, inside = SHARED_WINDOW, PARAM_WINDOW + WINDOW_SIZE, False
+        else:
+            lo, hi, inside = _WINDOW_OF[space], _WINDOW_OF[space] + WINDOW_SIZE, True
+        t = b.and_(b.icmp_unsigned(">=", a, ir.Constant(I64, lo)), b.icmp_unsigned("<", a, ir.Constant(I64, hi)))
+        self.write(ins.args[0], t if inside else b.not_(t), "pred")
 
     def op_cvt(self, ins: Instr) -> None:
         b = self.b

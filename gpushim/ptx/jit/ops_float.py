@@ -209,6 +209,28 @@ class FloatOps:
     def op_tanh(self, ins: Instr) -> None:
         self._approx(ins, "tanh")
 
+    def op_testp(self, ins: Instr) -> None:
+        """testp.{finite,infinite,number,notanumber,normal,subnormal}.{f32,f64} p, a (ops_float.compile_testp)"""
+        p = ins.parts
+        if len(p) != 3 or p[2] not in ("f32", "f64"):
+            raise JitUnsupported(ins.op)
+        a = self.read(ins.args[1], p[2])
+        b = self.b
+        mag = self._fabs(a)
+        inf, zero = ir.Constant(a.type, float("inf")), ir.Constant(a.type, 0.0)
+        tiny = b.bitcast(ir.Constant(I32, 0x00800000), F32) if p[2] == "f32" else ir.Constant(F64, 2.0**-1022)
+        test = {
+            "finite": lambda: b.fcmp_ordered("<", mag, inf),
+            "infinite": lambda: b.fcmp_ordered("==", mag, inf),
+            "number": lambda: b.fcmp_ordered("ord", a, a),
+            "notanumber": lambda: b.fcmp_unordered("uno", a, a),
+            "normal": lambda: b.and_(b.fcmp_ordered("<", mag, inf), b.fcmp_ordered(">=", mag, tiny)),
+            "subnormal": lambda: b.and_(b.fcmp_ordered("<", mag, tiny), b.fcmp_ordered("!=", a, zero)),
+        }.get(p[1])
+        if test is None:
+            raise JitUnsupported(ins.op)
+        self.write(ins.args[0], test(), "pred")
+
     # comparisons
     def op_setp(self, ins: Instr) -> None:
         parts = ins.parts

@@ -11,6 +11,7 @@ from gpushim.ptx.jit.irtypes import F32, F64, I1, I16, I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Instr, PredPair
 
 HALF_TYPES = ("f16", "f16x2", "bf16", "bf16x2")
+_INTS = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
 HALF_OPS = ("add", "sub", "mul", "fma", "mad", "neg", "abs", "min", "max", "setp")
 
 
@@ -71,15 +72,20 @@ class HalfOps:
         return b.select(b.icmp_unsigned(">", a, k(0x7F800000)), nan, b.or_(sign, v))
 
     def _cvt_f16(self, ins: Instr, dtyp: str, atyp: str, m: set[str]) -> None:
-        """cvt.{rn,rz,rm,rp}(.ftz).f16.{f32,f64} as ops_cvt._f64_to_f16 (the source widened to f64)"""
+        """cvt.{rn,rz,rm,rp}(.ftz).f16.{f32,f64,integer types} as ops_cvt._f64_to_f16 (the source converted to f64:
+        exactly but for 64-bit integers beyond 2**53, which are far beyond f16's range anyway)"""
         modes = m & {"rn", "rz", "rm", "rp"}
-        if dtyp != "f16" or m - modes - {"ftz"} or len(modes) != 1:
+        if dtyp != "f16" or m - modes - ({"ftz"} if atyp == "f32" else set()) or len(modes) != 1:
             raise JitUnsupported(ins.op)
         mode = next(iter(modes))
         a = self.read(ins.args[1], atyp)
-        if "ftz" in m and atyp == "f32":
+        if "ftz" in m:
             a = self._ftz(a)
-        x = self.b.fpext(a, F64) if atyp == "f32" else a
+        b = self.b
+        if atyp in _INTS:
+            x = b.sitofp(a, F64) if atyp[0] == "s" else b.uitofp(a, F64)
+        else:
+            x = b.fpext(a, F64) if atyp == "f32" else a
         h = self._pure(("d2h", mode), I32, [F64], lambda v: self._f64_to_f16(v, mode), [x])
         self.write(ins.args[0], self.b.trunc(h, I16), "b16")
 
@@ -242,13 +248,13 @@ class HalfOps:
         """cvt.rn.{f16,bf16}.f32, cvt.f32.{f16,bf16}, cvt.rn.{f16x2,bf16x2}.f32 (ops_cvt.py's results); False
         when the form is another one (the caller goes on)"""
         p = ins.parts
-        types = [x for x in p[1:] if x in HALF_TYPES or x in ("f32", "f64")]
+        types = [x for x in p[1:] if x in HALF_TYPES or x in ("f32", "f64") or x in _INTS]
         if len(types) != 2 or not any(t in HALF_TYPES for t in types):
             return False
         dtyp, atyp = types
         m = set(p[1:]) - set(types)
         b, k = self.b, self._k
-        if dtyp == "f16" and atyp in ("f32", "f64") and m != {"rn"} or atyp == "f64":
+        if dtyp == "f16" and atyp in ("f32", "f64") and m != {"rn"} or atyp == "f64" or atyp in _INTS:
             self._cvt_f16(ins, dtyp, atyp, m)
             return True
         if atyp == "f32" and dtyp in HALF_TYPES:

@@ -27,7 +27,7 @@ extern "C" __global__ void hw32(const float *in, float *out, int n) {
 extern "C" __global__ void bits6(const unsigned *in, const double *d, unsigned *out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    unsigned a = in[4 * i], b = in[4 * i + 1], c = in[4 * i + 2], u, *o = out + 24 * i;
+    unsigned a = in[4 * i], b = in[4 * i + 1], c = in[4 * i + 2], u, *o = out + 32 * i;
     float fa = __uint_as_float(a), fb = __uint_as_float(b);
     double e = d[i];
     asm("fns.b32 %0, %1, %2, %3;" : "=r"(u) : "r"(a), "r"(b), "r"(c)); o[0] = u;
@@ -44,4 +44,19 @@ extern "C" __global__ void bits6(const unsigned *in, const double *d, unsigned *
     H("cvt.rp.f16.f32", 14, "f", fa) H("cvt.rz.ftz.f16.f32", 15, "f", fa)
     H("cvt.rn.f16.f64", 16, "d", e) H("cvt.rz.f16.f64", 17, "d", e) H("cvt.rm.f16.f64", 18, "d", e)
     H("cvt.rp.f16.f64", 19, "d", e)
+    H("cvt.rn.f16.s32", 20, "r", a) H("cvt.rz.f16.u32", 21, "r", a) H("cvt.rm.f16.s32", 22, "r", a)
+    H("cvt.rp.f16.s64", 23, "l", (long long)(int)a * 65536)
+#define P(op, k, c, v) asm("{.reg .pred p; " op " p, %1; selp.u32 %0, 1, 0, p;}" : "=r"(u) : c(v)); o[k] = u;
+    P("testp.finite.f32", 24, "f", fa) P("testp.infinite.f32", 25, "f", fa) P("testp.number.f64", 26, "d", e)
+    P("testp.notanumber.f32", 27, "f", fa) P("testp.normal.f64", 28, "d", e) P("testp.subnormal.f32", 29, "f", fa)
+    __shared__ unsigned sh[2];
+    unsigned loc[2] = {a, b};
+    void *ptrs[4] = {(void *)in, (void *)&sh[1], (void *)&loc[c & 1], (void *)&c};
+    void *ptr = ptrs[b & 3];
+    u = 0;
+    asm volatile("{.reg .pred p; isspacep.global p, %1; selp.u32 %0, 1, 0, p;}" : "=r"(u) : "l"(ptr));
+    o[30] = u;
+    asm volatile("{.reg .pred p, q, r; isspacep.shared p, %1; isspacep.local q, %1; isspacep.param r, %1;"
+                 " selp.u32 %0, 2, 0, p; @q or.b32 %0, %0, 4; @r or.b32 %0, %0, 8;}" : "=r"(u) : "l"(ptr));
+    o[31] = u + loc[0] - a;
 }
