@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from harness import ENGINE, Dev, compile_ptx
 
+from gpushim.cuda_errors import CudaError
 from gpushim.ptx.jit import kernel as jit_kernel
 
 CONFIGS = [("full", "off"), ("cheap", "off"), ("auto", "now")]  # (GPUSHIM_PTX_JIT_T1, GPUSHIM_PTX_JIT_TIER2)
@@ -189,3 +190,46 @@ def test_fns_sat_set_ftz_and_f16_conversions(engine, dev, rng):
     kind = b & 3
     assert np.array_equal(got[:, 30], (kind == 0).astype(np.uint32))
     assert np.array_equal(got[:, 31], np.array([0, 2, 4, 4], np.uint32)[kind])
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_cp_async_copies_at_issue_and_faults_as_the_interpreter(engine, dev, rng):
+    """PTX ISA, cp.async: copies cp-size bytes from global to shared memory, the bytes past src-size being
+    zeros; the data is there after cp.async.wait_group (here: when the instruction runs, as the interpreter)"""
+    n = 1024
+    x = rng.integers(0, 2**32, 8 * n + 64, dtype=np.uint64).astype(np.uint32)
+    got = _both_cp(dev, x, n, 0)
+    want = np.empty((n, 8), np.uint32)
+    idx = (np.arange(n) // 128) * 128 + (np.arange(n) % 128 + 1) % 128  # each thread shows its neighbour's
+    src = x[: 8 * n].reshape(n, 8)[idx]
+    want[:, :6] = src[:, :6]
+    keep = (3 + idx % 128) % 9  # src-size of the 8-byte copy, in bytes
+    b45 = src[:, 4:6].copy().view(np.uint8).reshape(n, 8)
+    b45[np.arange(8)[None, :] >= keep[:, None]] = 0
+    want[:, 4:6] = b45.view(np.uint32).reshape(n, 2)
+    want[:, 6] = src[:, 6] & 0xFFFF  # 4 bytes, 2 of them copied
+    want[:, 7] = 0xDEADBEEF
+    assert np.array_equal(got, want)
+    # a source past the allocation: the same error and message on both engines
+    msgs = []
+    px, po = dev.array(x), dev.empty(32 * n)
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        with pytest.raises(CudaError) as e:
+            dev.launch("cpAsync6", n // 128, 128, px, po, n, 3, 8 * n)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] and "cp.async" in msgs[0], msgs
+
+
+def _both_cp(dev: Dev, x: np.ndarray, n: int, off: int) -> np.ndarray:
+    px = dev.array(x)
+    outs = {}
+    for eng in ("interp", "jit", "diff"):
+        ENGINE["name"] = eng
+        po = dev.empty(32 * n)
+        dev.launch("cpAsync6", n // 128, 128, px, po, n, 3, off)
+        outs[eng] = dev.get(po, np.uint32, 8 * n).reshape(n, 8)
+    assert np.array_equal(outs["interp"], outs["jit"]) and np.array_equal(outs["jit"], outs["diff"])
+    assert jit_kernel.fallback_reason(dev.mod.source_hash, "cpAsync6") is None
+    assert dev.mod.jit_kernel("cpAsync6") is not None
+    return outs["jit"]

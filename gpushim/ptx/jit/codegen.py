@@ -32,6 +32,7 @@ from gpushim.ptx.jit.irtypes import (
 from gpushim.ptx.jit.launchgen import LaunchOps
 from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
 from gpushim.ptx.jit.ops_alu import AluOps
+from gpushim.ptx.jit.ops_async import AsyncCopyOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
 from gpushim.ptx.jit.ops_hwround import HwRoundOps
@@ -53,7 +54,7 @@ from gpushim.ptx.types import storage_type
 
 class Codegen(
     AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps,
-    LaunchOps, PureHelpers,
+    LaunchOps, PureHelpers, AsyncCopyOps,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod

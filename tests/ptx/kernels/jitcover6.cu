@@ -60,3 +60,20 @@ extern "C" __global__ void bits6(const unsigned *in, const double *d, unsigned *
                  " selp.u32 %0, 2, 0, p; @q or.b32 %0, %0, 4; @r or.b32 %0, %0, 8;}" : "=r"(u) : "l"(ptr));
     o[31] = u + loc[0] - a;
 }
+
+// cp.async (ops_async.py): 16 bytes, 8 bytes of which src-size (a register) are copied, 4 bytes of which 2.
+extern "C" __global__ void cpAsync6(const unsigned *in, unsigned *out, int n, int srcsz, long long off) {
+    __shared__ __align__(16) unsigned sh[128 * 8];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    const unsigned *g = in + 8 * i + off;
+    unsigned s = (unsigned)__cvta_generic_to_shared(&sh[8 * t]);
+    for (int k = 0; k < 8; k++) sh[8 * t + k] = 0xdeadbeef;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s + 16), "l"(g + 4), "r"((srcsz + t) % 9));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, 2;" ::"r"(s + 24), "l"(g + 6));
+    asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.wait_group 0;");
+    __syncthreads();
+    if (i < n)
+        for (int k = 0; k < 8; k++) out[8 * i + k] = sh[8 * ((t + 1) % blockDim.x) + k];
+}
