@@ -233,3 +233,26 @@ def _both_cp(dev: Dev, x: np.ndarray, n: int, off: int) -> np.ndarray:
     assert jit_kernel.fallback_reason(dev.mod.source_hash, "cpAsync6") is None
     assert dev.mod.jit_kernel("cpAsync6") is not None
     return outs["jit"]
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_half_atomics_compiled(engine, dev, rng):
+    """atom.add.noftz on f16/f16x2/bf16/bf16x2 (kernels/halfatomics.cu; CUDA's expected sums are checked in
+    test_half_atomics.py) on the JIT: bit-identical to the interpreter, overflow to infinity and NaNs included"""
+    d = Dev(compile_ptx("halfatomics", "sm_90"))
+    d.config = dev.config
+    n = 128
+    v = (rng.standard_normal(n) * 4).astype(np.float32)
+    v[:8] = [3e-6, 2.5e-6, -1e-7, 7e-6, 60000.0, 60000.0, np.inf, np.nan]
+    v[64:66] = [-np.inf, 3.0e38]
+    shapes = ((4, np.uint16), (1, np.uint32), (2, np.uint16), (1, np.uint32), (n, np.uint16), (n, np.uint16))
+    outs = {}
+    for eng in ("interp", "jit", "diff"):
+        ENGINE["name"] = eng
+        ptrs = [d.array(np.zeros(k, t)) for k, t in shapes]
+        d.launch("halfAtomics", 2, n // 2, *ptrs[:4], d.array(v), *ptrs[4:])
+        outs[eng] = [d.get(p, t, k) for p, (k, t) in zip(ptrs, shapes, strict=True)]
+    for a, b, c in zip(outs["interp"], outs["jit"], outs["diff"], strict=True):
+        assert np.array_equal(a, b) and np.array_equal(b, c)
+    assert jit_kernel.fallback_reason(d.mod.source_hash, "halfAtomics") is None
+    assert d.mod.jit_kernel("halfAtomics") is not None

@@ -656,6 +656,9 @@ class Codegen(
         if op in HALF_OPS and half_type(ins):  # half precision (ops_half.py)
             self._half(ins)
             return
+        if op in ("atom", "red") and half_type(ins):
+            self._half_atomic(ins)  # ops_half.py
+            return
         if op == "cvt" and half_type(ins) and self._half_cvt(ins):
             return
         if op == "cvt" and DIRECTED & set(ins.parts):

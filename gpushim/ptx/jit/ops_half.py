@@ -167,6 +167,42 @@ class HalfOps:
         v = out[0] if not x2 else b.or_(out[0], b.shl(out[1], k(16)))
         self.write(ins.args[0], v if x2 else b.trunc(v, I16), rt)
 
+    def _half_atomic(self, ins: Instr) -> None:
+        """atom/red.add(.noftz) on f16, bf16 and their x2 packs, global, shared or generic: each lane added as the
+        add instruction adds it (ops_atom._half_add); applied in the JIT's thread order, as the 32-bit ones"""
+        from gpushim.ptx.jit.irtypes import _SPACES
+
+        p = ins.parts
+        typ = half_type(ins)
+        scopes = {"relaxed", "gpu", "sys", "cta", "acq_rel", "acquire", "release", "noftz"}
+        if "add" not in p or set(p[1:]) - {typ, "add", "global", "shared", "shared::cta"} - scopes:
+            raise JitUnsupported(ins.op)
+        ret = p[0] == "atom"
+        args = ins.args[1:] if ret else ins.args
+        space = self._resolve(next((_SPACES[x] for x in p[1:] if x in _SPACES), None), args[0], ins)
+        if space not in (None, "global", "shared"):
+            raise JitUnsupported(f"{ins.op} on {space}")
+        x2, bf = typ.endswith("x2"), typ.startswith("bf")
+        size, rt = (4, "b32") if x2 else (2, "b16")
+        _, a = self._address(args[0])
+        ptr = self._ptr(space, a, size, size, f"{ins.op} (line {ins.line})", True)
+        if self.mode == "check":
+            return
+        b, k = self.b, self._k
+        q = b.bitcast(ptr, ir.IntType(8 * size).as_pointer())
+        old = self._tag(b.load(q, align=size), space)
+        v = self.read(args[1], rt)
+        o32, v32 = (x if x2 else b.zext(x, I32) for x in (old, v))
+        out = []
+        for lane in range(2 if x2 else 1):
+            hs = [b.and_(b.lshr(x, k(16 * lane)), k(0xFFFF)) for x in (o32, v32)]
+            out.append(self._pure(("half", "add", bf, ()), I32, [I32, I32],
+                                  lambda *hs: self._half_lane("add", bf, set(), hs), hs))  # fmt: skip
+        new = b.or_(out[0], b.shl(out[1], k(16))) if x2 else b.trunc(out[0], I16)
+        self._tag(b.store(new, q, align=size), space)
+        if ret:
+            self.write(ins.args[0], old, rt)
+
     def _half_lane(self, base: str, bf: bool, m: set[str], hs):
         """One lane of a half-precision operation: the operands' bits (i32, low 16) -> the result's (a helper,
         pure.py)"""
