@@ -256,3 +256,22 @@ def test_half_atomics_compiled(engine, dev, rng):
         assert np.array_equal(a, b) and np.array_equal(b, c)
     assert jit_kernel.fallback_reason(d.mod.source_hash, "halfAtomics") is None
     assert d.mod.jit_kernel("halfAtomics") is not None
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_sm_specials_are_the_interpreters(engine, dev):
+    """%smid (PTX ISA: the SM a thread runs on, in 0..%nsmid-1; here the block's linear index mod 132, as the
+    interpreter), %nsmid, %gridid, %nwarpid"""
+    grid, tpb = (70, 2, 3), 32
+    nthreads = 70 * 2 * 3 * tpb
+    outs = {}
+    for eng in ("interp", "jit", "diff"):
+        ENGINE["name"] = eng
+        po = dev.empty(16 * nthreads)
+        dev.launch("specials6", grid, tpb, po)
+        outs[eng] = dev.get(po, np.uint32, 4 * nthreads).reshape(nthreads, 4)
+    assert np.array_equal(outs["interp"], outs["jit"]) and np.array_equal(outs["jit"], outs["diff"])
+    assert jit_kernel.fallback_reason(dev.mod.source_hash, "specials6") is None
+    block = np.arange(nthreads) // tpb
+    assert np.array_equal(outs["jit"][:, 0], block % 132)
+    assert (outs["jit"][:, 1:] == [132, 1, 64]).all()

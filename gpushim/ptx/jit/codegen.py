@@ -51,6 +51,8 @@ from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.operands import TIMERS
 from gpushim.ptx.types import storage_type
 
+_FIXED_SPECIALS = {"%nsmid": 132, "%gridid": 1, "%nwarpid": 64}  # the interpreter's values (state.py)
+
 
 class Codegen(
     AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps,
@@ -428,6 +430,12 @@ class Codegen(
             return self._lanemask(name)
         if name in TIMERS:
             return self._timer(name)  # ops_timer.py
+        if name == "%smid":  # the interpreter's (state.py): the block's linear index modulo its 132 SMs
+            (cx, cy, cz), (gx, gy, _) = self.ctaid, self.nctaid
+            lin = b.add(b.mul(b.add(b.mul(cz, gy), cy), gx), cx)
+            return b.trunc(b.urem(lin, ir.Constant(I64, 132)), I32)
+        if name in _FIXED_SPECIALS:
+            return ir.Constant(I32, _FIXED_SPECIALS[name])
         raise JitUnsupported(f"special register {name}")
 
     def _sym_addr(self, name: str, off: int):

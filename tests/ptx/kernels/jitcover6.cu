@@ -77,3 +77,13 @@ extern "C" __global__ void cpAsync6(const unsigned *in, unsigned *out, int n, in
     if (i < n)
         for (int k = 0; k < 8; k++) out[8 * i + k] = sh[8 * ((t + 1) % blockDim.x) + k];
 }
+
+// %smid, %nsmid, %gridid, %nwarpid (the interpreter's values: state.py)
+extern "C" __global__ void specials6(unsigned *out) {
+    unsigned b = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x, v;
+    unsigned *o = out + 4 * (b * blockDim.x + threadIdx.x);
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(v)); o[0] = v;
+    asm volatile("mov.u32 %0, %%nsmid;" : "=r"(v)); o[1] = v;
+    asm volatile("mov.u32 %0, %%gridid;" : "=r"(v)); o[2] = v;
+    asm volatile("mov.u32 %0, %%nwarpid;" : "=r"(v)); o[3] = v;
+}
