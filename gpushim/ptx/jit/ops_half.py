@@ -72,10 +72,10 @@ class HalfOps:
         return b.select(b.icmp_unsigned(">", a, k(0x7F800000)), nan, b.or_(sign, v))
 
     def _cvt_f16(self, ins: Instr, dtyp: str, atyp: str, m: set[str]) -> None:
-        """cvt.{rn,rz,rm,rp}(.ftz).f16.{f32,f64,integer types} as ops_cvt._f64_to_f16 (the source converted to f64:
-        exactly but for 64-bit integers beyond 2**53, which are far beyond f16's range anyway)"""
+        """cvt.{rn,rz,rm,rp}(.ftz).{f16,bf16}.{f32,f64,integer types} as ops_cvt._f64_to_f16/_f64_to_bf16 (the
+        source converted to f64: exactly but for 64-bit integers beyond 2**53, beyond f16's range anyway)"""
         modes = m & {"rn", "rz", "rm", "rp"}
-        if dtyp != "f16" or m - modes - ({"ftz"} if atyp == "f32" else set()) or len(modes) != 1:
+        if dtyp not in ("f16", "bf16") or m - modes - ({"ftz"} if atyp == "f32" else set()) or len(modes) != 1:
             raise JitUnsupported(ins.op)
         mode = next(iter(modes))
         a = self.read(ins.args[1], atyp)
@@ -86,17 +86,20 @@ class HalfOps:
             x = b.sitofp(a, F64) if atyp[0] == "s" else b.uitofp(a, F64)
         else:
             x = b.fpext(a, F64) if atyp == "f32" else a
-        h = self._pure(("d2h", mode), I32, [F64], lambda v: self._f64_to_f16(v, mode), [x])
+        bf = dtyp == "bf16"
+        h = self._pure(("d2h", mode, bf), I32, [F64], lambda v: self._f64_to_half(v, mode, bf), [x])
         self.write(ins.args[0], self.b.trunc(h, I16), "b16")
 
-    def _f64_to_f16(self, x, mode: str):
-        """f64 -> f16 bits (i32): to nearest even through f32 rounded to odd, a directed mode one step from it
-        where it lies on the wrong side; a NaN as numpy converts it (sign, payload >> 42, kept a NaN)"""
+    def _f64_to_half(self, x, mode: str, bf: bool):
+        """f64 -> f16 / bf16 bits (i32): to nearest even through f32 rounded to odd, a directed mode one step from
+        it where it lies on the wrong side; a NaN as numpy converts it (f16: sign, payload >> 42, kept a NaN;
+        bf16: ops_cvt.f32_to_bf16 of the f32 NaN)"""
         b, k = self.b, self._k
         bits = b.bitcast(x, I64)
-        h = self._f32_to_f16(self._d2f_odd(x), False)
+        f = self._d2f_odd(x)
+        h = self._f2bf(f, True) if bf else self._f32_to_f16(f, False)
         if mode != "rn":
-            v = b.fpext(self._h2f(h, False), F64)  # exact
+            v = b.fpext(self._h2f(h, bf), F64)  # exact
             if mode == "rz":  # one step toward zero: the magnitude lowers (v is not 0 where it is too far)
                 h = b.select(b.fcmp_ordered(">", self._fabs(v), self._fabs(x)), b.sub(h, k(1)), h)
             else:  # toward +inf: up for a positive value, down for a negative one; from a zero, the tiniest
@@ -105,6 +108,8 @@ class HalfOps:
                 zero = b.icmp_unsigned("==", b.and_(h, k(0x7FFF)), k(0))
                 step = b.select(zero, k(0x0001 if up else 0x8001), b.select(grow, b.add(h, k(1)), b.sub(h, k(1))))
                 h = b.select(b.fcmp_ordered("<" if up else ">", v, x), step, h)
+        if bf:
+            return h
         pay = b.add(k(0x7C00), b.trunc(b.and_(b.lshr(bits, ir.Constant(I64, 42)), ir.Constant(I64, 0x3FF)), I32))
         pay = b.select(b.icmp_unsigned("==", pay, k(0x7C00)), k(0x7C01), pay)
         sign = b.trunc(b.and_(b.lshr(bits, ir.Constant(I64, 48)), ir.Constant(I64, 0x8000)), I32)
@@ -290,7 +295,7 @@ class HalfOps:
         dtyp, atyp = types
         m = set(p[1:]) - set(types)
         b, k = self.b, self._k
-        if dtyp == "f16" and atyp in ("f32", "f64") and m != {"rn"} or atyp == "f64" or atyp in _INTS:
+        if dtyp in ("f16", "bf16") and atyp in ("f32", "f64") and m != {"rn"} or atyp == "f64" or atyp in _INTS:
             self._cvt_f16(ins, dtyp, atyp, m)
             return True
         if atyp == "f32" and dtyp in HALF_TYPES:
