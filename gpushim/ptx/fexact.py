@@ -227,6 +227,8 @@ def fma_f64(a, b, c, mode: str = "rn"):
             pl = np.broadcast_to(plain, shp).reshape(-1)
             if pl.any():
                 r[pl] = A[pl] * B[pl] + C[pl]
+                if mode != "rn":  # (the JIT computes these on the FPU's mode: ops_hwround.py)
+                    r[pl] = _nan_first(r[pl], A[pl], B[pl], C[pl])
             sl = np.broadcast_to(slow if mode == "rn" else finite, shp).reshape(-1)
             for i in np.flatnonzero(sl):
                 x, y, z = float(A[i]), float(B[i]), float(C[i])
@@ -240,6 +242,20 @@ def fma_f64(a, b, c, mode: str = "rn"):
             if r.ndim == 0:
                 r = r[()]
     return r
+
+
+def _nan_first(r, a, b, c):
+    """r (a*b + c) with its NaNs made x86's in that order of operations, which numpy's loops may not keep when
+    both operands of the add are NaNs: a's NaN quieted, else b's, else the default NaN where a*b is inf*0,
+    else c's, else the default NaN (inf - inf)"""
+    q, default = np.uint64(1 << 51), np.uint64(0xFFF8000000000000)
+    with np.errstate(invalid="ignore"):
+        invalid = (np.isinf(a) & (b == 0)) | ((a == 0) & np.isinf(b))
+    bits = np.where(np.isnan(c), c.view(np.uint64) | q, default)
+    bits = np.where(invalid, default, bits)
+    bits = np.where(np.isnan(b), b.view(np.uint64) | q, bits)
+    bits = np.where(np.isnan(a), a.view(np.uint64) | q, bits)
+    return np.where(np.isnan(r), bits.view(np.float64), r)
 
 
 def div_f64(a, b, mode: str):
