@@ -144,10 +144,17 @@ def mul_f32(a, b, mode: str):
     return f64_to_f32(np.asarray(a, np.float64) * np.asarray(b, np.float64), mode)
 
 
+def _err(s, e, *ops):
+    """the error term for f64_directed: 0 where e is not finite, except where s overflowed from finite operands
+    (the exact value lies below s's infinity: a directed mode may give the largest finite value)"""
+    over = np.isinf(s) & np.logical_and.reduce([np.isfinite(o) for o in ops])
+    return np.where(over, -s, np.where(np.isfinite(e), e, 0.0))
+
+
 def add_f64(a, b, mode: str, sub: bool = False):
     b = -b if sub else b
     s, e = two_sum(np.asarray(a, np.float64), np.asarray(b, np.float64))
-    r = f64_directed(s, np.where(np.isfinite(e), e, 0.0), mode)
+    r = f64_directed(s, _err(s, e, a, b), mode)
     return _rm_zero(np.asarray(r), np.asarray(a), np.asarray(b)) if mode == "rm" else r
 
 
@@ -156,7 +163,7 @@ def mul_f64(a, b, mode: str):
     b = np.asarray(b, np.float64)
     p, e = two_prod(a, b)
     safe = _safe(a) & _safe(b)
-    out = f64_directed(p, np.where(np.isfinite(e), e, 0.0), mode)
+    out = f64_directed(p, _err(p, e, a, b), mode)
     if not np.all(safe | ~np.isfinite(p)):
         out = np.array(out, np.float64, copy=True, ndmin=1)
         bad = np.flatnonzero(np.broadcast_to(~safe & np.isfinite(p), out.shape))
@@ -220,11 +227,14 @@ def fma_f64(a, b, c, mode: str = "rn"):
             pl = np.broadcast_to(plain, shp).reshape(-1)
             if pl.any():
                 r[pl] = A[pl] * B[pl] + C[pl]
+                if mode != "rn":  # (the JIT computes these on the FPU's mode: ops_hwround.py)
+                    r[pl] = _nan_first(r[pl], A[pl], B[pl], C[pl])
             sl = np.broadcast_to(slow if mode == "rn" else finite, shp).reshape(-1)
             for i in np.flatnonzero(sl):
                 x, y, z = float(A[i]), float(B[i]), float(C[i])
-                r[i] = _exact_round(Fraction(x) * Fraction(y) + Fraction(z), mode, x * y + z)
-                if mode == "rm" and r[i] == 0:
+                q = Fraction(x) * Fraction(y) + Fraction(z)
+                r[i] = _exact_round(q, mode, x * y + z)
+                if mode == "rm" and q == 0:  # an exact zero (a tiny nonzero result keeps its own sign)
                     pz = x * y
                     if not (pz == 0 and z == 0 and not np.signbit(pz) and not np.signbit(z)):
                         r[i] = -0.0
@@ -232,6 +242,20 @@ def fma_f64(a, b, c, mode: str = "rn"):
             if r.ndim == 0:
                 r = r[()]
     return r
+
+
+def _nan_first(r, a, b, c):
+    """r (a*b + c) with its NaNs made x86's in that order of operations, which numpy's loops may not keep when
+    both operands of the add are NaNs: a's NaN quieted, else b's, else the default NaN where a*b is inf*0,
+    else c's, else the default NaN (inf - inf)"""
+    q, default = np.uint64(1 << 51), np.uint64(0xFFF8000000000000)
+    with np.errstate(invalid="ignore"):
+        invalid = (np.isinf(a) & (b == 0)) | ((a == 0) & np.isinf(b))
+    bits = np.where(np.isnan(c), c.view(np.uint64) | q, default)
+    bits = np.where(invalid, default, bits)
+    bits = np.where(np.isnan(b), b.view(np.uint64) | q, bits)
+    bits = np.where(np.isnan(a), a.view(np.uint64) | q, bits)
+    return np.where(np.isnan(r), bits.view(np.float64), r)
 
 
 def div_f64(a, b, mode: str):

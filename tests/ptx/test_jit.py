@@ -89,7 +89,7 @@ def test_tier1_cheap_code_generator(engine, monkeypatch, rng):
 def test_unsupported_kernels_fall_back_to_the_interpreter(engine, caplog):
     dev = Dev(compile_ptx("jittierup"))
     caplog.set_level(logging.INFO, "gpushim.ptx.jit")
-    assert dev.mod.jit_kernel("stampSmid") is None, "%smid: the JIT leaves it to the interpreter"
+    assert dev.mod.jit_kernel("stampSmid") is None, "%pm0: the JIT leaves it to the interpreter"
     assert any("runs on the interpreter" in r.message and "stampSmid" in r.message for r in caplog.records)
     caplog.clear()
     dev.mod.jit_kernel("stampSmid")

@@ -32,8 +32,10 @@ from gpushim.ptx.jit.irtypes import (
 from gpushim.ptx.jit.launchgen import LaunchOps
 from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after, live_at_entry
 from gpushim.ptx.jit.ops_alu import AluOps
+from gpushim.ptx.jit.ops_async import AsyncCopyOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
+from gpushim.ptx.jit.ops_hwround import HwRoundOps
 from gpushim.ptx.jit.ops_intx import IntExtraOps
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
@@ -49,10 +51,12 @@ from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.operands import TIMERS
 from gpushim.ptx.types import storage_type
 
+_FIXED_SPECIALS = {"%nsmid": 132, "%gridid": 1, "%nwarpid": 64}  # the interpreter's values (state.py)
+
 
 class Codegen(
-    AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps,
-    PureHelpers,
+    AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps,
+    LaunchOps, PureHelpers, AsyncCopyOps,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
@@ -430,6 +434,12 @@ class Codegen(
             return self._lanemask(name)
         if name in TIMERS:
             return self._timer(name)  # ops_timer.py
+        if name == "%smid":  # the interpreter's (state.py): the block's linear index modulo its 132 SMs
+            (cx, cy, cz), (gx, gy, _) = self.ctaid, self.nctaid
+            lin = b.add(b.mul(b.add(b.mul(cz, gy), cy), gx), cx)
+            return b.trunc(b.urem(lin, ir.Constant(I64, 132)), I32)
+        if name in _FIXED_SPECIALS:
+            return ir.Constant(I32, _FIXED_SPECIALS[name])
         raise JitUnsupported(f"special register {name}")
 
     def _sym_addr(self, name: str, off: int):
@@ -657,6 +667,9 @@ class Codegen(
             return
         if op in HALF_OPS and half_type(ins):  # half precision (ops_half.py)
             self._half(ins)
+            return
+        if op in ("atom", "red") and half_type(ins):
+            self._half_atomic(ins)  # ops_half.py
             return
         if op == "cvt" and half_type(ins) and self._half_cvt(ins):
             return

@@ -17,7 +17,7 @@ from gpushim.ptx.jit.irtypes import (
     _ltype,
 )
 from gpushim.ptx.nodes import Imm, Instr, Reg, Vec
-from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
+from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from gpushim.ptx.types import TYPES, type_size
 
 
@@ -156,6 +156,23 @@ class AluOps:
             a = self.b.sub(a, ir.Constant(I64, w)) if to else self.b.add(a, ir.Constant(I64, w))
         self.write(ins.args[0], a if typ == "u64" else self.b.trunc(a, I32), typ)
 
+    def op_isspacep(self, ins: Instr) -> None:
+        """isspacep.space p, a: a generic address in the space's window (global: outside every window), as
+        ops_mem.compile_isspacep"""
+        from gpushim.ptx.ops_mem import _WINDOW_OF, SPACE_NAMES
+
+        space = SPACE_NAMES.get(ins.parts[1], ins.parts[1]) if len(ins.parts) == 2 else None
+        if space not in ("global", "shared", "local", "param"):
+            raise JitUnsupported(ins.op)
+        b = self.b
+        a = self.read(ins.args[1], "u64")
+        if space == "global":
+            lo, hi, inside = SHARED_WINDOW, PARAM_WINDOW + WINDOW_SIZE, False
+        else:
+            lo, hi, inside = _WINDOW_OF[space], _WINDOW_OF[space] + WINDOW_SIZE, True
+        t = b.and_(b.icmp_unsigned(">=", a, ir.Constant(I64, lo)), b.icmp_unsigned("<", a, ir.Constant(I64, hi)))
+        self.write(ins.args[0], t if inside else b.not_(t), "pred")
+
     def op_cvt(self, ins: Instr) -> None:
         b = self.b
         types = [p for p in ins.parts[1:] if p in TYPES]
@@ -172,8 +189,8 @@ class AluOps:
         irnd = next((x for x in m if x in ("rzi", "rni", "rmi", "rpi")), None)
         rmap = {"rzi": "trunc", "rni": "roundeven", "rmi": "floor", "rpi": "ceil"}
         if not dfl and not afl:
-            if "sat" in m:
-                raise JitUnsupported(ins.op)
+            if "sat" in m:  # clamped to d's range within a's (ops_cvt.py), then converted
+                a = self._clamp_int(a, atyp, dtyp)
             r = self._conv_bits(a, _ltype(dtyp), atyp[0] == "s")
         elif afl and not dfl:
             if "sat" in m:
@@ -207,6 +224,18 @@ class AluOps:
             if "sat" in m:
                 r = self._sat(r)
         self.write(ins.args[0], r, dtyp)
+
+    def _clamp_int(self, a, atyp: str, dtyp: str):
+        from gpushim.ptx.ops_cvt import _int_bounds
+
+        (lo, hi), (alo, ahi) = _int_bounds(dtyp), _int_bounds(atyp)
+        lo, hi = max(lo, alo), min(hi, ahi)
+        b = self.b
+        cmp = b.icmp_signed if atyp[0] == "s" else b.icmp_unsigned
+        wrap = (1 << a.type.width) - 1
+        lo_c, hi_c = ir.Constant(a.type, lo & wrap), ir.Constant(a.type, hi & wrap)
+        a = b.select(cmp("<", a, lo_c), lo_c, a)
+        return b.select(cmp(">", a, hi_c), hi_c, a)
 
     # integer arithmetic
     def _ints(self, ins: Instr, n: int, typ: str | None = None):

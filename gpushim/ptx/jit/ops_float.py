@@ -137,14 +137,20 @@ class FloatOps:
     def op_sqrt(self, ins: Instr) -> None:
         typ = _itype(ins)
         _ftype(typ)
-        m = self._fmods(ins, {"rn", "approx", "ftz"})
+        m = self._fmods(ins, {"rn", "approx", "ftz"} | DIRECTED)
         i = self.i_sqrt32 if typ == "f32" else self.i_sqrt64
-        self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], lambda a: self.b.call(i, [a]))
+        f = lambda a: self.b.call(i, [a])  # noqa: E731
+        if m & DIRECTED:  # on the FPU's rounding mode (ops_hwround.py): the correctly rounded root, as fexact
+            if "approx" in m:
+                raise JitUnsupported(ins.op)
+            mode = self._mode_of(m)
+            f = lambda a: self._hw("sqrt", F32, mode, [a]) if typ == "f32" else self._hw_f64("sqrt", mode, [a])  # noqa: E731
+        self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], f)
 
     def op_rcp(self, ins: Instr) -> None:
         typ = _itype(ins)
         ft = _ftype(typ)
-        m = self._fmods(ins, {"rn", "approx", "ftz"} | (DIRECTED if typ == "f32" else set()))
+        m = self._fmods(ins, {"rn", "approx", "ftz"} | DIRECTED)
         b = self.b
         if "approx" in m and typ == "f32":
             f = lambda a: b.fptrunc(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), F32)  # noqa: E731
@@ -152,7 +158,10 @@ class FloatOps:
             if "approx" in m:
                 raise JitUnsupported(ins.op)
             mode = self._mode_of(m)
-            f = lambda a: self._f64_to_f32(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), mode)  # noqa: E731
+            if typ == "f32":
+                f = lambda a: self._f64_to_f32(b.fdiv(ir.Constant(F64, 1.0), b.fpext(a, F64)), mode)  # noqa: E731
+            else:  # on the FPU's rounding mode: ops_hwround.py
+                f = lambda a: self._hw_f64("rcp", mode, [a])  # noqa: E731
         else:
             f = lambda a: b.fdiv(ir.Constant(ft, 1.0), a)  # noqa: E731
         self._fwrap(ins, typ, m, [self.read(ins.args[1], typ)], f)
@@ -200,6 +209,28 @@ class FloatOps:
     def op_tanh(self, ins: Instr) -> None:
         self._approx(ins, "tanh")
 
+    def op_testp(self, ins: Instr) -> None:
+        """testp.{finite,infinite,number,notanumber,normal,subnormal}.{f32,f64} p, a (ops_float.compile_testp)"""
+        p = ins.parts
+        if len(p) != 3 or p[2] not in ("f32", "f64"):
+            raise JitUnsupported(ins.op)
+        a = self.read(ins.args[1], p[2])
+        b = self.b
+        mag = self._fabs(a)
+        inf, zero = ir.Constant(a.type, float("inf")), ir.Constant(a.type, 0.0)
+        tiny = b.bitcast(ir.Constant(I32, 0x00800000), F32) if p[2] == "f32" else ir.Constant(F64, 2.0**-1022)
+        test = {
+            "finite": lambda: b.fcmp_ordered("<", mag, inf),
+            "infinite": lambda: b.fcmp_ordered("==", mag, inf),
+            "number": lambda: b.fcmp_ordered("ord", a, a),
+            "notanumber": lambda: b.fcmp_unordered("uno", a, a),
+            "normal": lambda: b.and_(b.fcmp_ordered("<", mag, inf), b.fcmp_ordered(">=", mag, tiny)),
+            "subnormal": lambda: b.and_(b.fcmp_ordered("<", mag, tiny), b.fcmp_ordered("!=", a, zero)),
+        }.get(p[1])
+        if test is None:
+            raise JitUnsupported(ins.op)
+        self.write(ins.args[0], test(), "pred")
+
     # comparisons
     def op_setp(self, ins: Instr) -> None:
         parts = ins.parts
@@ -232,13 +263,13 @@ class FloatOps:
         parts = ins.parts
         dtyp, styp = parts[-2], parts[-1]
         boolop = next((p for p in parts[2:] if p in ("and", "or", "xor")), None)
-        # .ftz: the interpreter ignores it for set (ops_cmp.py), so the JIT leaves such kernels to it
-        if len(parts) < 4 or set(parts[2:-2]) - {boolop} or dtyp not in ("u32", "s32", "f32"):
+        # .ftz: subnormal f32 inputs compare as zeros of their sign (as setp; ops_cmp.py)
+        if len(parts) < 4 or set(parts[2:-2]) - {boolop, "ftz"} or dtyp not in ("u32", "s32", "f32"):
             raise JitUnsupported(ins.op)
         if styp not in ("f32", "f64") and (styp[0] not in "bsu" or styp[1:] not in ("16", "32", "64")):
             raise JitUnsupported(ins.op)
         b = self.b
-        t = self._compare(parts[1], styp, self.read(ins.args[1], styp), self.read(ins.args[2], styp), False)
+        t = self._compare(parts[1], styp, self.read(ins.args[1], styp), self.read(ins.args[2], styp), "ftz" in parts)
         if boolop:
             t = {"and": b.and_, "or": b.or_, "xor": b.xor}[boolop](t, self.read(ins.args[3], "pred"))
         one = 0x3F800000 if dtyp == "f32" else 0xFFFFFFFF

@@ -11,6 +11,7 @@ from gpushim.ptx.jit.irtypes import F32, F64, I1, I16, I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Instr, PredPair
 
 HALF_TYPES = ("f16", "f16x2", "bf16", "bf16x2")
+_INTS = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
 HALF_OPS = ("add", "sub", "mul", "fma", "mad", "neg", "abs", "min", "max", "setp")
 
 
@@ -70,6 +71,50 @@ class HalfOps:
             nan = k(0x7FFF)
         return b.select(b.icmp_unsigned(">", a, k(0x7F800000)), nan, b.or_(sign, v))
 
+    def _cvt_f16(self, ins: Instr, dtyp: str, atyp: str, m: set[str]) -> None:
+        """cvt.{rn,rz,rm,rp}(.ftz).{f16,bf16}.{f32,f64,integer types} as ops_cvt._f64_to_f16/_f64_to_bf16 (the
+        source converted to f64: exactly but for 64-bit integers beyond 2**53, beyond f16's range anyway)"""
+        modes = m & {"rn", "rz", "rm", "rp"}
+        if dtyp not in ("f16", "bf16") or m - modes - ({"ftz"} if atyp == "f32" else set()) or len(modes) != 1:
+            raise JitUnsupported(ins.op)
+        mode = next(iter(modes))
+        a = self.read(ins.args[1], atyp)
+        if "ftz" in m:
+            a = self._ftz(a)
+        b = self.b
+        if atyp in _INTS:
+            x = b.sitofp(a, F64) if atyp[0] == "s" else b.uitofp(a, F64)
+        else:
+            x = b.fpext(a, F64) if atyp == "f32" else a
+        bf = dtyp == "bf16"
+        h = self._pure(("d2h", mode, bf), I32, [F64], lambda v: self._f64_to_half(v, mode, bf), [x])
+        self.write(ins.args[0], self.b.trunc(h, I16), "b16")
+
+    def _f64_to_half(self, x, mode: str, bf: bool):
+        """f64 -> f16 / bf16 bits (i32): to nearest even through f32 rounded to odd, a directed mode one step from
+        it where it lies on the wrong side; a NaN as numpy converts it (f16: sign, payload >> 42, kept a NaN;
+        bf16: ops_cvt.f32_to_bf16 of the f32 NaN)"""
+        b, k = self.b, self._k
+        bits = b.bitcast(x, I64)
+        f = self._d2f_odd(x)
+        h = self._f2bf(f, True) if bf else self._f32_to_f16(f, False)
+        if mode != "rn":
+            v = b.fpext(self._h2f(h, bf), F64)  # exact
+            if mode == "rz":  # one step toward zero: the magnitude lowers (v is not 0 where it is too far)
+                h = b.select(b.fcmp_ordered(">", self._fabs(v), self._fabs(x)), b.sub(h, k(1)), h)
+            else:  # toward +inf: up for a positive value, down for a negative one; from a zero, the tiniest
+                up = mode == "rp"
+                grow = b.xor(b.icmp_unsigned("!=", b.and_(h, k(0x8000)), k(0)), ir.Constant(I1, 1 if up else 0))
+                zero = b.icmp_unsigned("==", b.and_(h, k(0x7FFF)), k(0))
+                step = b.select(zero, k(0x0001 if up else 0x8001), b.select(grow, b.add(h, k(1)), b.sub(h, k(1))))
+                h = b.select(b.fcmp_ordered("<" if up else ">", v, x), step, h)
+        if bf:
+            return h
+        pay = b.add(k(0x7C00), b.trunc(b.and_(b.lshr(bits, ir.Constant(I64, 42)), ir.Constant(I64, 0x3FF)), I32))
+        pay = b.select(b.icmp_unsigned("==", pay, k(0x7C00)), k(0x7C01), pay)
+        sign = b.trunc(b.and_(b.lshr(bits, ir.Constant(I64, 48)), ir.Constant(I64, 0x8000)), I32)
+        return b.select(self._isnan(x), b.or_(sign, pay), h)
+
     def _roundeven(self, x):
         return self.b.call(self.i_round["roundeven", 32], [x])
 
@@ -126,6 +171,42 @@ class HalfOps:
             out.append(self._pure(key, I32, [I32] * n, lambda *hs: self._half_lane(base, bf, m, hs), hs))
         v = out[0] if not x2 else b.or_(out[0], b.shl(out[1], k(16)))
         self.write(ins.args[0], v if x2 else b.trunc(v, I16), rt)
+
+    def _half_atomic(self, ins: Instr) -> None:
+        """atom/red.add(.noftz) on f16, bf16 and their x2 packs, global, shared or generic: each lane added as the
+        add instruction adds it (ops_atom._half_add); applied in the JIT's thread order, as the 32-bit ones"""
+        from gpushim.ptx.jit.irtypes import _SPACES
+
+        p = ins.parts
+        typ = half_type(ins)
+        scopes = {"relaxed", "gpu", "sys", "cta", "acq_rel", "acquire", "release", "noftz"}
+        if "add" not in p or set(p[1:]) - {typ, "add", "global", "shared", "shared::cta"} - scopes:
+            raise JitUnsupported(ins.op)
+        ret = p[0] == "atom"
+        args = ins.args[1:] if ret else ins.args
+        space = self._resolve(next((_SPACES[x] for x in p[1:] if x in _SPACES), None), args[0], ins)
+        if space not in (None, "global", "shared"):
+            raise JitUnsupported(f"{ins.op} on {space}")
+        x2, bf = typ.endswith("x2"), typ.startswith("bf")
+        size, rt = (4, "b32") if x2 else (2, "b16")
+        _, a = self._address(args[0])
+        ptr = self._ptr(space, a, size, size, f"{ins.op} (line {ins.line})", True)
+        if self.mode == "check":
+            return
+        b, k = self.b, self._k
+        q = b.bitcast(ptr, ir.IntType(8 * size).as_pointer())
+        old = self._tag(b.load(q, align=size), space)
+        v = self.read(args[1], rt)
+        o32, v32 = (x if x2 else b.zext(x, I32) for x in (old, v))
+        out = []
+        for lane in range(2 if x2 else 1):
+            hs = [b.and_(b.lshr(x, k(16 * lane)), k(0xFFFF)) for x in (o32, v32)]
+            out.append(self._pure(("half", "add", bf, ()), I32, [I32, I32],
+                                  lambda *hs: self._half_lane("add", bf, set(), hs), hs))  # fmt: skip
+        new = b.or_(out[0], b.shl(out[1], k(16))) if x2 else b.trunc(out[0], I16)
+        self._tag(b.store(new, q, align=size), space)
+        if ret:
+            self.write(ins.args[0], old, rt)
 
     def _half_lane(self, base: str, bf: bool, m: set[str], hs):
         """One lane of a half-precision operation: the operands' bits (i32, low 16) -> the result's (a helper,
@@ -208,12 +289,15 @@ class HalfOps:
         """cvt.rn.{f16,bf16}.f32, cvt.f32.{f16,bf16}, cvt.rn.{f16x2,bf16x2}.f32 (ops_cvt.py's results); False
         when the form is another one (the caller goes on)"""
         p = ins.parts
-        types = [x for x in p[1:] if x in HALF_TYPES or x in ("f32",)]
+        types = [x for x in p[1:] if x in HALF_TYPES or x in ("f32", "f64") or x in _INTS]
         if len(types) != 2 or not any(t in HALF_TYPES for t in types):
             return False
         dtyp, atyp = types
         m = set(p[1:]) - set(types)
         b, k = self.b, self._k
+        if dtyp in ("f16", "bf16") and atyp in ("f32", "f64") and m != {"rn"} or atyp == "f64" or atyp in _INTS:
+            self._cvt_f16(ins, dtyp, atyp, m)
+            return True
         if atyp == "f32" and dtyp in HALF_TYPES:
             if m != {"rn"}:
                 raise JitUnsupported(ins.op)

@@ -1,4 +1,4 @@
-"""dp4a / dp2a (integer dot products of packed bytes and halves) and bmsk in the compiling engine (a mixin of
+"""dp4a / dp2a (integer dot products of packed bytes and halves), bmsk and fns in the compiling engine (a mixin of
 codegen.Codegen), computed as the interpreter's ops_bits.py computes them."""
 
 from __future__ import annotations
@@ -63,6 +63,42 @@ class IntExtraOps:
             over = b.or_(over, b.or_(abig, b.icmp_unsigned(">=", n, k(32))))
         mask1 = b.select(over, k(0), b.select(b.icmp_signed("==", b1, k(0)), full, mask1))
         self.write(ins.args[0], b.trunc(b.and_(mask0, b.xor(mask1, k(-1))), I32), "b32")
+
+    def op_fns(self, ins: Instr) -> None:
+        """fns.b32 d, mask, base, offset: the position of the offset-th set bit of mask counting up from base
+        (offset > 0) or down (offset < 0), base itself included; 0xffffffff when there is none (ops_bits.py)"""
+        if ins.parts[1:] != ["b32"]:
+            raise JitUnsupported(ins.op)
+        args = [self.read(x, t) for x, t in zip(ins.args[1:4], ("b32", "u32", "s32"), strict=True)]
+        self.write(ins.args[0], self._pure(("fns",), I32, [I32] * 3, self._fns, args), "b32")
+
+    def _fns(self, mask, base, offset):
+        b = self.b
+
+        def k(v):
+            return ir.Constant(I64, v)
+
+        def popc(x):
+            return b.call(self.i_ctpop[64], [x])
+
+        mk, bs, o = b.zext(mask, I64), b.and_(b.zext(base, I64), k(31)), b.sext(offset, I64)
+        up = b.icmp_signed(">", o, k(0))
+        # the candidate bits: base and above, or base and below; the wanted one as an index n from the bottom
+        m = b.select(up, b.and_(mk, b.shl(k(0xFFFFFFFF), bs)), b.and_(mk, b.sub(b.shl(k(2), bs), k(1))))
+        cnt = popc(m)
+        need = b.select(up, o, b.sub(k(0), o))
+        n = b.select(up, o, b.add(b.sub(cnt, need), k(1)))
+        r = k(0)
+        for w in (16, 8, 4, 2, 1):  # binary search: keep the n-th set bit above r
+            c = popc(b.and_(b.lshr(m, r), k((1 << w) - 1)))
+            more = b.icmp_signed(">", n, c)
+            r = b.select(more, b.add(r, k(w)), r)
+            n = b.select(more, b.sub(n, c), n)
+        found = b.icmp_signed("<=", need, cnt)
+        zero = b.icmp_unsigned("!=", b.and_(b.lshr(mk, bs), k(1)), k(0))  # offset 0: base if its bit is set
+        none = k(0xFFFFFFFF)
+        r = b.select(b.icmp_signed("==", o, k(0)), b.select(zero, bs, none), b.select(found, r, none))
+        return b.trunc(r, I32)
 
     def op_szext(self, ins: Instr) -> None:
         """szext.{clamp,wrap}.{s32,u32} d, a, b: a's b lowest bits, sign- or zero-extended (ops_bits.py)."""

@@ -2,7 +2,8 @@
 mixin of codegen.Codegen), computed the way the interpreter's fexact.py computes them, in software: the exact
 result as an f64 pair (TwoSum; products of f32 values are exact in f64; a quotient's remainder from an f64
 fma), squeezed into one f64 by rounding to odd, then rounded to f32 in the mode (53 >= 2*24+2), or, in f64,
-the RN result moved one step when the error term points the other way. Other directed forms fall back."""
+the RN result moved one step when the error term points the other way. f64 mul/div/fma/rcp/sqrt and f32 sqrt:
+ops_hwround.py."""
 
 from __future__ import annotations
 
@@ -109,8 +110,8 @@ class DirectedOps:
     def _directed(self, ins: Instr, kind: str, typ: str, m: set[str], args) -> None:
         """add/sub/mul/div (kind) or fma in a directed mode; wrapped in .ftz/.sat/NaN rules like the others"""
         mode = self._mode_of(m)
-        if typ == "f64" and kind not in ("add", "sub"):
-            raise JitUnsupported(f"{ins.op} (directed rounding of f64 {kind})")
+        if typ == "f64" and kind not in ("add", "sub"):  # on the FPU's rounding mode: ops_hwround.py
+            return self._fwrap(ins, typ, m, args, lambda *xs: self._hw_f64(kind, mode, xs))
 
         def f32(*xs):
             b = self.b  # (the helper's builder when outlined: pure.py)
@@ -137,20 +138,17 @@ class DirectedOps:
             b = self.b
             c = b.fneg(y) if kind == "sub" else y
             s, e = self._two_sum(x, c)
-            r = self._f64_directed(s, self._no_nan_err(e), mode)
+            # overflowed from finite operands: the exact sum lies below s's infinity (fexact._err)
+            over = b.and_(b.and_(self._finite(x), self._finite(y)), b.fcmp_ordered("==", self._fabs(s),
+                                                                                     ir.Constant(F64, float("inf"))))
+            r = self._f64_directed(s, b.select(over, b.fneg(s), self._no_nan_err(e)), mode)
             r = self._rm_zero(r, x, c) if mode == "rm" else r
             # a NaN result as x86 (numpy) makes it from x + (-y): LLVM may fold x + fneg(y) into x - y, whose
             # NaN keeps y's sign; f64 NaNs are not canonicalised, so the sign must be the interpreter's
-            quiet = ir.Constant(I64, 0x0008000000000000)
             cb = b.bitcast(y, I64)
             if kind == "sub":
                 cb = b.xor(cb, ir.Constant(I64, 1 << 63))
-            nanbits = b.select(b.fcmp_unordered("uno", x, x), b.or_(b.bitcast(x, I64), quiet),
-                               b.select(b.fcmp_unordered("uno", y, y), b.or_(cb, quiet),
-                                        ir.Constant(I64, 0xFFF8000000000000)))  # fmt: skip
-            rb = b.bitcast(r, I64)  # (a select on the bits: LLVM may fold a float one, any NaN standing for another)
-            isnan = b.icmp_unsigned(">", b.and_(rb, ir.Constant(I64, 2**63 - 1)), ir.Constant(I64, 0x7FF0000000000000))
-            return b.bitcast(b.select(isnan, nanbits, rb), F64)
+            return self._x86_nan(r, [(self._isnan(x), b.bitcast(x, I64)), (self._isnan(y), cb)])
 
         core, ft = (f32, F32) if typ == "f32" else (f64, F64)
 

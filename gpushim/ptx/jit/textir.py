@@ -102,6 +102,11 @@ class VoidType(_OneType):
     _name = "void"
 
 
+class MetaDataType(_OneType):  # the type of a metadata argument (constrained FP intrinsics: ops_hwround.py)
+    __slots__ = ()
+    _name = "metadata"
+
+
 class PointerType(Type):
     __slots__ = ("pointee",)
     null = "null"
@@ -542,7 +547,8 @@ class IRBuilder:
     def call(self, fn: Function | Value, args, name: str = "", tail: bool = False) -> Instruction:
         # a Function, or a function pointer (the host call of ops_sys.py)
         rt = fn.ftype.return_type if isinstance(fn, Function) else fn.type.pointee.return_type
-        text = f"{'tail ' if tail else ''}call {rt._s} {fn.ref}({', '.join([a._op for a in args])})"
+        ops = [f"metadata {a.ref}" if isinstance(a, MetaDataString) else a._op for a in args]
+        text = f"{'tail ' if tail else ''}call {rt._s} {fn.ref}({', '.join(ops)})"
         return self._void(text) if rt is _VOID else self._val(rt, text, name)
 
     def phi(self, typ: Type, name: str = "") -> PhiInstr:

@@ -11,11 +11,13 @@ extern "C" __global__ void waitThenScale(int *flag, float *data, int n) {
     if (i < n) data[i] = data[i] * 2.0f + blockIdx.x;
 }
 
-// %smid: the JIT does not compile it (the background compile ends in a fallback).
+// %smid, and the performance counter %pm0, which the JIT does not compile (the background compile ends in a
+// fallback).
 extern "C" __global__ void stampSmid(long long *out, int n) {
-    unsigned sm;
+    unsigned sm, pm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    if (threadIdx.x < n) out[threadIdx.x] = sm < 1024 ? threadIdx.x + 1 : -1;
+    asm volatile("mov.u32 %0, %%pm0;" : "=r"(pm));
+    if (threadIdx.x < n) out[threadIdx.x] = sm < 1024 && pm == 0 ? threadIdx.x + 1 : -1;
 }
 
 // As waitThenScale, but every thread stores p[i] without a bounds check: threads past the allocation fault.
