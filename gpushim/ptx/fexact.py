@@ -227,6 +227,10 @@ def fma_f64(a, b, c, mode: str = "rn"):
             pl = np.broadcast_to(plain, shp).reshape(-1)
             if pl.any():
                 r[pl] = A[pl] * B[pl] + C[pl]
+                # a*b is exact in a fused multiply-add: finite operands' product never overflows to inf, so
+                # with c infinite the result is c (two roundings would give NaN for 1e200*1e200 + -inf)
+                cinf = pl & np.isfinite(A) & np.isfinite(B) & np.isinf(C)
+                r[cinf] = C[cinf]
                 if mode != "rn":  # (the JIT computes these on the FPU's mode: ops_hwround.py)
                     r[pl] = _nan_first(r[pl], A[pl], B[pl], C[pl])
             sl = np.broadcast_to(slow if mode == "rn" else finite, shp).reshape(-1)

@@ -275,3 +275,29 @@ def test_sm_specials_are_the_interpreters(engine, dev):
     block = np.arange(nthreads) // tpb
     assert np.array_equal(outs["jit"][:, 0], block % 132)
     assert (outs["jit"][:, 1:] == [132, 1, 64]).all()
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)  # compares the engines itself
+def test_fma_f64_of_finite_operands_and_an_infinite_addend_is_the_addend(engine, dev):
+    """PTX ISA, fma: "computes the product of a and b to infinite precision and then adds c to this product,
+    again in infinite precision" (IEEE 754 fusedMultiplyAdd): a product of finite operands is never infinite, so
+    with c = +-inf the result is c in every rounding mode, not the NaN of (a*b overflowing to inf) + c."""
+    big = 1e200
+    rows = np.array([[big, big, -np.inf], [big, -big, np.inf], [1.7976931348623157e308, 2.0, -np.inf],
+                     [-big, big, np.inf], [3.0, 4.0, -np.inf]] * 26, np.float64)  # fmt: skip
+    n = len(rows)
+    got = _both(dev, "hw64", [rows.reshape(-1)], 15, n, np.float64)
+    for j in (3, 4, 5):  # fma.rz / fma.rm / fma.rp
+        assert np.array_equal(got[:, j], rows[:, 2]), j
+
+
+def test_fma_f64_to_nearest_with_an_infinite_addend_on_the_interpreter():
+    """the same rule to nearest (fexact.fma_f64, which the interpreter's fma.rn.f64 uses)"""
+    from gpushim.ptx import fexact
+
+    a = np.array([1e200, 1e200, 2.0, np.inf, np.inf, np.nan])
+    b = np.array([1e200, -1e200, 3.0, 0.0, 1.0, 1.0])
+    c = np.array([-np.inf, np.inf, -np.inf, 1.0, -np.inf, np.inf])
+    r = fexact.fma_f64(a, b, c, "rn")
+    assert r[0] == -np.inf and r[1] == np.inf and r[2] == -np.inf  # c itself
+    assert np.isnan(r[3]) and np.isnan(r[4]) and np.isnan(r[5])  # inf*0, inf + -inf, a NaN operand

@@ -70,7 +70,7 @@ class HwRoundOps:
         if kind in ("mul", "div", "sqrt"):
             op = {"mul": "fmul", "div": "fdiv", "sqrt": "sqrt"}[kind]
             return self._x86_nan(self._hw(op, F64, mode, args), self._nan_operands(*args))
-        # fma: with a non-finite operand fexact.fma_f64 computes a*b + c in two roundings (to nearest)
+        # fma: with a non-finite operand fexact.fma_f64 computes a*b + c (to nearest; c itself when only c is infinite)
         x, y, z = args
         inf, zero = ir.Constant(F64, float("inf")), ir.Constant(F64, 0.0)
         fin = [b.fcmp_ordered("<", self._fabs(v), inf) for v in args]
@@ -80,5 +80,8 @@ class HwRoundOps:
         invalid = b.or_(b.and_(isinf[0], iszero[1]), b.and_(iszero[0], isinf[1]))  # inf * 0
         nx, ny, nz = self._nan_operands(x, y, z)
         plain = self._x86_nan(b.fadd(b.fmul(x, y), z), [nx, ny, (invalid, ir.Constant(I64, DEFAULT_NAN)), nz])
+        # x*y is exact when fused: with x, y finite and z infinite the result is z (not inf - inf = NaN)
+        zinf = b.and_(b.and_(fin[0], fin[1]), b.fcmp_ordered("==", self._fabs(z), inf))
+        plain = b.select(zinf, z, plain)
         hw = self._hw("fma", F64, mode, args)
         return b.bitcast(b.select(finite, b.bitcast(hw, I64), b.bitcast(plain, I64)), F64)
