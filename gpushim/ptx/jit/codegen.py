@@ -54,6 +54,8 @@ class Codegen(
     AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps,
     PureHelpers,
 ):
+    thread_major = False  # the spill area's layout (slot_addr; generate() sets it per tier)
+
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -180,7 +182,6 @@ class Codegen(
         # registers live after some barrier get a slot each in the thread's spill area (the others none)
         code = self.prog.code
         self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
-        self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
         self.outlinable = outlinable and mode == "exact" and not self.bar_idx
         # inlined into @run's thread loop, where the allocation cache and the count become registers (outlinable:
         # local copies of them, written back at the exit, which become registers either way)
@@ -193,6 +194,7 @@ class Codegen(
             self.remat = Remat(self.prog)
             if self.bar_idx and not self.remat.idom:  # collectives only (Remat looks for barriers)
                 self.remat.idom = dominators(self.prog)
+        self.live = self._stop_live()
         # per barrier: the definitions that recompute some live registers at its resume point, the others
         self.bar_plan = {}
         for i, live in self.live.items():
@@ -202,11 +204,13 @@ class Codegen(
         self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
         self.nspill = max(len(self.slot_of), 1)
         self._coll_setup()  # warp collectives: their slots (ops_warp.py)
-        self.spill = self._ctx_ptr(L.SPILL, P64)  # slot j of thread t at [j * threads per block + t]
+        self.spill = self._ctx_ptr(L.SPILL, P64)  # (slot_addr: the layout)
         self.syms = self._ctx_ptr(L.SYMS, P64)
         bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
         self.ntid = (bx, by, bz)
         self.tpb = b.mul(b.mul(bx, by), bz)
+        if self.bar_idx and self.thread_major:  # this thread's slots, addressed once
+            self.spill_row = b.gep(self.spill, [b.mul(self.t, ir.Constant(I64, self.nspill))])
         self.nctaid = tuple(self._ctx(L.GRID + i) for i in range(3))
         self.tid = (tx, ty, tz)
         # the error exit
@@ -227,6 +231,18 @@ class Codegen(
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
         return f
+
+    def _stop_live(self) -> dict[int, set[str]]:
+        """Per stop, the registers its resume point must restore or recompute: those live after it, where a
+        register recomputed at a later stop's resume point (remat.py) is not live before that stop (so it is
+        neither carried through the stops before nor recomputed where nothing up to the next stop reads it)."""
+        if not self.bar_idx:
+            return {}
+        live = live_after(self.prog, self.bar_idx)
+        if not self.remat.idom:
+            return live
+        redo = {i: self.remat.regs_of(self.remat.at(i, r)) & r for i, r in live.items()}
+        return live_after(self.prog, self.bar_idx, cut=redo)
 
     def outline(self) -> None:
         """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable.
@@ -643,9 +659,19 @@ class Codegen(
         return k
 
     def _spill_slot(self, j: int):
-        """Thread t's slot j (slots of consecutive threads are adjacent: the region loops vectorise)."""
-        b = self.b
-        return b.gep(self.spill, [b.add(b.mul(ir.Constant(I64, j), self.tpb), self.t)])
+        """This thread's slot j."""
+        if self.thread_major:
+            return self.b.gep(self.spill_row, [ir.Constant(I64, j)])
+        return self.slot_addr(self.b, self.spill, self.tpb, j, self.t)
+
+    def slot_addr(self, b: ir.IRBuilder, spill, tpb, j: int, t):
+        """The address of slot j of thread t in the spill area (registers saved at stops, then ops_warp's
+        collective slots; nspill slots per thread). Tier 1: a thread's slots adjacent (a thread addresses
+        them from one row pointer: less code to compile); tier 2: the slots of consecutive threads adjacent
+        (the region loops vectorise)."""
+        if self.thread_major:
+            return b.gep(spill, [b.add(b.mul(t, ir.Constant(I64, self.nspill)), ir.Constant(I64, j))])
+        return b.gep(spill, [b.add(b.mul(ir.Constant(I64, j), tpb), t)])
 
     def _body(self, ins: Instr, op: str) -> None:
         h = getattr(self, "op_" + op.replace("@", "at_"), None)
@@ -682,6 +708,7 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     g._declare_intrinsics()
     g._declare_find_alloc()
     g.unchecked = why_unchecked(prog)
+    g.thread_major = tier == 1  # the spill area's layout (Codegen.slot_addr)
     if tier == 1:
         g.helpers = {}  # pure expansions as helper functions (pure.py)
     if tier == 1 or g.unchecked is not None:

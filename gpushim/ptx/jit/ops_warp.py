@@ -127,9 +127,8 @@ class WarpOps:
         self.cbase = len(self.slot_of)
         self.nspill = self.cbase + NSLOTS
 
-    def _cslot(self, j: int, t=None):
-        b = self.b
-        return b.gep(self.spill, [b.add(b.mul(ir.Constant(I64, self.cbase + j), self.tpb), self.t if t is None else t)])
+    def _cslot(self, j: int):
+        return self._spill_slot(self.cbase + j)
 
     def _bar_red(self, ins: Instr) -> None:
         """bar.red: a barrier whose threads get the reduction of their predicates over the block's threads
@@ -157,7 +156,7 @@ class WarpOps:
             op = red_form(self.prog.code[i])
 
             def slot(j, t):
-                return b.gep(spill, [b.add(b.mul(c64(self.cbase + j), tpb), t)])
+                return self.slot_addr(b, spill, tpb, self.cbase + j, t)
 
             here = b.block
             b.position_at_start(b.function.entry_basic_block)
@@ -346,7 +345,7 @@ class WarpOps:
         nl = b.select(b.icmp_signed("<", nl, c64(32)), nl, c64(32))
 
         def slot(j, lane):
-            return b.gep(spill, [b.add(b.mul(c64(self.cbase + j), tpb), b.add(t0, lane))])
+            return self.slot_addr(b, spill, tpb, self.cbase + j, b.add(t0, lane))
 
         def ld(j, lane):
             return self._tag(b.load(slot(j, lane)), "coll_in")
@@ -418,11 +417,10 @@ class WarpOps:
         def only_act(step):
             return lambda a, m: b.select(b.trunc(bit(cur["act"], m), I1), step(a, m), a)
 
-        def case(kk: int, i: int) -> None:  # (a function: the closures below bind its variables)
+        def case(kk: int, i: int) -> ir.Block:  # (a function: the closures below bind its variables)
             ins = self.prog.code[i]
             kind, mode = coll_form(ins)
             cb = f.append_basic_block(f"k{kk}")
-            sw.add_case(ir.Constant(I32, kk), cb)
             b.position_at_end(cb)
             set_act(ins.guard is not None)
             if kind == "activemask":
@@ -520,9 +518,17 @@ class WarpOps:
 
                 each(match_all)
             b.branch(ret)
+            return cb
 
+        # one case per form: the collectives of one kind, mode, guardedness (and redux type) share it
+        shared: dict[tuple, ir.Block] = {}
         for kk, i in sorted(self.coll_at.items()):
-            case(kk, i)
+            ins = self.prog.code[i]
+            kind, mode = coll_form(ins)
+            form = (kind, mode, ins.guard is not None, ins.parts[-1] if kind == "redux" else "")
+            if form not in shared:
+                shared[form] = case(kk, i)
+            sw.add_case(ir.Constant(I32, kk), shared[form])
         b.position_at_end(ret)
         b.ret_void()
         return f
@@ -706,7 +712,7 @@ class WarpOps:
         bx, by = self._slot(b, ctx, L.BLOCK), self._slot(b, ctx, L.BLOCK + 1)
 
         def cw(w):  # the live lanes of warp w (i32 in the i64 slot)
-            p = b.gep(spill, [b.add(b.mul(c64(self.cbase + CW), tpb), b.mul(w, c64(32)))])
+            p = self.slot_addr(b, spill, tpb, self.cbase + CW, b.mul(w, c64(32)))
             return b.bitcast(p, I32.as_pointer())
 
         def nlanes(w):
