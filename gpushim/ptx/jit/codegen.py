@@ -156,8 +156,11 @@ class Codegen(
         self.f = f
         self.entry = entry = f.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
-        # registers
+        code = self.prog.code
+        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
+        # registers (zero at the start where some path may read one before writing it: the interpreter's value)
         self.regs: dict[str, tuple] = {}
+        unset = self._liveness()[-1]
         for name, t in self.prog.regs.items():
             if t == "pred":
                 lt = I1
@@ -165,7 +168,8 @@ class Codegen(
                 sdt = storage_type(t)
                 lt = ir.IntType(8 * sdt.itemsize)
             a = b.alloca(lt, name=name.replace("%", "r_"))
-            b.store(ir.Constant(lt, 0), a)
+            if name in unset:
+                b.store(ir.Constant(lt, 0), a)
             self.regs[name] = (a, lt)
         self._known: dict[str, ir.Value] = {}  # register -> its value, valid in block self._known_blk (_reg)
         self._known_blk = None
@@ -180,8 +184,6 @@ class Codegen(
         self.shbuf = self._ctx_ptr(L.SHBUF)
         self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
         # registers live after some barrier get a slot each in the thread's spill area (the others none)
-        code = self.prog.code
-        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
         self.outlinable = outlinable and mode == "exact" and not self.bar_idx
         # inlined into @run's thread loop, where the allocation cache and the count become registers (outlinable:
         # local copies of them, written back at the exit, which become registers either way)
@@ -238,11 +240,17 @@ class Codegen(
         neither carried through the stops before nor recomputed where nothing up to the next stop reads it)."""
         if not self.bar_idx:
             return {}
-        live = live_after(self.prog, self.bar_idx)
+        live = {i: r for i, r in self._liveness().items() if i >= 0}
         if not self.remat.idom:
             return live
         redo = {i: self.remat.regs_of(self.remat.at(i, r)) & r for i, r in live.items()}
         return live_after(self.prog, self.bar_idx, cut=redo)
+
+    def _liveness(self) -> dict[int, set[str]]:
+        """live_after of the stops, and at -1 the registers live at the kernel's start (once per kernel)."""
+        if not hasattr(self, "_live"):
+            self._live = live_after(self.prog, [*self.bar_idx, -1])
+        return self._live
 
     def outline(self) -> None:
         """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable.
