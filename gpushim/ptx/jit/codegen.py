@@ -30,7 +30,7 @@ from gpushim.ptx.jit.irtypes import (
     _ltype,
 )
 from gpushim.ptx.jit.launchgen import LaunchOps
-from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
+from gpushim.ptx.jit.liveness import cycles_without_barrier
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
@@ -43,6 +43,7 @@ from gpushim.ptx.jit.ops_video import PACKED_INT_TYPES, VIDEO_OPS, VideoOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
 from gpushim.ptx.jit.pure import PureHelpers
 from gpushim.ptx.jit.remat import Remat, dominators
+from gpushim.ptx.jit.stops import StopOps
 from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
@@ -52,10 +53,8 @@ from gpushim.ptx.types import storage_type
 
 class Codegen(
     AluOps, FloatOps, HalfOps, DirectedOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps, LaunchOps,
-    PureHelpers,
+    PureHelpers, StopOps,
 ):
-    thread_major = False  # the spill area's layout (slot_addr; generate() sets it per tier)
-
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
         self.prog = prog
@@ -150,7 +149,7 @@ class Codegen(
         fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64, P64, P8])
         f = ir.Function(self.m, fty, name={"exact": "thread", "check": "thread_check", "fast": "thread_fast"}[mode])
         f.linkage = "internal"
-        (self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt, self.kc,
+        (self.ctx, self.t, self.resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt, self.kc,
          self.kparam) = f.args
         self.ctaid = (cx, cy, cz)
         self.f = f
@@ -196,16 +195,7 @@ class Codegen(
             self.remat = Remat(self.prog)
             if self.bar_idx and not self.remat.idom:  # collectives only (Remat looks for barriers)
                 self.remat.idom = dominators(self.prog)
-        self.live = self._stop_live()
-        # per barrier: the definitions that recompute some live registers at its resume point, the others
-        self.bar_plan = {}
-        for i, live in self.live.items():
-            defs = self.remat.at(i, live)
-            self.bar_plan[i] = (defs, live - self.remat.regs_of(defs))
-        across = set().union(*(sp for _, sp in self.bar_plan.values())) if self.bar_plan else set()
-        self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
-        self.nspill = max(len(self.slot_of), 1)
-        self._coll_setup()  # warp collectives: their slots (ops_warp.py)
+        self._plan_stops()  # what each stop saves and recomputes, the spill slots (stops.py)
         self.spill = self._ctx_ptr(L.SPILL, P64)  # (slot_addr: the layout)
         self.syms = self._ctx_ptr(L.SYMS, P64)
         bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
@@ -219,7 +209,7 @@ class Codegen(
         self.fail_blk = f.append_basic_block("fail")
         self.exit_blk = f.append_basic_block("exit")
         body = f.append_basic_block("body")
-        self.dispatch = b.switch(resume, body)
+        self.dispatch = b.switch(self.resume, body)
         # code
         self.b = ir.IRBuilder(body)
         self._emit_code()
@@ -233,24 +223,6 @@ class Codegen(
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
         return f
-
-    def _stop_live(self) -> dict[int, set[str]]:
-        """Per stop, the registers its resume point must restore or recompute: those live after it, where a
-        register recomputed at a later stop's resume point (remat.py) is not live before that stop (so it is
-        neither carried through the stops before nor recomputed where nothing up to the next stop reads it)."""
-        if not self.bar_idx:
-            return {}
-        live = {i: r for i, r in self._liveness().items() if i >= 0}
-        if not self.remat.idom:
-            return live
-        redo = {i: self.remat.regs_of(self.remat.at(i, r)) & r for i, r in live.items()}
-        return live_after(self.prog, self.bar_idx, cut=redo)
-
-    def _liveness(self) -> dict[int, set[str]]:
-        """live_after of the stops, and at -1 the registers live at the kernel's start (once per kernel)."""
-        if not hasattr(self, "_live"):
-            self._live = live_after(self.prog, [*self.bar_idx, -1])
-        return self._live
 
     def outline(self) -> None:
         """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable.
@@ -639,47 +611,6 @@ class Codegen(
         if self.mode == "check":  # no memory: nothing to wait for
             return
         self._stop()
-
-    def _stop(self) -> int:
-        """A stop at the current instruction (a barrier, a warp collective): save the registers live after it,
-        return its resume point; resuming restores them and continues after it. Returns the resume point."""
-        b = self.b
-        k = len(self.barriers) + 1
-        defs, spilled = self.bar_plan[self.i]
-        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
-        for j, (a, _) in live:
-            self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
-        self._flush_count()
-        b.ret(ir.Constant(I32, k))
-        blk = self.f.append_basic_block(f"resume{k}")
-        self.barriers.append(blk)
-        self.dispatch.add_case(ir.Constant(I32, k), blk)
-        b.position_at_end(blk)
-        self._known_blk = None  # (stores below bypass write())
-        for j, (a, rt) in live:
-            v = self._tag(b.load(self._spill_slot(j)), "spill")
-            b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
-        here = self.i
-        for i in defs:  # recomputed (remat.py); not counted: they ran before the stop
-            self.i, self.ins = i, self.prog.code[i]
-            self._body(self.ins, self.ins.parts[0])
-        self.i, self.ins = here, self.prog.code[here]
-        return k
-
-    def _spill_slot(self, j: int):
-        """This thread's slot j."""
-        if self.thread_major:
-            return self.b.gep(self.spill_row, [ir.Constant(I64, j)])
-        return self.slot_addr(self.b, self.spill, self.tpb, j, self.t)
-
-    def slot_addr(self, b: ir.IRBuilder, spill, tpb, j: int, t):
-        """The address of slot j of thread t in the spill area (registers saved at stops, then ops_warp's
-        collective slots; nspill slots per thread). Tier 1: a thread's slots adjacent (a thread addresses
-        them from one row pointer: less code to compile); tier 2: the slots of consecutive threads adjacent
-        (the region loops vectorise)."""
-        if self.thread_major:
-            return b.gep(spill, [b.add(b.mul(t, ir.Constant(I64, self.nspill)), ir.Constant(I64, j))])
-        return b.gep(spill, [b.add(b.mul(ir.Constant(I64, j), tpb), t)])
 
     def _body(self, ins: Instr, op: str) -> None:
         h = getattr(self, "op_" + op.replace("@", "at_"), None)

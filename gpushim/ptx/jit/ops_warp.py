@@ -103,6 +103,35 @@ def coll_dests(ins: Instr) -> set[str]:
     return set()
 
 
+class _Fold:
+    """i64 arithmetic folded where the operands are constants (the IR builder emits every instruction)."""
+
+    _PY = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y,
+           "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "lshr": lambda x, y: x >> y}  # fmt: skip
+
+    def __init__(self, b: ir.IRBuilder) -> None:
+        self.b = b
+
+    def zext(self, v):
+        if isinstance(v, ir.Constant):
+            return ir.Constant(I64, v.constant & ((1 << v.type.width) - 1))
+        return self.b.zext(v, I64) if v.type.width < 64 else v
+
+    def op(self, name: str, x, y):
+        if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
+            m = (1 << 64) - 1
+            return ir.Constant(I64, self._PY[name](x.constant & m, y.constant & m) & m)
+        zero = [isinstance(v, ir.Constant) and v.constant == 0 for v in (x, y)]
+        if name in ("or", "xor", "add") and any(zero):  # the identities that occur (a zero segment mask, ...)
+            return y if zero[0] else x
+        if name == "and" and any(zero):
+            return ir.Constant(I64, 0)
+        if name in ("sub", "lshr") and zero[1]:
+            return x
+        return {"and": self.b.and_, "or": self.b.or_, "xor": self.b.xor, "add": self.b.add, "sub": self.b.sub,
+                "lshr": self.b.lshr}[name](x, y)  # fmt: skip
+
+
 class WarpOps:
     # -- the thread's side ----------------------------------------------------------------------------------
     def _coll_setup(self) -> None:
@@ -251,29 +280,25 @@ class WarpOps:
         return ir.Constant(I64, 0)
 
     def _shfl_src(self, ins: Instr, mode: str):
-        """(the value, the source lane j | the predicate << 32), as compile_shfl computes them."""
+        """(the value, the source lane j | the predicate << 32), as compile_shfl computes them (folded where
+        the operands are constants, as the clamp and segment mask usually are: less code to compile)."""
         b = self.b
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        k = _Fold(b)
         lane = b.urem(self.t, c64(32))
-        a = b.zext(self.read(ins.args[1], "b32"), I64)
-        bb = b.and_(b.zext(self.read(ins.args[2], "u32"), I64), c64(31))
-        c = b.zext(self.read(ins.args[3], "u32"), I64)
-        seg = b.and_(b.lshr(c, c64(8)), c64(0x1F))
-        nseg = b.xor(seg, c64(-1))
-        cval = b.and_(c, c64(0x1F))
-        maxl = b.or_(b.and_(lane, seg), b.and_(cval, nseg))
-        minl = b.and_(lane, seg)
+        a = k.zext(self.read(ins.args[1], "b32"))
+        bb = k.op("and", k.zext(self.read(ins.args[2], "u32")), c64(31))
+        c = k.zext(self.read(ins.args[3], "u32"))
+        seg = k.op("and", k.op("lshr", c, c64(8)), c64(0x1F))
+        nseg = k.op("xor", seg, c64(-1))
+        minl = k.op("and", lane, seg)
+        maxl = k.op("or", minl, k.op("and", k.op("and", c, c64(0x1F)), nseg))
         if mode == "up":
-            j = b.sub(lane, bb)
+            j = k.op("sub", lane, bb)
             pv = b.icmp_signed(">=", j, maxl)
-        elif mode == "down":
-            j = b.add(lane, bb)
-            pv = b.icmp_signed("<=", j, maxl)
-        elif mode == "bfly":
-            j = b.xor(lane, bb)
-            pv = b.icmp_signed("<=", j, maxl)
         else:
-            j = b.or_(minl, b.and_(bb, nseg))
+            j = {"down": lambda: k.op("add", lane, bb), "bfly": lambda: k.op("xor", lane, bb),
+                 "idx": lambda: k.op("or", minl, k.op("and", bb, nseg))}[mode]()  # fmt: skip
             pv = b.icmp_signed("<=", j, maxl)
         j = b.select(pv, j, lane)
         return a, b.or_(j, b.shl(b.zext(pv, I64), c64(32)))
