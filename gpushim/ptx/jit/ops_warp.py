@@ -77,6 +77,12 @@ def coll_form(ins: Instr) -> tuple[str, str]:
     raise JitUnsupported(ins.op)
 
 
+def _redux_init(mode: str, signed: bool) -> int:
+    """The identity of a reduction (its fold's initial value)."""
+    lo, hi = (0x80000000, 0x7FFFFFFF) if signed else (0, 0xFFFFFFFF)
+    return {"add": 0, "and": 0xFFFFFFFF, "or": 0, "xor": 0, "min": hi, "max": lo}[mode]
+
+
 def is_bar_red(ins: Instr) -> bool:
     return ins.parts[0] in ("bar", "barrier") and "red" in ins.parts
 
@@ -442,12 +448,25 @@ class WarpOps:
         def only_act(step):
             return lambda a, m: b.select(b.trunc(bit(cur["act"], m), I1), step(a, m), a)
 
-        def case(kk: int, i: int) -> ir.Block:  # (a function: the closures below bind its variables)
+        def case(kk: int, i: int, variants: list | None = None) -> tuple:
+            """The case of collective kk (instruction i); with variants (votes or reductions of several modes:
+            (mode, signed) each), the case of them all, the variant's index and the reduction's initial value
+            coming in as phis. (A function: the closures below bind its variables.)"""
             ins = self.prog.code[i]
             kind, mode = coll_form(ins)
             cb = f.append_basic_block(f"k{kk}")
             b.position_at_end(cb)
+            phis = [b.phi(I32), b.phi(I64)] if variants else []
             set_act(ins.guard is not None)
+
+            def pick(emit, signed=False):
+                """emit(mode, signed) for this collective's mode, or selected by the variant's index"""
+                if not variants:
+                    return emit(mode, signed)
+                r = emit(*variants[0])
+                for n, v in enumerate(variants[1:], 1):
+                    r = b.select(b.icmp_unsigned("==", phis[0], ir.Constant(I32, n)), emit(*v), r)
+                return r
             if kind == "activemask":
                 each(lambda lane: st(CR, lane, cur["act"]))
             elif kind == "shfl":
@@ -473,13 +492,17 @@ class WarpOps:
                     return b.or_(a, b.shl(b.and_(ld(CA, m), c64(1)), m))
 
                 def result(yes, mem):
-                    if mode == "ballot":
-                        return yes
-                    if mode == "all":
-                        return b.zext(b.icmp_unsigned("==", yes, mem), I64)
-                    if mode == "any":
-                        return b.zext(b.icmp_unsigned("!=", yes, c64(0)), I64)
-                    return b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)), I64)
+                    def one(mode, _signed):
+                        if mode == "ballot":
+                            return yes
+                        if mode == "all":
+                            return b.zext(b.icmp_unsigned("==", yes, mem), I64)
+                        if mode == "any":
+                            return b.zext(b.icmp_unsigned("!=", yes, c64(0)), I64)
+                        return b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)),
+                                      I64)  # fmt: skip
+
+                    return pick(one)
 
                 def fast():
                     r = result(fold(c64(0), only_act(ballot)), cur["act"])
@@ -490,21 +513,20 @@ class WarpOps:
 
                 grouped(fast, slow)
             elif kind == "redux":
-                signed = ins.parts[-1] == "s32"
-
                 def red(a, m):
                     x, y = b.trunc(a, I32), b.trunc(ld(CA, m), I32)
-                    if mode == "add":
-                        r = b.add(x, y)
-                    elif mode in ("and", "or", "xor"):
-                        r = {"and": b.and_, "or": b.or_, "xor": b.xor}[mode](x, y)
-                    else:
-                        cmp = b.icmp_signed if signed else b.icmp_unsigned
-                        r = b.select(cmp("<" if mode == "min" else ">", y, x), y, x)
-                    return b.zext(r, I64)
 
-                lo, hi = (0x80000000, 0x7FFFFFFF) if signed else (0, 0xFFFFFFFF)
-                init = c64({"add": 0, "and": 0xFFFFFFFF, "or": 0, "xor": 0, "min": hi, "max": lo}[mode])
+                    def one(mode, signed):
+                        if mode == "add":
+                            return b.add(x, y)
+                        if mode in ("and", "or", "xor"):
+                            return {"and": b.and_, "or": b.or_, "xor": b.xor}[mode](x, y)
+                        cmp = b.icmp_signed if signed else b.icmp_unsigned
+                        return b.select(cmp("<" if mode == "min" else ">", y, x), y, x)
+
+                    return b.zext(pick(one), I64)
+
+                init = phis[1] if variants else c64(_redux_init(mode, ins.parts[-1] == "s32"))
 
                 def fast():
                     r = fold(init, only_act(red))
@@ -543,17 +565,38 @@ class WarpOps:
 
                 each(match_all)
             b.branch(ret)
-            return cb
+            return cb, phis
 
-        # one case per form: the collectives of one kind, mode, guardedness (and redux type) share it
-        shared: dict[tuple, ir.Block] = {}
+        # one case per form: the collectives of one kind, mode, guardedness (and redux type) share it; votes
+        # and reductions of several modes share one (the mode chosen by selects)
+        variants: dict[tuple, list] = {}
+        for i in self.coll_at.values():
+            kind, mode = coll_form(self.prog.code[i])
+            v = variants.setdefault((kind, self.prog.code[i].guard is not None), [])
+            if (mode, self.prog.code[i].parts[-1] == "s32") not in v:
+                v.append((mode, self.prog.code[i].parts[-1] == "s32"))
+        shared: dict[tuple, tuple] = {}
         for kk, i in sorted(self.coll_at.items()):
             ins = self.prog.code[i]
             kind, mode = coll_form(ins)
-            form = (kind, mode, ins.guard is not None, ins.parts[-1] if kind == "redux" else "")
+            v = variants[kind, ins.guard is not None]
+            signed = ins.parts[-1] == "s32"
+            if kind in ("vote", "redux") and len(v) > 1:
+                form = (kind, "", ins.guard is not None, False)
+                if form not in shared:
+                    shared[form] = case(kk, i, v)
+                cb, (mid, init) = shared[form]
+                tb = f.append_basic_block(f"k{kk}")  # the variant's index and initial value, on to the case
+                b.position_at_end(tb)
+                b.branch(cb)
+                mid.add_incoming(ir.Constant(I32, v.index((mode, signed))), tb)
+                init.add_incoming(c64(_redux_init(mode, signed) if kind == "redux" else 0), tb)
+                sw.add_case(ir.Constant(I32, kk), tb)
+                continue
+            form = (kind, mode, ins.guard is not None, signed if kind == "redux" else False)
             if form not in shared:
                 shared[form] = case(kk, i)
-            sw.add_case(ir.Constant(I32, kk), shared[form])
+            sw.add_case(ir.Constant(I32, kk), shared[form][0])
         b.position_at_end(ret)
         b.ret_void()
         return f
