@@ -44,7 +44,7 @@ def test_stop_code_is_small(engine):
     assert len(g.barriers) == 27
     lines = text.splitlines()
     assert 0 < sum(x.startswith('"save') for x in lines) < 10  # shared save sequences (6 when written)
-    assert text.count("define internal void @\"combine") == 1
+    assert text.count('define internal void @"combine') == 1
     assert sum(x.startswith('"k') for x in lines) < 6  # @combine: one case for the shuffles
     sums = _tier1("jitwarp", "sm_90", "blockSums")
     assert sums.ir_size() < 2600  # 4842 before

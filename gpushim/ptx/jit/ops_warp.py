@@ -467,6 +467,7 @@ class WarpOps:
                 for n, v in enumerate(variants[1:], 1):
                     r = b.select(b.icmp_unsigned("==", phis[0], ir.Constant(I32, n)), emit(*v), r)
                 return r
+
             if kind == "activemask":
                 each(lambda lane: st(CR, lane, cur["act"]))
             elif kind == "shfl":
@@ -513,6 +514,7 @@ class WarpOps:
 
                 grouped(fast, slow)
             elif kind == "redux":
+
                 def red(a, m):
                     x, y = b.trunc(a, I32), b.trunc(ld(CA, m), I32)
 
