@@ -30,7 +30,7 @@ from gpushim.ptx.jit.irtypes import (
     _ltype,
 )
 from gpushim.ptx.jit.launchgen import LaunchOps
-from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after, live_at_entry
+from gpushim.ptx.jit.liveness import cycles_without_barrier
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_async import AsyncCopyOps
 from gpushim.ptx.jit.ops_float import FloatOps
@@ -45,6 +45,7 @@ from gpushim.ptx.jit.ops_video import PACKED_INT_TYPES, VIDEO_OPS, VideoOps
 from gpushim.ptx.jit.ops_warp import WarpOps, is_bar_red, is_collective
 from gpushim.ptx.jit.pure import PureHelpers
 from gpushim.ptx.jit.remat import Remat, dominators
+from gpushim.ptx.jit.stops import StopOps
 from gpushim.ptx.jit.taint import why_unchecked
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
@@ -56,7 +57,7 @@ _FIXED_SPECIALS = {"%nsmid": 132, "%gridid": 1, "%nwarpid": 64}  # the interpret
 
 class Codegen(
     AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps,
-    LaunchOps, PureHelpers, AsyncCopyOps,
+    LaunchOps, PureHelpers, AsyncCopyOps, StopOps,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
@@ -152,17 +153,17 @@ class Codegen(
         fty = ir.FunctionType(I32, [P64, I64, I32, I64, I64, I64, I64, I64, I64, I64, P64, P64, P64, P8])
         f = ir.Function(self.m, fty, name={"exact": "thread", "check": "thread_check", "fast": "thread_fast"}[mode])
         f.linkage = "internal"
-        (self.ctx, self.t, resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt, self.kc,
+        (self.ctx, self.t, self.resume, cx, cy, cz, self.blk, tx, ty, tz, self.acache, self.cnt, self.kc,
          self.kparam) = f.args
         self.ctaid = (cx, cy, cz)
         self.f = f
         self.entry = entry = f.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
-        # registers: zero at the start (the interpreter's initial value) where some path reads one before writing
-        # it; the others need no store (less IR: a kernel may have hundreds of registers)
-        if not hasattr(self, "read_first"):
-            self.read_first = live_at_entry(self.prog)
+        code = self.prog.code
+        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
+        # registers (zero at the start where some path may read one before writing it: the interpreter's value)
         self.regs: dict[str, tuple] = {}
+        unset = self.read_first = self._liveness()[-1] & set(self.prog.regs)  # (not the special registers)
         for name, t in self.prog.regs.items():
             if t == "pred":
                 lt = I1
@@ -170,7 +171,7 @@ class Codegen(
                 sdt = storage_type(t)
                 lt = ir.IntType(8 * sdt.itemsize)
             a = b.alloca(lt, name=name.replace("%", "r_"))
-            if name in self.read_first:
+            if name in unset:
                 b.store(ir.Constant(lt, 0), a)
             self.regs[name] = (a, lt)
         self._known: dict[str, ir.Value] = {}  # register -> its value, valid in block self._known_blk (_reg)
@@ -186,9 +187,6 @@ class Codegen(
         self.shbuf = self._ctx_ptr(L.SHBUF)
         self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
         # registers live after some barrier get a slot each in the thread's spill area (the others none)
-        code = self.prog.code
-        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
-        self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
         self.outlinable = outlinable and mode == "exact" and not self.bar_idx
         # inlined into @run's thread loop, where the allocation cache and the count become registers (outlinable:
         # local copies of them, written back at the exit, which become registers either way)
@@ -201,27 +199,21 @@ class Codegen(
             self.remat = Remat(self.prog)
             if self.bar_idx and not self.remat.idom:  # collectives only (Remat looks for barriers)
                 self.remat.idom = dominators(self.prog)
-        # per barrier: the definitions that recompute some live registers at its resume point, the others
-        self.bar_plan = {}
-        for i, live in self.live.items():
-            defs = self.remat.at(i, live)
-            self.bar_plan[i] = (defs, live - self.remat.regs_of(defs))
-        across = set().union(*(sp for _, sp in self.bar_plan.values())) if self.bar_plan else set()
-        self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
-        self.nspill = max(len(self.slot_of), 1)
-        self._coll_setup()  # warp collectives: their slots (ops_warp.py)
-        self.spill = self._ctx_ptr(L.SPILL, P64)  # slot j of thread t at [j * threads per block + t]
+        self._plan_stops()  # what each stop saves and recomputes, the spill slots (stops.py)
+        self.spill = self._ctx_ptr(L.SPILL, P64)  # (slot_addr: the layout)
         self.syms = self._ctx_ptr(L.SYMS, P64)
         bx, by, bz = (self._ctx(L.BLOCK + i) for i in range(3))
         self.ntid = (bx, by, bz)
         self.tpb = b.mul(b.mul(bx, by), bz)
+        if self.bar_idx and self.thread_major:  # this thread's slots, addressed once
+            self.spill_row = b.gep(self.spill, [b.mul(self.t, ir.Constant(I64, self.nspill))])
         self.nctaid = tuple(self._ctx(L.GRID + i) for i in range(3))
         self.tid = (tx, ty, tz)
         # the error exit
         self.fail_blk = f.append_basic_block("fail")
         self.exit_blk = f.append_basic_block("exit")
         body = f.append_basic_block("body")
-        self.dispatch = b.switch(resume, body)
+        self.dispatch = b.switch(self.resume, body)
         # code
         self.b = ir.IRBuilder(body)
         self._emit_code()
@@ -630,37 +622,6 @@ class Codegen(
             return
         self._stop()
 
-    def _stop(self) -> int:
-        """A stop at the current instruction (a barrier, a warp collective): save the registers live after it,
-        return its resume point; resuming restores them and continues after it. Returns the resume point."""
-        b = self.b
-        k = len(self.barriers) + 1
-        defs, spilled = self.bar_plan[self.i]
-        live = [(self.slot_of[r], self.regs[r]) for r in self.regs if r in spilled]
-        for j, (a, _) in live:
-            self._tag(b.store(self._conv_bits(b.load(a), I64, False), self._spill_slot(j)), "spill")
-        self._flush_count()
-        b.ret(ir.Constant(I32, k))
-        blk = self.f.append_basic_block(f"resume{k}")
-        self.barriers.append(blk)
-        self.dispatch.add_case(ir.Constant(I32, k), blk)
-        b.position_at_end(blk)
-        self._known_blk = None  # (stores below bypass write())
-        for j, (a, rt) in live:
-            v = self._tag(b.load(self._spill_slot(j)), "spill")
-            b.store(b.trunc(v, rt) if rt.width < 64 else v, a)
-        here = self.i
-        for i in defs:  # recomputed (remat.py); not counted: they ran before the stop
-            self.i, self.ins = i, self.prog.code[i]
-            self._body(self.ins, self.ins.parts[0])
-        self.i, self.ins = here, self.prog.code[here]
-        return k
-
-    def _spill_slot(self, j: int):
-        """Thread t's slot j (slots of consecutive threads are adjacent: the region loops vectorise)."""
-        b = self.b
-        return b.gep(self.spill, [b.add(b.mul(ir.Constant(I64, j), self.tpb), self.t)])
-
     def _body(self, ins: Instr, op: str) -> None:
         h = getattr(self, "op_" + op.replace("@", "at_"), None)
         if op in _NOPS:
@@ -699,6 +660,7 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     g._declare_intrinsics()
     g._declare_find_alloc()
     g.unchecked = why_unchecked(prog)
+    g.thread_major = tier == 1  # the spill area's layout (Codegen.slot_addr)
     if tier == 1:
         g.helpers = {}  # pure expansions as helper functions (pure.py)
     if tier == 1 or g.unchecked is not None:

@@ -91,8 +91,11 @@ def cycles_without_barrier(prog: Program, branches: list[tuple[int, int]]) -> se
     return out
 
 
-def live_after(prog: Program, points: list[int]) -> dict[int, set[str]]:
-    """For instruction indices `points`, the registers live on entry to the next instruction."""
+def live_after(prog: Program, points: list[int], cut: dict[int, set[str]] | None = None) -> dict[int, set[str]]:
+    """For instruction indices `points`, the registers live on entry to the next instruction. cut: per
+    instruction, registers whose liveness does not flow back through it (a stop that recomputes them at its
+    resume point: what a thread must hold up to that stop then excludes them)."""
+    cut = cut or {}
     code = prog.code
     n = len(code)
     succ = successors(prog)
@@ -106,14 +109,11 @@ def live_after(prog: Program, points: list[int]) -> dict[int, set[str]]:
             for j in succ[i]:
                 out |= live_in[j]
             uses, defs = ud[i]
+            if i in cut:
+                defs = defs | cut[i]
             new = frozenset(uses | (out - defs))
             if new != live_in[i]:
                 live_in[i] = new
                 changed = True
     return {p: set(live_in[p + 1]) if p + 1 < n else set() for p in points}
 
-
-def live_at_entry(prog: Program) -> set[str]:
-    """The registers some path from the kernel's start reads before it writes them (only those need their
-    initial zero, which is what the interpreter reads there)."""
-    return live_after(prog, [-1])[-1] & set(prog.regs)  # (not the special registers)

@@ -77,6 +77,12 @@ def coll_form(ins: Instr) -> tuple[str, str]:
     raise JitUnsupported(ins.op)
 
 
+def _redux_init(mode: str, signed: bool) -> int:
+    """The identity of a reduction (its fold's initial value)."""
+    lo, hi = (0x80000000, 0x7FFFFFFF) if signed else (0, 0xFFFFFFFF)
+    return {"add": 0, "and": 0xFFFFFFFF, "or": 0, "xor": 0, "min": hi, "max": lo}[mode]
+
+
 def is_bar_red(ins: Instr) -> bool:
     return ins.parts[0] in ("bar", "barrier") and "red" in ins.parts
 
@@ -103,6 +109,35 @@ def coll_dests(ins: Instr) -> set[str]:
     return set()
 
 
+class _Fold:
+    """i64 arithmetic folded where the operands are constants (the IR builder emits every instruction)."""
+
+    _PY = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y,
+           "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "lshr": lambda x, y: x >> y}  # fmt: skip
+
+    def __init__(self, b: ir.IRBuilder) -> None:
+        self.b = b
+
+    def zext(self, v):
+        if isinstance(v, ir.Constant):
+            return ir.Constant(I64, v.constant & ((1 << v.type.width) - 1))
+        return self.b.zext(v, I64) if v.type.width < 64 else v
+
+    def op(self, name: str, x, y):
+        if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
+            m = (1 << 64) - 1
+            return ir.Constant(I64, self._PY[name](x.constant & m, y.constant & m) & m)
+        zero = [isinstance(v, ir.Constant) and v.constant == 0 for v in (x, y)]
+        if name in ("or", "xor", "add") and any(zero):  # the identities that occur (a zero segment mask, ...)
+            return y if zero[0] else x
+        if name == "and" and any(zero):
+            return ir.Constant(I64, 0)
+        if name in ("sub", "lshr") and zero[1]:
+            return x
+        return {"and": self.b.and_, "or": self.b.or_, "xor": self.b.xor, "add": self.b.add, "sub": self.b.sub,
+                "lshr": self.b.lshr}[name](x, y)  # fmt: skip
+
+
 class WarpOps:
     # -- the thread's side ----------------------------------------------------------------------------------
     def _coll_setup(self) -> None:
@@ -127,9 +162,8 @@ class WarpOps:
         self.cbase = len(self.slot_of)
         self.nspill = self.cbase + NSLOTS
 
-    def _cslot(self, j: int, t=None):
-        b = self.b
-        return b.gep(self.spill, [b.add(b.mul(ir.Constant(I64, self.cbase + j), self.tpb), self.t if t is None else t)])
+    def _cslot(self, j: int):
+        return self._spill_slot(self.cbase + j)
 
     def _bar_red(self, ins: Instr) -> None:
         """bar.red: a barrier whose threads get the reduction of their predicates over the block's threads
@@ -157,7 +191,7 @@ class WarpOps:
             op = red_form(self.prog.code[i])
 
             def slot(j, t):
-                return b.gep(spill, [b.add(b.mul(c64(self.cbase + j), tpb), t)])
+                return self.slot_addr(b, spill, tpb, self.cbase + j, t)
 
             here = b.block
             b.position_at_start(b.function.entry_basic_block)
@@ -252,29 +286,25 @@ class WarpOps:
         return ir.Constant(I64, 0)
 
     def _shfl_src(self, ins: Instr, mode: str):
-        """(the value, the source lane j | the predicate << 32), as compile_shfl computes them."""
+        """(the value, the source lane j | the predicate << 32), as compile_shfl computes them (folded where
+        the operands are constants, as the clamp and segment mask usually are: less code to compile)."""
         b = self.b
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        k = _Fold(b)
         lane = b.urem(self.t, c64(32))
-        a = b.zext(self.read(ins.args[1], "b32"), I64)
-        bb = b.and_(b.zext(self.read(ins.args[2], "u32"), I64), c64(31))
-        c = b.zext(self.read(ins.args[3], "u32"), I64)
-        seg = b.and_(b.lshr(c, c64(8)), c64(0x1F))
-        nseg = b.xor(seg, c64(-1))
-        cval = b.and_(c, c64(0x1F))
-        maxl = b.or_(b.and_(lane, seg), b.and_(cval, nseg))
-        minl = b.and_(lane, seg)
+        a = k.zext(self.read(ins.args[1], "b32"))
+        bb = k.op("and", k.zext(self.read(ins.args[2], "u32")), c64(31))
+        c = k.zext(self.read(ins.args[3], "u32"))
+        seg = k.op("and", k.op("lshr", c, c64(8)), c64(0x1F))
+        nseg = k.op("xor", seg, c64(-1))
+        minl = k.op("and", lane, seg)
+        maxl = k.op("or", minl, k.op("and", k.op("and", c, c64(0x1F)), nseg))
         if mode == "up":
-            j = b.sub(lane, bb)
+            j = k.op("sub", lane, bb)
             pv = b.icmp_signed(">=", j, maxl)
-        elif mode == "down":
-            j = b.add(lane, bb)
-            pv = b.icmp_signed("<=", j, maxl)
-        elif mode == "bfly":
-            j = b.xor(lane, bb)
-            pv = b.icmp_signed("<=", j, maxl)
         else:
-            j = b.or_(minl, b.and_(bb, nseg))
+            j = {"down": lambda: k.op("add", lane, bb), "bfly": lambda: k.op("xor", lane, bb),
+                 "idx": lambda: k.op("or", minl, k.op("and", bb, nseg))}[mode]()  # fmt: skip
             pv = b.icmp_signed("<=", j, maxl)
         j = b.select(pv, j, lane)
         return a, b.or_(j, b.shl(b.zext(pv, I64), c64(32)))
@@ -346,7 +376,7 @@ class WarpOps:
         nl = b.select(b.icmp_signed("<", nl, c64(32)), nl, c64(32))
 
         def slot(j, lane):
-            return b.gep(spill, [b.add(b.mul(c64(self.cbase + j), tpb), b.add(t0, lane))])
+            return self.slot_addr(b, spill, tpb, self.cbase + j, b.add(t0, lane))
 
         def ld(j, lane):
             return self._tag(b.load(slot(j, lane)), "coll_in")
@@ -418,13 +448,26 @@ class WarpOps:
         def only_act(step):
             return lambda a, m: b.select(b.trunc(bit(cur["act"], m), I1), step(a, m), a)
 
-        def case(kk: int, i: int) -> None:  # (a function: the closures below bind its variables)
+        def case(kk: int, i: int, variants: list | None = None) -> tuple:
+            """The case of collective kk (instruction i); with variants (votes or reductions of several modes:
+            (mode, signed) each), the case of them all, the variant's index and the reduction's initial value
+            coming in as phis. (A function: the closures below bind its variables.)"""
             ins = self.prog.code[i]
             kind, mode = coll_form(ins)
             cb = f.append_basic_block(f"k{kk}")
-            sw.add_case(ir.Constant(I32, kk), cb)
             b.position_at_end(cb)
+            phis = [b.phi(I32), b.phi(I64)] if variants else []
             set_act(ins.guard is not None)
+
+            def pick(emit, signed=False):
+                """emit(mode, signed) for this collective's mode, or selected by the variant's index"""
+                if not variants:
+                    return emit(mode, signed)
+                r = emit(*variants[0])
+                for n, v in enumerate(variants[1:], 1):
+                    r = b.select(b.icmp_unsigned("==", phis[0], ir.Constant(I32, n)), emit(*v), r)
+                return r
+
             if kind == "activemask":
                 each(lambda lane: st(CR, lane, cur["act"]))
             elif kind == "shfl":
@@ -450,13 +493,17 @@ class WarpOps:
                     return b.or_(a, b.shl(b.and_(ld(CA, m), c64(1)), m))
 
                 def result(yes, mem):
-                    if mode == "ballot":
-                        return yes
-                    if mode == "all":
-                        return b.zext(b.icmp_unsigned("==", yes, mem), I64)
-                    if mode == "any":
-                        return b.zext(b.icmp_unsigned("!=", yes, c64(0)), I64)
-                    return b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)), I64)
+                    def one(mode, _signed):
+                        if mode == "ballot":
+                            return yes
+                        if mode == "all":
+                            return b.zext(b.icmp_unsigned("==", yes, mem), I64)
+                        if mode == "any":
+                            return b.zext(b.icmp_unsigned("!=", yes, c64(0)), I64)
+                        return b.zext(b.or_(b.icmp_unsigned("==", yes, c64(0)), b.icmp_unsigned("==", yes, mem)),
+                                      I64)  # fmt: skip
+
+                    return pick(one)
 
                 def fast():
                     r = result(fold(c64(0), only_act(ballot)), cur["act"])
@@ -467,21 +514,21 @@ class WarpOps:
 
                 grouped(fast, slow)
             elif kind == "redux":
-                signed = ins.parts[-1] == "s32"
 
                 def red(a, m):
                     x, y = b.trunc(a, I32), b.trunc(ld(CA, m), I32)
-                    if mode == "add":
-                        r = b.add(x, y)
-                    elif mode in ("and", "or", "xor"):
-                        r = {"and": b.and_, "or": b.or_, "xor": b.xor}[mode](x, y)
-                    else:
-                        cmp = b.icmp_signed if signed else b.icmp_unsigned
-                        r = b.select(cmp("<" if mode == "min" else ">", y, x), y, x)
-                    return b.zext(r, I64)
 
-                lo, hi = (0x80000000, 0x7FFFFFFF) if signed else (0, 0xFFFFFFFF)
-                init = c64({"add": 0, "and": 0xFFFFFFFF, "or": 0, "xor": 0, "min": hi, "max": lo}[mode])
+                    def one(mode, signed):
+                        if mode == "add":
+                            return b.add(x, y)
+                        if mode in ("and", "or", "xor"):
+                            return {"and": b.and_, "or": b.or_, "xor": b.xor}[mode](x, y)
+                        cmp = b.icmp_signed if signed else b.icmp_unsigned
+                        return b.select(cmp("<" if mode == "min" else ">", y, x), y, x)
+
+                    return b.zext(pick(one), I64)
+
+                init = phis[1] if variants else c64(_redux_init(mode, ins.parts[-1] == "s32"))
 
                 def fast():
                     r = fold(init, only_act(red))
@@ -520,9 +567,38 @@ class WarpOps:
 
                 each(match_all)
             b.branch(ret)
+            return cb, phis
 
+        # one case per form: the collectives of one kind, mode, guardedness (and redux type) share it; votes
+        # and reductions of several modes share one (the mode chosen by selects)
+        variants: dict[tuple, list] = {}
+        for i in self.coll_at.values():
+            kind, mode = coll_form(self.prog.code[i])
+            v = variants.setdefault((kind, self.prog.code[i].guard is not None), [])
+            if (mode, self.prog.code[i].parts[-1] == "s32") not in v:
+                v.append((mode, self.prog.code[i].parts[-1] == "s32"))
+        shared: dict[tuple, tuple] = {}
         for kk, i in sorted(self.coll_at.items()):
-            case(kk, i)
+            ins = self.prog.code[i]
+            kind, mode = coll_form(ins)
+            v = variants[kind, ins.guard is not None]
+            signed = ins.parts[-1] == "s32"
+            if kind in ("vote", "redux") and len(v) > 1:
+                form = (kind, "", ins.guard is not None, False)
+                if form not in shared:
+                    shared[form] = case(kk, i, v)
+                cb, (mid, init) = shared[form]
+                tb = f.append_basic_block(f"k{kk}")  # the variant's index and initial value, on to the case
+                b.position_at_end(tb)
+                b.branch(cb)
+                mid.add_incoming(ir.Constant(I32, v.index((mode, signed))), tb)
+                init.add_incoming(c64(_redux_init(mode, signed) if kind == "redux" else 0), tb)
+                sw.add_case(ir.Constant(I32, kk), tb)
+                continue
+            form = (kind, mode, ins.guard is not None, signed if kind == "redux" else False)
+            if form not in shared:
+                shared[form] = case(kk, i)
+            sw.add_case(ir.Constant(I32, kk), shared[form][0])
         b.position_at_end(ret)
         b.ret_void()
         return f
@@ -706,7 +782,7 @@ class WarpOps:
         bx, by = self._slot(b, ctx, L.BLOCK), self._slot(b, ctx, L.BLOCK + 1)
 
         def cw(w):  # the live lanes of warp w (i32 in the i64 slot)
-            p = b.gep(spill, [b.add(b.mul(c64(self.cbase + CW), tpb), b.mul(w, c64(32)))])
+            p = self.slot_addr(b, spill, tpb, self.cbase + CW, b.mul(w, c64(32)))
             return b.bitcast(p, I32.as_pointer())
 
         def nlanes(w):

@@ -1,8 +1,9 @@
 """Registers recomputed after a barrier instead of saved: address arithmetic of thread and block indices.
 
 A register qualifies at a barrier when it has one definition, unguarded, that dominates the barrier and is
-pure arithmetic of constants, special registers (%tid, %ntid, %ctaid, %nctaid: constant per thread), named
-kernel parameters and other qualifying registers. Its value after the barrier is then what that definition
+pure arithmetic (comparisons and selects included) of constants, special registers (%tid, %ntid, %ctaid,
+%nctaid, %laneid, %warpid, %lanemask_*: constant per thread), named kernel parameters and other qualifying
+registers. Its value after the barrier is then what that definition
 computes again at the resume point. Besides saving the spill traffic, the recomputed value is visibly affine
 in the thread index, so the region loops' shared and global accesses vectorise as contiguous or broadcast
 accesses instead of gathers.
@@ -15,8 +16,8 @@ from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Reg, Sym
 
 _PURE = {"mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "not", "neg", "cvta", "cvt", "min",
-         "max"}  # fmt: skip
-_SPECIALS = ("%tid.", "%ntid.", "%ctaid.", "%nctaid.")
+         "max", "setp", "selp"}  # fmt: skip
+_SPECIALS = ("%tid.", "%ntid.", "%ctaid.", "%nctaid.", "%laneid", "%warpid", "%lanemask_")
 
 
 def dominators(prog: Program) -> list[int]:
