@@ -253,9 +253,42 @@ def test_fault_after_the_hand_over_is_reported_as_the_interpreter(engine, backgr
             _launch(dev, "waitThenStore", nb, tpb, flag, p)
     finally:
         th.join()
-    assert dev.mod._jit["waitThenStore"].handoffs == 1
     assert got.value.code == want.value.code == Err.ILLEGAL_ADDRESS
+    assert dev.mod._jit["waitThenStore"].handoffs == 1
     assert str(got.value) == str(want.value) and "block (511,0,0) thread (54,0,0)" in str(got.value)
+
+
+@pytest.mark.parametrize("engine", ["auto"], indirect=True)
+def test_compiled_code_is_never_in_the_cache_before_its_pending_is_ready(engine, background, monkeypatch):
+    """The background compile's thread is held just as it marks the Pending done: nobody may see the compiled
+    kernel in the cache while the Pending still says not ready. (It once did: a launch's interpreter, polling the
+    Pending between batches, ran every block while a watcher that had seen the cache let block 0 go on; the
+    hand-over test then failed with KeyError 'waitThenStore'.)"""
+    reached, go = threading.Event(), threading.Event()
+    finish = Pending.finish
+
+    def held(self, *a):
+        reached.set()
+        assert go.wait(120)
+        finish(self, *a)
+
+    monkeypatch.setattr(Pending, "finish", held)
+    dev = Dev(compile_ptx("jittierup"))
+    key = (dev.mod.source_hash, "waitThenStore")
+    try:
+        pending = dev.mod.jit_kernel("waitThenStore", wait=False)
+        assert isinstance(pending, Pending)
+        assert reached.wait(120)  # compiled; the thread is in finish()
+        assert not pending.ready() and jit_kernel._cache.get(key) is pending
+    finally:
+        go.set()
+    assert pending.wait(120) and pending.ready()
+    jk = dev.mod.jit_kernel("waitThenStore")  # the Pending's result, also if the cache was cleared meanwhile
+    assert isinstance(jk, jit_kernel.JitKernel) and jk is pending.result
+    deadline = time.monotonic() + 120
+    while jit_kernel._cache.get(key) is pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert jit_kernel._cache.get(key) is jk
 
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)

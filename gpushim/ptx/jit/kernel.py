@@ -623,10 +623,12 @@ def get_kernel(
                         try:
                             done = _compile(mod, prog, name, dkey)
                         finally:
+                            # ready first, then in the cache (pending.py): never compiled in the cache while
+                            # the Pending still says not ready
+                            pending.finish(isinstance(done, JitKernel), done)
                             with _lock:
                                 if _cache.get(key) is pending:
                                     _cache[key] = done
-                            pending.finish(isinstance(done, JitKernel))
 
                     _tier1_queue.put(job)
                 _put(key, hit)
@@ -634,7 +636,7 @@ def get_kernel(
         if not wait:
             return hit
         hit.wait()
-        return get_kernel(mod, prog, source_hash, name)
+        hit = hit.result  # (not the cache again: it may have been cleared or filled anew meanwhile)
     return hit if isinstance(hit, JitKernel) else None
 
 
