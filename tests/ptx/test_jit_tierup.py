@@ -260,17 +260,20 @@ def test_fault_after_the_hand_over_is_reported_as_the_interpreter(engine, backgr
 
 @pytest.mark.parametrize("engine", ["auto"], indirect=True)
 def test_compiled_code_is_never_in_the_cache_before_its_pending_is_ready(engine, background, monkeypatch):
-    """The background compile's thread is held just as it marks the Pending done: nobody may see the compiled
-    kernel in the cache while the Pending still says not ready. (It once did: a launch's interpreter, polling the
-    Pending between batches, ran every block while a watcher that had seen the cache let block 0 go on; the
-    hand-over test then failed with KeyError 'waitThenStore'.)"""
-    reached, go = threading.Event(), threading.Event()
+    """The background compile's thread is held as it marks the Pending done, and again right after: nobody may
+    see the compiled kernel in the cache while the Pending still says not ready, and a finished Pending answers
+    its kernel before the cache has it. (Before, the cache had the kernel first: a watcher that saw it let block 0
+    of a launch go on while the launch's interpreter, polling the Pending between batches, ran every block;
+    the hand-over test then failed with KeyError 'waitThenStore'.)"""
+    reached, go, finished, go_on = (threading.Event() for _ in range(4))
     finish = Pending.finish
 
     def held(self, *a):
         reached.set()
         assert go.wait(120)
         finish(self, *a)
+        finished.set()
+        assert go_on.wait(120)
 
     monkeypatch.setattr(Pending, "finish", held)
     dev = Dev(compile_ptx("jittierup"))
@@ -280,15 +283,17 @@ def test_compiled_code_is_never_in_the_cache_before_its_pending_is_ready(engine,
         assert isinstance(pending, Pending)
         assert reached.wait(120)  # compiled; the thread is in finish()
         assert not pending.ready() and jit_kernel._cache.get(key) is pending
+        go.set()
+        assert finished.wait(120) and pending.ready()
+        jk = dev.mod.jit_kernel("waitThenStore", wait=False)  # what a launch starting now gets
+        assert isinstance(jk, jit_kernel.JitKernel) and jk is pending.result
     finally:
         go.set()
-    assert pending.wait(120) and pending.ready()
-    jk = dev.mod.jit_kernel("waitThenStore")  # the Pending's result, also if the cache was cleared meanwhile
-    assert isinstance(jk, jit_kernel.JitKernel) and jk is pending.result
+        go_on.set()
     deadline = time.monotonic() + 120
     while jit_kernel._cache.get(key) is pending and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert jit_kernel._cache.get(key) is jk
+    assert jit_kernel._cache.get(key) is jk and dev.mod.jit_kernel("waitThenStore") is jk
 
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)

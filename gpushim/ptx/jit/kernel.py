@@ -633,7 +633,7 @@ def get_kernel(
                     _tier1_queue.put(job)
                 _put(key, hit)
     if isinstance(hit, Pending):
-        if not wait:
+        if not (wait or hit.wait(0)):  # (a finished one answers its result: the cache may not have it yet)
             return hit
         hit.wait()
         hit = hit.result  # (not the cache again: it may have been cleared or filled anew meanwhile)
