@@ -136,7 +136,9 @@ def _release_when_compiled(dev: Dev, key: tuple, flag: int) -> threading.Thread:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             hit = jit_kernel._cache.get(key)
-            if isinstance(hit, jit_kernel.JitKernel) or (isinstance(hit, Pending) and hit.ready()):
+            # (a failed compile, a str, ends the wait too: the test then fails on its assertions at once, not on
+            # the launch's watchdog a minute later)
+            if isinstance(hit, jit_kernel.JitKernel | str) or (isinstance(hit, Pending) and hit.wait(0)):
                 break
             time.sleep(0.01)
         dev.mem.write(flag, np.int32(1).tobytes())
@@ -199,6 +201,7 @@ def test_long_first_launch_hands_its_remaining_blocks_to_tier_1(engine, backgrou
         _launch(dev, "waitThenScale", nb, tpb, flag, p, n)
     finally:
         th.join()
+    assert jit_kernel.fallback_reason(dev.mod.source_hash, "waitThenScale") is None
     jk = dev.mod._jit["waitThenScale"]
     assert jk.handoffs == 1
     assert np.array_equal(dev.get(p, np.float32, n), data * 2 + np.arange(n) // tpb)
@@ -253,6 +256,7 @@ def test_fault_after_the_hand_over_is_reported_as_the_interpreter(engine, backgr
             _launch(dev, "waitThenStore", nb, tpb, flag, p)
     finally:
         th.join()
+    assert jit_kernel.fallback_reason(dev.mod.source_hash, "waitThenStore") is None
     assert got.value.code == want.value.code == Err.ILLEGAL_ADDRESS
     assert dev.mod._jit["waitThenStore"].handoffs == 1
     assert str(got.value) == str(want.value) and "block (511,0,0) thread (54,0,0)" in str(got.value)
