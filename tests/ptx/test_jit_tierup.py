@@ -136,7 +136,9 @@ def _release_when_compiled(dev: Dev, key: tuple, flag: int) -> threading.Thread:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             hit = jit_kernel._cache.get(key)
-            if isinstance(hit, jit_kernel.JitKernel) or (isinstance(hit, Pending) and hit.ready()):
+            # (a failed compile, a str, ends the wait too: the test then fails on its assertions at once, not on
+            # the launch's watchdog a minute later)
+            if isinstance(hit, jit_kernel.JitKernel | str) or (isinstance(hit, Pending) and hit.wait(0)):
                 break
             time.sleep(0.01)
         dev.mem.write(flag, np.int32(1).tobytes())
@@ -199,6 +201,7 @@ def test_long_first_launch_hands_its_remaining_blocks_to_tier_1(engine, backgrou
         _launch(dev, "waitThenScale", nb, tpb, flag, p, n)
     finally:
         th.join()
+    assert jit_kernel.fallback_reason(dev.mod.source_hash, "waitThenScale") is None
     jk = dev.mod._jit["waitThenScale"]
     assert jk.handoffs == 1
     assert np.array_equal(dev.get(p, np.float32, n), data * 2 + np.arange(n) // tpb)
@@ -253,9 +256,48 @@ def test_fault_after_the_hand_over_is_reported_as_the_interpreter(engine, backgr
             _launch(dev, "waitThenStore", nb, tpb, flag, p)
     finally:
         th.join()
-    assert dev.mod._jit["waitThenStore"].handoffs == 1
+    assert jit_kernel.fallback_reason(dev.mod.source_hash, "waitThenStore") is None
     assert got.value.code == want.value.code == Err.ILLEGAL_ADDRESS
+    assert dev.mod._jit["waitThenStore"].handoffs == 1
     assert str(got.value) == str(want.value) and "block (511,0,0) thread (54,0,0)" in str(got.value)
+
+
+@pytest.mark.parametrize("engine", ["auto"], indirect=True)
+def test_compiled_code_is_never_in_the_cache_before_its_pending_is_ready(engine, background, monkeypatch):
+    """The background compile's thread is held as it marks the Pending done, and again right after: nobody may
+    see the compiled kernel in the cache while the Pending still says not ready, and a finished Pending answers
+    its kernel before the cache has it. (Before, the cache had the kernel first: a watcher that saw it let block 0
+    of a launch go on while the launch's interpreter, polling the Pending between batches, ran every block;
+    the hand-over test then failed with KeyError 'waitThenStore'.)"""
+    reached, go, finished, go_on = (threading.Event() for _ in range(4))
+    finish = Pending.finish
+
+    def held(self, *a):
+        reached.set()
+        assert go.wait(120)
+        finish(self, *a)
+        finished.set()
+        assert go_on.wait(120)
+
+    monkeypatch.setattr(Pending, "finish", held)
+    dev = Dev(compile_ptx("jittierup"))
+    key = (dev.mod.source_hash, "waitThenStore")
+    try:
+        pending = dev.mod.jit_kernel("waitThenStore", wait=False)
+        assert isinstance(pending, Pending)
+        assert reached.wait(120)  # compiled; the thread is in finish()
+        assert not pending.ready() and jit_kernel._cache.get(key) is pending
+        go.set()
+        assert finished.wait(120) and pending.ready()
+        jk = dev.mod.jit_kernel("waitThenStore", wait=False)  # what a launch starting now gets
+        assert isinstance(jk, jit_kernel.JitKernel) and jk is pending.result
+    finally:
+        go.set()
+        go_on.set()
+    deadline = time.monotonic() + 120
+    while jit_kernel._cache.get(key) is pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert jit_kernel._cache.get(key) is jk and dev.mod.jit_kernel("waitThenStore") is jk
 
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)

@@ -623,18 +623,20 @@ def get_kernel(
                         try:
                             done = _compile(mod, prog, name, dkey)
                         finally:
+                            # ready first, then in the cache (pending.py): never compiled in the cache while
+                            # the Pending still says not ready
+                            pending.finish(isinstance(done, JitKernel), done)
                             with _lock:
                                 if _cache.get(key) is pending:
                                     _cache[key] = done
-                            pending.finish(isinstance(done, JitKernel))
 
                     _tier1_queue.put(job)
                 _put(key, hit)
     if isinstance(hit, Pending):
-        if not wait:
+        if not (wait or hit.wait(0)):  # (a finished one answers its result: the cache may not have it yet)
             return hit
         hit.wait()
-        return get_kernel(mod, prog, source_hash, name)
+        hit = hit.result  # (not the cache again: it may have been cleared or filled anew meanwhile)
     return hit if isinstance(hit, JitKernel) else None
 
 

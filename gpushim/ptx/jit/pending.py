@@ -21,9 +21,12 @@ class Pending:
     def __init__(self) -> None:
         self._done = threading.Event()
         self.ok = False  # the compile produced a kernel (not: unsupported, or a JIT bug)
+        self.result: object = None  # what the compile answered (kernel.get_kernel: a JitKernel or why not)
 
-    def finish(self, ok: bool) -> None:
-        self.ok = ok
+    def finish(self, ok: bool, result: object = None) -> None:
+        """Called before the compile cache swaps this Pending for the result: whoever sees the compiled kernel
+        in the cache also sees this Pending ready (a test or a launch waiting for either must not race)."""
+        self.ok, self.result = ok, result
         self._done.set()
 
     def ready(self) -> bool:
