@@ -213,7 +213,7 @@ class Codegen(
         self.fail_blk = f.append_basic_block("fail")
         self.exit_blk = f.append_basic_block("exit")
         body = f.append_basic_block("body")
-        self.dispatch = b.switch(resume, body)
+        self.dispatch = self._bounds_block(b).switch(resume, body)  # (ops_mem.py: launch constants of checks)
         # code
         self.b = ir.IRBuilder(body)
         self._emit_code()
@@ -507,9 +507,7 @@ class Codegen(
             blk = self.f.append_basic_block("fault")
             b.position_at_end(blk)
             phis = b.phi(I64), b.phi(I64), b.phi(I64)
-            for slot, v in ((L.ERR, phis[0]), (L.ERR_SITE, phis[1]), (L.ERR_ADDR, phis[2]), (L.ERR_THREAD, self.t),
-                            (L.ERR_BLOCK, self.blk)):  # fmt: skip
-                b.store(v, b.gep(self.ctx, [ir.Constant(I32, slot)]))
+            self._record_fault(b, self.ctx, *phis, self.t, self.blk)
             b.branch(self.fail_blk)
             self._fault = blk, phis
             b.position_at_end(cur)

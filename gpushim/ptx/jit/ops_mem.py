@@ -63,30 +63,127 @@ class MemOps:
         if space == "global":
             return self._global_ptr(a, align, what)
         if space in ("shared", "local"):
-            limit = self.shsize if space == "shared" else self.losize
-            end = b.add(a, ir.Constant(I64, align))
-            oob = b.or_(b.icmp_unsigned(">", end, limit), b.icmp_unsigned("<", end, a))
-            msg = f"{what}: {space} access of {align} bytes out of bounds"
-            if align > 1:
-                mis = b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0))
-                self._check(
-                    oob, Err.ILLEGAL_ADDRESS, msg, a, mis, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {space} access"
-                )
-            else:
-                self._check(oob, Err.ILLEGAL_ADDRESS, msg, a)
-            return b.gep(self.shbuf if space == "shared" else self.lobuf, [a])
+            buf = self.shbuf if space == "shared" else self.lobuf
+            if self.mode != "fast":
+                limit = self.shsize if space == "shared" else self.losize
+                self._bounds_check(a, (space, limit), align, f"{what}: {space} access of {align} bytes out of bounds",
+                                   Err.MISALIGNED_ADDRESS, f"{what}: misaligned {space} access")  # fmt: skip
+            return b.gep(buf, [a])
         if space == "kparam":
             if store:
                 raise JitUnsupported("store to kernel parameter space")
             if isinstance(a, ir.Constant) and a.constant % size == 0 and a.constant + align <= self.prog.param_bytes:
                 # a named parameter: within the buffer, which the launch checks holds param_bytes at least
                 return b.gep(self.kparam, [a])
-            end = b.add(a, ir.Constant(I64, size))
-            bad = b.or_(b.icmp_unsigned(">", end, self.psize), b.icmp_unsigned("<", end, a))
-            bad = b.or_(bad, b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, size - 1)), ir.Constant(I64, 0)))
-            self._check(bad, Err.ILLEGAL_ADDRESS, f"{what}: kernel parameter access out of bounds", a)
+            if self.mode != "fast":
+                msg = f"{what}: kernel parameter access out of bounds"
+                self._bounds_check(a, ("kparam", self.psize), size, msg, Err.ILLEGAL_ADDRESS, msg)  # (misaligned too)
             return b.gep(self.param, [a])
         raise JitUnsupported(f"{space} space")
+
+    def _rot(self, x, align: int):
+        """x rotated right by log2(align) bits: x / align when x is a multiple of align, else (its low bits on
+        top) at least 2**64 / align, above any count of align-byte elements. So `_rot(x, align) <u n` holds
+        exactly when x is a multiple of align below n * align: the bounds and the alignment in one compare."""
+        if align == 1:
+            return x
+        name = "llvm.fshr.i64"
+        try:
+            fshr = self.m.get_global(name)
+        except KeyError:
+            fshr = ir.Function(self.m, ir.FunctionType(I64, [I64, I64, I64]), name=name)
+        return self.b.call(fshr, [x, x, ir.Constant(I64, align.bit_length() - 1)])
+
+    def _bounds_check(self, a, limit: tuple, align: int, msg: str, miscode: int, mismsg: str) -> None:
+        """Fault unless [a, a + align) lies in [0, limit) and a is a multiple of align (a power of 2): out of
+        bounds ILLEGAL_ADDRESS with msg, else miscode with mismsg. limit: (key, i64 value of the launch); its
+        count of align-byte elements (limit >> log2(align)) is computed once, before the thread's dispatch."""
+        key = (limit[0], align)
+        n = self._bounds.get(key)
+        if n is None:
+            n = self._bounds[key] = self._bounds_b.lshr(limit[1], ir.Constant(I64, align.bit_length() - 1))
+        b = self.b
+        ok = b.icmp_unsigned("<", self._rot(a, align), n)
+        if self.mode == "check":
+            self._check(b.not_(ok), 0, "", a)  # ORed into the check pass's flag
+            return
+        site = self._site(Err.ILLEGAL_ADDRESS, msg)
+        if align > 1:
+            self._site(miscode, mismsg)  # (site + 1)
+        okb, failb = self.f.append_basic_block(), self.f.append_basic_block()
+        b.cbranch(ok, okb, failb).set_weights([1 << 20, 1])  # faults are cold: lay out the good path straight
+        b.position_at_end(failb)
+        b.call(self._mem_fault_fn(), [self.ctx, self.t, self.blk, a, limit[1], ir.Constant(I64, align),
+                                      ir.Constant(I64, site), ir.Constant(I64, miscode)])  # fmt: skip
+        b.branch(self.fail_blk)
+        b.position_at_end(okb)
+
+    def _bounds_block(self, b: ir.IRBuilder) -> ir.IRBuilder:
+        """Ends the thread function's entry (b) in a block of the launch constants of bounds checks, computed
+        there at their first use (_bounds_check); returns a builder at its end, for the dispatch."""
+        blk = self.f.append_basic_block("bounds")
+        b.branch(blk)
+        self._bounds: dict = {}
+        self._bounds_b = ir.IRBuilder(blk)
+        self._bounds_b.position_at_start(blk)
+        return ir.IRBuilder(blk)
+
+    def _record_fault(self, b: ir.IRBuilder, ctx, code, site, addr, t, blk) -> None:
+        for slot, v in ((L.ERR, code), (L.ERR_SITE, site), (L.ERR_ADDR, addr), (L.ERR_THREAD, t), (L.ERR_BLOCK, blk)):
+            b.store(v, b.gep(ctx, [ir.Constant(I32, slot)]))
+
+    def _mem_fault_fn(self) -> ir.Function:
+        """void @mem_fault(ctx, t, block, a, limit, align, site, miscode): records the fault of a failed
+        _bounds_check (out of the hot code: one call per checking site): out of bounds ([a, a + align) not
+        within [0, limit)): ILLEGAL_ADDRESS at site, else miscode at site + 1."""
+        try:
+            return self.m.get_global("mem_fault")
+        except KeyError:
+            pass
+        f = ir.Function(self.m, ir.FunctionType(ir.VoidType(), [P64] + [I64] * 7), name="mem_fault")
+        f.linkage = "internal"
+        f.attributes.add("noinline")
+        f.attributes.add("cold")
+        ctx, t, blk, a, limit, align, site, miscode = f.args
+        b = ir.IRBuilder(f.append_basic_block("e"))
+        end = b.add(a, align)
+        oob = b.or_(b.icmp_unsigned(">", end, limit), b.icmp_unsigned("<", end, a))
+        code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), miscode)
+        self._record_fault(b, ctx, code, b.select(oob, site, b.add(site, ir.Constant(I64, 1))), a, t, blk)
+        b.ret_void()
+        return f
+
+    def _mem_miss_fn(self) -> ir.Function:
+        """{i64 lo, i64 n} @mem_miss(ctx, t, block, a, align, site): the checked path of a global access of align
+        bytes at a whose site's cached allocation did not hold it (_global_ptr): the allocation holding
+        [a, a + align) (find_alloc) as the site's new cache, lo (its start rounded up to align) and n (how many
+        align-byte elements from lo it holds; >= 1); else n = 0 and the fault recorded: out of bounds
+        (ILLEGAL_ADDRESS at site) or, within an allocation, misaligned (MISALIGNED_ADDRESS at site + 1)."""
+        try:
+            return self.m.get_global("mem_miss")
+        except KeyError:
+            pass
+        rt = ir.LiteralStructType([I64, I64])
+        f = ir.Function(self.m, ir.FunctionType(rt, [P64, I64, I64, I64, I64, I64]), name="mem_miss")
+        f.linkage = "internal"
+        f.attributes.add("noinline")
+        ctx, t, blk, a, align, site = f.args
+        b = ir.IRBuilder(f.append_basic_block("e"))
+        found = b.call(self.find_alloc, [ctx, a, b.add(a, align)])
+        oob = b.not_(b.extract_value(found, 0))
+        mask = b.sub(align, ir.Constant(I64, 1))
+        mis = b.icmp_unsigned("!=", b.and_(a, mask), ir.Constant(I64, 0))
+        good, bad = f.append_basic_block("hit"), f.append_basic_block("fault")
+        b.cbranch(b.or_(oob, mis), bad, good)
+        b.position_at_end(bad)
+        code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), ir.Constant(I64, Err.MISALIGNED_ADDRESS))
+        self._record_fault(b, ctx, code, b.select(oob, site, b.add(site, ir.Constant(I64, 1))), a, t, blk)
+        b.ret(ir.Constant(rt, [ir.Constant(I64, 0), ir.Constant(I64, 0)]))
+        b.position_at_end(good)
+        lo = b.and_(b.add(b.extract_value(found, 1), mask), b.not_(mask))  # (allocations start far below 2**64)
+        n = b.udiv(b.sub(b.extract_value(found, 2), lo), align)  # (hi - lo) // align, hi >= a + align > lo
+        b.ret(b.insert_value(b.insert_value(ir.Constant(rt, ir.Undefined), lo, 0), n, 1))
+        return f
 
     def _global_ptr(self, a, align: int, what: str):
         b = self.b
@@ -101,42 +198,43 @@ class MemOps:
             b.store(b.select(b.icmp_unsigned(">", a, hi), a, hi), pmax)
             b.store(b.or_(b.load(por), a), por)
             return ir.Constant(P8, None)
-        end = b.add(a, ir.Constant(I64, align))
         k = self.ncache
         self.ncache += 1
-        plo, phi_ = self._cache_slot(2 * k), self._cache_slot(2 * k + 1)
-        hit = b.and_(b.icmp_unsigned(">=", a, b.load(plo)), b.icmp_unsigned("<=", end, b.load(phi_)))
-        hit = b.and_(hit, b.icmp_unsigned(">=", end, a))
-        mis = b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0)) if align > 1 else None
+        # this site's cache: the allocation it hit last, as lo (aligned) and n, the count of align-byte elements
+        # from lo within it (0: none); the hot path tests [a, a + align) within it and a aligned in one compare
+        plo, pn = self._cache_slot(2 * k), self._cache_slot(2 * k + 1)
+        hit = b.icmp_unsigned("<", self._rot(b.sub(a, b.load(plo)), align), b.load(pn))
         slow = self.f.append_basic_block()
         fast = self.f.append_basic_block()
-        # hot path: the allocation this instruction hit last, aligned; anything else takes the checked path
-        b.cbranch(hit if mis is None else b.and_(hit, b.not_(mis)), fast, slow).set_weights([1 << 10, 1])
+        b.cbranch(hit, fast, slow).set_weights([1 << 10, 1])
         b.position_at_end(slow)
-        found = b.call(self.find_alloc, [self.ctx, a, end])
-        ok = b.extract_value(found, 0)
-        b.store(b.extract_value(found, 1), plo)
-        b.store(b.extract_value(found, 2), phi_)
-        msg = f"{what}: {align} bytes out of bounds"
-        if mis is None:
-            self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, msg, a)
-        else:
-            self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, msg, a, mis, Err.MISALIGNED_ADDRESS,
-                        f"{what}: misaligned {align}-byte access")  # fmt: skip
-        b.branch(fast)
+        site = self._site(Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds")
+        if align > 1:
+            self._site(Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access")
+        found = b.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, a, ir.Constant(I64, align),
+                                             ir.Constant(I64, site)])  # fmt: skip
+        n = b.extract_value(found, 1)
+        b.store(b.extract_value(found, 0), plo)
+        b.store(n, pn)
+        b.cbranch(b.icmp_unsigned("==", n, ir.Constant(I64, 0)), self.fail_blk, fast).set_weights([1, 1 << 20])
         b.position_at_end(fast)
         return b.gep(self.arena, [b.sub(a, self.base)])
 
     def _generic_ptr(self, a, size, align, what, store):
+        """A generic address: in one of the windows of shared, local or parameter memory (operands.py), or
+        global; the window by one switch on (a - SHARED_WINDOW) / WINDOW_SIZE."""
         b = self.b
         windows = [("shared", SHARED_WINDOW), ("local", LOCAL_WINDOW), ("kparam", PARAM_WINDOW)]
+        assert all(w == SHARED_WINDOW + i * WINDOW_SIZE for i, (_, w) in enumerate(windows))
+        assert WINDOW_SIZE & (WINDOW_SIZE - 1) == 0
         done = self.f.append_basic_block()
+        other = self.f.append_basic_block()
+        which = b.lshr(b.sub(a, ir.Constant(I64, SHARED_WINDOW)), ir.Constant(I64, WINDOW_SIZE.bit_length() - 1))
+        sw = b.switch(which, other)
         results = []
-        for name, w in windows:
-            inside = b.icmp_unsigned("<", b.sub(a, ir.Constant(I64, w)), ir.Constant(I64, WINDOW_SIZE))
+        for i, (name, w) in enumerate(windows):
             yes = self.f.append_basic_block()
-            no = self.f.append_basic_block()
-            b.cbranch(inside, yes, no)
+            sw.add_case(ir.Constant(I64, i), yes)
             b.position_at_end(yes)
             off = b.sub(a, ir.Constant(I64, w))
             if name == "kparam" and store:
@@ -146,7 +244,7 @@ class MemOps:
                 p = self._ptr(name, off, size, align, what, store)
             results.append((p, b.block))
             b.branch(done)
-            b.position_at_end(no)
+        b.position_at_end(other)
         p = self._global_ptr(a, align, what)
         results.append((p, b.block))
         b.branch(done)
