@@ -54,14 +54,15 @@ class MemOps:
             return "local" if ins.callee else "kparam"
         return space
 
-    def _ptr(self, space, a, size: int, align: int, what: str, store: bool):
+    def _ptr(self, space, a, size: int, align: int, what: str, store: bool, base=None):
         """Host pointer (i8*) for `size`-byte elements at i64 address a in space (None: generic), after the
-        bounds and alignment checks of memspaces.py."""
+        bounds and alignment checks of memspaces.py. base: the address operand's base register or symbol (global
+        accesses of the same base and size share an allocation cache; None: one of its own)."""
         if space is None:
-            return self._generic_ptr(a, size, align, what, store)
+            return self._generic_ptr(a, size, align, what, store, base)
         b = self.b
         if space == "global":
-            return self._global_ptr(a, align, what)
+            return self._global_ptr(a, align, what, base)
         if space in ("shared", "local"):
             buf = self.shbuf if space == "shared" else self.lobuf
             if self.mode != "fast":
@@ -124,6 +125,7 @@ class MemOps:
         blk = self.f.append_basic_block("bounds")
         b.branch(blk)
         self._bounds: dict = {}
+        self._caches: dict = {}  # (base, bytes) -> allocation cache index (_global_ptr)
         self._bounds_b = ir.IRBuilder(blk)
         self._bounds_b.position_at_start(blk)
         return ir.IRBuilder(blk)
@@ -185,7 +187,7 @@ class MemOps:
         b.ret(b.insert_value(b.insert_value(ir.Constant(rt, ir.Undefined), lo, 0), n, 1))
         return f
 
-    def _global_ptr(self, a, align: int, what: str):
+    def _global_ptr(self, a, align: int, what: str, base=None):
         b = self.b
         if self.mode == "fast":
             return b.gep(self.arena, [b.sub(a, self.base)])
@@ -198,10 +200,17 @@ class MemOps:
             b.store(b.select(b.icmp_unsigned(">", a, hi), a, hi), pmax)
             b.store(b.or_(b.load(por), a), por)
             return ir.Constant(P8, None)
-        k = self.ncache
-        self.ncache += 1
-        # this site's cache: the allocation it hit last, as lo (aligned) and n, the count of align-byte elements
-        # from lo within it (0: none); the hot path tests [a, a + align) within it and a aligned in one compare
+        # the allocation cache of this site (shared by the sites of the same base and size, which mostly hit the
+        # same allocation: [%rd12], [%rd12+4], ...): the allocation last hit, as lo (aligned) and n, the count
+        # of align-byte elements from lo within it (0: none); the hot path tests [a, a + align) within it and a
+        # aligned in one compare, anything else takes the checked path (mem_miss), which refills it
+        key = (getattr(base, "name", None), align)
+        k = self._caches.get(key) if key[0] is not None else None
+        if k is None:
+            k = self.ncache
+            self.ncache += 1
+            if key[0] is not None:
+                self._caches[key] = k
         plo, pn = self._cache_slot(2 * k), self._cache_slot(2 * k + 1)
         hit = b.icmp_unsigned("<", self._rot(b.sub(a, b.load(plo)), align), b.load(pn))
         slow = self.f.append_basic_block()
@@ -220,7 +229,7 @@ class MemOps:
         b.position_at_end(fast)
         return b.gep(self.arena, [b.sub(a, self.base)])
 
-    def _generic_ptr(self, a, size, align, what, store):
+    def _generic_ptr(self, a, size, align, what, store, base=None):
         """A generic address: in one of the windows of shared, local or parameter memory (operands.py), or
         global; the window by one switch on (a - SHARED_WINDOW) / WINDOW_SIZE."""
         b = self.b
@@ -245,7 +254,7 @@ class MemOps:
             results.append((p, b.block))
             b.branch(done)
         b.position_at_end(other)
-        p = self._global_ptr(a, align, what)
+        p = self._global_ptr(a, align, what, base)
         results.append((p, b.block))
         b.branch(done)
         b.position_at_end(done)
@@ -313,7 +322,7 @@ class MemOps:
         _, a = self._address(addr_op)
         size = type_size(typ)
         what = f"{ins.op} (line {ins.line})"
-        p = self._ptr(space, a, size, size * vec, what, False)
+        p = self._ptr(space, a, size, size * vec, what, False, addr_op.base)
         items = dst.items if isinstance(dst, Vec) else (dst,)
         if len(items) != vec:
             raise JitUnsupported(ins.op)
@@ -348,7 +357,7 @@ class MemOps:
             raise JitUnsupported(ins.op)
         rtyp = typ if typ not in ("f16", "bf16", "f32", "f64") else f"b{8 * size}"
         vals = [self.read(s, rtyp) for s in items]
-        p = self._ptr(space, a, size, size * vec, what, True)
+        p = self._ptr(space, a, size, size * vec, what, True, addr_op.base)
         if self.mode == "check":
             return
         b = self.b
@@ -385,7 +394,7 @@ class MemOps:
         what = f"{ins.op} (line {ins.line})"
         if space is None and typ == "f32" and aop == "add":
             raise JitUnsupported(f"{ins.op} (generic f32 add: its flush-to-zero depends on the space)")
-        p = self._ptr(space, a, size, size, what, True)
+        p = self._ptr(space, a, size, size, what, True, addr_op.base)
         if self.mode == "check":
             return
         b = self.b
