@@ -136,8 +136,8 @@ class Codegen(
         "check": no memory touched, every check ORed into a flag or, for global accesses, the range of
         addresses per instruction gathered (acache: [flag, (min, max, or) per global access]); barriers are
         no-ops; returns 0, or ERR_RET when the watchdog stopped it; "fast": no memory checks (the check pass
-        found none failing). outlinable (exact mode, kernels without barriers or collectives): the count and the
-        allocation cache as local copies, so that outline() may keep the function out of the thread loop."""
+        found none failing). outlinable (exact mode, kernels without barriers or collectives): the count as a local
+        copy, so that outline() may keep the function out of the thread loop."""
         self.mode = mode
         self.barriers = []
         self.ncache = 0
@@ -182,10 +182,9 @@ class Codegen(
         self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
         self.live = live_after(self.prog, self.bar_idx) if self.bar_idx else {}
         self.outlinable = outlinable and mode == "exact" and not self.bar_idx
-        # inlined into @run's thread loop, where the allocation cache and the count become registers (outlinable:
-        # local copies of them, written back at the exit, which become registers either way)
+        # inlined into @run's thread loop, where the count becomes a register (outlinable: a local copy, written
+        # back at the exit, which becomes one either way)
         f.attributes.add("alwaysinline")
-        self._cache_copies: dict[int, tuple] = {}  # slot -> (local copy, the launch's slot)
         if self.outlinable:
             self._cnt_out, self.cnt = self.cnt, b.alloca(I64, name="count")
             b.store(ir.Constant(I64, 0), self.cnt)
@@ -219,10 +218,8 @@ class Codegen(
         self._emit_code()
         self._fill_acache_resets()
         b = self.b = ir.IRBuilder(self.exit_blk)
-        if self.outlinable:  # (a failed launch reports no count and uses no cache)
+        if self.outlinable:  # (a failed launch reports no count)
             b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
-            for local, shared in self._cache_copies.values():
-                b.store(b.load(local), shared)
         b.ret(ir.Constant(I32, 0))
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
@@ -246,19 +243,9 @@ class Codegen(
         return n - self._pure_size() + self.inlined_extra if inlined else n
 
     def _cache_slot(self, j: int, b: ir.IRBuilder | None = None):
-        """Slot j of the launch's allocation cache (ops_mem._global_ptr; ops_sys resets it after a free), as a
-        pointer emitted with b (default self.b); outlinable, a local copy of it (read at the entry, written back
-        at the exit)."""
-        if not self.outlinable:
-            return (b or self.b).gep(self.acache, [ir.Constant(I64, j)])
-        if j not in self._cache_copies:
-            eb = ir.IRBuilder(self.entry)
-            eb.position_at_start(self.entry)
-            shared = eb.gep(self.acache, [ir.Constant(I64, j)])
-            local = eb.alloca(I64)
-            eb.store(eb.load(shared), local)
-            self._cache_copies[j] = (local, shared)
-        return self._cache_copies[j][0]
+        """Slot j of the launch's allocation caches (ops_mem._global_ptr; ops_sys resets them after a free), as a
+        pointer emitted with b (default self.b). (In memory: the checked path's helper updates them.)"""
+        return (b or self.b).gep(self.acache, [ir.Constant(I64, j)])
 
     def _flush_count(self) -> None:
         """Add the instructions of the straight run behind us to the thread-instruction count (before every

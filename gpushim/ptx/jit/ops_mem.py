@@ -125,7 +125,7 @@ class MemOps:
         blk = self.f.append_basic_block("bounds")
         b.branch(blk)
         self._bounds: dict = {}
-        self._caches: dict = {}  # (base, bytes) -> allocation cache index (_global_ptr)
+        self._caches: dict = {}  # (base, bytes) -> the slots of their allocation cache (_global_ptr)
         self._bounds_b = ir.IRBuilder(blk)
         self._bounds_b.position_at_start(blk)
         return ir.IRBuilder(blk)
@@ -156,20 +156,20 @@ class MemOps:
         return f
 
     def _mem_miss_fn(self) -> ir.Function:
-        """{i64 lo, i64 n} @mem_miss(ctx, t, block, a, align, site): the checked path of a global access of align
-        bytes at a whose site's cached allocation did not hold it (_global_ptr): the allocation holding
-        [a, a + align) (find_alloc) as the site's new cache, lo (its start rounded up to align) and n (how many
-        align-byte elements from lo it holds; >= 1); else n = 0 and the fault recorded: out of bounds
-        (ILLEGAL_ADDRESS at site) or, within an allocation, misaligned (MISALIGNED_ADDRESS at site + 1)."""
+        """i1 @mem_miss(ctx, t, block, a, align, site, cache): the checked path of a global access of align bytes
+        at a that its allocation cache (i64 cache[2], _global_ptr) did not hold: the allocation holding
+        [a, a + align) (find_alloc) becomes the cache: lo, its start rounded up to align, and n, how many
+        align-byte elements from lo it holds (>= 1); returns 0. Else the fault is recorded (out of bounds:
+        ILLEGAL_ADDRESS at site; within an allocation but misaligned: MISALIGNED_ADDRESS at site + 1): returns 1.
+        (The caches stay in memory: one call out of line per miss, and no copies of them per thread.)"""
         try:
             return self.m.get_global("mem_miss")
         except KeyError:
             pass
-        rt = ir.LiteralStructType([I64, I64])
-        f = ir.Function(self.m, ir.FunctionType(rt, [P64, I64, I64, I64, I64, I64]), name="mem_miss")
+        f = ir.Function(self.m, ir.FunctionType(I1, [P64, I64, I64, I64, I64, I64, P64]), name="mem_miss")
         f.linkage = "internal"
         f.attributes.add("noinline")
-        ctx, t, blk, a, align, site = f.args
+        ctx, t, blk, a, align, site, cache = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
         found = b.call(self.find_alloc, [ctx, a, b.add(a, align)])
         oob = b.not_(b.extract_value(found, 0))
@@ -180,11 +180,13 @@ class MemOps:
         b.position_at_end(bad)
         code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), ir.Constant(I64, Err.MISALIGNED_ADDRESS))
         self._record_fault(b, ctx, code, b.select(oob, site, b.add(site, ir.Constant(I64, 1))), a, t, blk)
-        b.ret(ir.Constant(rt, [ir.Constant(I64, 0), ir.Constant(I64, 0)]))
+        b.ret(ir.Constant(I1, 1))
         b.position_at_end(good)
         lo = b.and_(b.add(b.extract_value(found, 1), mask), b.not_(mask))  # (allocations start far below 2**64)
-        n = b.udiv(b.sub(b.extract_value(found, 2), lo), align)  # (hi - lo) // align, hi >= a + align > lo
-        b.ret(b.insert_value(b.insert_value(ir.Constant(rt, ir.Undefined), lo, 0), n, 1))
+        b.store(lo, cache)
+        # (hi - lo) // align: hi >= a + align > lo
+        b.store(b.udiv(b.sub(b.extract_value(found, 2), lo), align), b.gep(cache, [ir.Constant(I64, 1)]))
+        b.ret(ir.Constant(I1, 0))
         return f
 
     def _global_ptr(self, a, align: int, what: str, base=None):
@@ -205,13 +207,14 @@ class MemOps:
         # of align-byte elements from lo within it (0: none); the hot path tests [a, a + align) within it and a
         # aligned in one compare, anything else takes the checked path (mem_miss), which refills it
         key = (getattr(base, "name", None), align)
-        k = self._caches.get(key) if key[0] is not None else None
-        if k is None:
+        slots = self._caches.get(key) if key[0] is not None else None
+        if slots is None:  # (its pointers computed once, before the dispatch)
             k = self.ncache
             self.ncache += 1
+            slots = self._cache_slot(2 * k, self._bounds_b), self._cache_slot(2 * k + 1, self._bounds_b)
             if key[0] is not None:
-                self._caches[key] = k
-        plo, pn = self._cache_slot(2 * k), self._cache_slot(2 * k + 1)
+                self._caches[key] = slots
+        plo, pn = slots
         hit = b.icmp_unsigned("<", self._rot(b.sub(a, b.load(plo)), align), b.load(pn))
         slow = self.f.append_basic_block()
         fast = self.f.append_basic_block()
@@ -220,12 +223,9 @@ class MemOps:
         site = self._site(Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds")
         if align > 1:
             self._site(Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access")
-        found = b.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, a, ir.Constant(I64, align),
-                                             ir.Constant(I64, site)])  # fmt: skip
-        n = b.extract_value(found, 1)
-        b.store(b.extract_value(found, 0), plo)
-        b.store(n, pn)
-        b.cbranch(b.icmp_unsigned("==", n, ir.Constant(I64, 0)), self.fail_blk, fast).set_weights([1, 1 << 20])
+        bad = b.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, a, ir.Constant(I64, align),
+                                           ir.Constant(I64, site), plo])  # fmt: skip
+        b.cbranch(bad, self.fail_blk, fast).set_weights([1, 1 << 20])
         b.position_at_end(fast)
         return b.gep(self.arena, [b.sub(a, self.base)])
 
