@@ -37,7 +37,9 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
 
 
-CHEAP_IR = 3000  # tier-1 kernels of at least this many LLVM IR instructions get the cheap code generator
+# tier-1 kernels of at least this many LLVM IR instructions get the cheap code generator (3000 until checked memory
+# accesses took fewer, denser instructions: 2560 keeps every test kernel on the generator it had; bench/README.md)
+CHEAP_IR = 2560
 
 
 def t1_codegen(ir_size: int) -> str:
