@@ -111,12 +111,19 @@ class MemOps:
         site = self._site(Err.ILLEGAL_ADDRESS, msg)
         if align > 1:
             self._site(miscode, mismsg)  # (site + 1)
-        okb, failb = self.f.append_basic_block(), self.f.append_basic_block()
-        b.cbranch(ok, okb, failb).set_weights([1 << 20, 1])  # faults are cold: lay out the good path straight
-        b.position_at_end(failb)
-        b.call(self._mem_fault_fn(), [self.ctx, self.t, self.blk, a, limit[1], ir.Constant(I64, align),
-                                      ir.Constant(I64, site), ir.Constant(I64, miscode)])  # fmt: skip
-        b.branch(self.fail_blk)
+        # one fault exit per function, the site's values in its phis (LLVM folds no call per site into one)
+        if self._bounds_fault is None:
+            fb = ir.IRBuilder(self.f.append_basic_block("bounds_fault"))
+            phis = [fb.phi(I64) for _ in range(5)]
+            fb.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, *phis[:3], ir.Constant(P64, None), *phis[3:]])
+            fb.branch(self.fail_blk)
+            self._bounds_fault = fb.block, phis
+        fail, phis = self._bounds_fault
+        vals = (a, ir.Constant(I64, align), ir.Constant(I64, site), limit[1], ir.Constant(I64, miscode))
+        for phi, v in zip(phis, vals, strict=True):
+            phi.add_incoming(v, b.block)
+        okb = self.f.append_basic_block()
+        b.cbranch(ok, okb, fail).set_weights([1 << 20, 1])  # faults are cold: lay out the good path straight
         b.position_at_end(okb)
 
     def _bounds_block(self, b: ir.IRBuilder) -> ir.IRBuilder:
@@ -126,6 +133,7 @@ class MemOps:
         b.branch(blk)
         self._bounds: dict = {}
         self._caches: dict = {}  # (base, bytes) -> the slots of their allocation cache (_global_ptr)
+        self._bounds_fault = None  # (block, phis) of _bounds_check's fault exit
         self._bounds_b = ir.IRBuilder(blk)
         self._bounds_b.position_at_start(blk)
         return ir.IRBuilder(blk)
@@ -134,51 +142,43 @@ class MemOps:
         for slot, v in ((L.ERR, code), (L.ERR_SITE, site), (L.ERR_ADDR, addr), (L.ERR_THREAD, t), (L.ERR_BLOCK, blk)):
             b.store(v, b.gep(ctx, [ir.Constant(I32, slot)]))
 
-    def _mem_fault_fn(self) -> ir.Function:
-        """void @mem_fault(ctx, t, block, a, limit, align, site, miscode): records the fault of a failed
-        _bounds_check (out of the hot code: one call per checking site): out of bounds ([a, a + align) not
-        within [0, limit)): ILLEGAL_ADDRESS at site, else miscode at site + 1."""
-        try:
-            return self.m.get_global("mem_fault")
-        except KeyError:
-            pass
-        f = ir.Function(self.m, ir.FunctionType(ir.VoidType(), [P64] + [I64] * 7), name="mem_fault")
-        f.linkage = "internal"
-        f.attributes.add("noinline")
-        f.attributes.add("cold")
-        ctx, t, blk, a, limit, align, site, miscode = f.args
-        b = ir.IRBuilder(f.append_basic_block("e"))
-        end = b.add(a, align)
-        oob = b.or_(b.icmp_unsigned(">", end, limit), b.icmp_unsigned("<", end, a))
-        code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), miscode)
-        self._record_fault(b, ctx, code, b.select(oob, site, b.add(site, ir.Constant(I64, 1))), a, t, blk)
-        b.ret_void()
-        return f
-
     def _mem_miss_fn(self) -> ir.Function:
-        """i1 @mem_miss(ctx, t, block, a, align, site, cache): the checked path of a global access of align bytes
-        at a that its allocation cache (i64 cache[2], _global_ptr) did not hold: the allocation holding
-        [a, a + align) (find_alloc) becomes the cache: lo, its start rounded up to align, and n, how many
-        align-byte elements from lo it holds (>= 1); returns 0. Else the fault is recorded (out of bounds:
-        ILLEGAL_ADDRESS at site; within an allocation but misaligned: MISALIGNED_ADDRESS at site + 1): returns 1.
-        (The caches stay in memory: one call out of line per miss, and no copies of them per thread.)"""
+        """i1 @mem_miss(ctx, t, block, a, align, site, cache, limit, miscode): the checked path, out of line, of an
+        access of align bytes at a that the hot path's compare did not pass. A global access (cache: its i64[2]
+        allocation cache, _global_ptr): the allocation holding [a, a + align) (find_alloc) becomes the cache (lo:
+        its start rounded up to align; n: how many align-byte elements from lo it holds, >= 1), returns 0.
+        Otherwise the fault is recorded, returns 1: out of bounds (global: in no allocation; cache null: not
+        within [0, limit)) ILLEGAL_ADDRESS at site, else misaligned, code miscode at site + 1. (One helper for
+        all: each function costs LLVM a few ms of its own. The caches stay in memory: no copies per thread.)"""
         try:
             return self.m.get_global("mem_miss")
         except KeyError:
             pass
-        f = ir.Function(self.m, ir.FunctionType(I1, [P64, I64, I64, I64, I64, I64, P64]), name="mem_miss")
+        fty = ir.FunctionType(I1, [P64, I64, I64, I64, I64, I64, P64, I64, I64])
+        f = ir.Function(self.m, fty, name="mem_miss")
         f.linkage = "internal"
         f.attributes.add("noinline")
-        ctx, t, blk, a, align, site, cache = f.args
+        ctx, t, blk, a, align, site, cache, limit, miscode = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
-        found = b.call(self.find_alloc, [ctx, a, b.add(a, align)])
-        oob = b.not_(b.extract_value(found, 0))
+        end = b.add(a, align)
         mask = b.sub(align, ir.Constant(I64, 1))
         mis = b.icmp_unsigned("!=", b.and_(a, mask), ir.Constant(I64, 0))
+        glob, win = f.append_basic_block("global"), f.append_basic_block("window")
         good, bad = f.append_basic_block("hit"), f.append_basic_block("fault")
-        b.cbranch(b.or_(oob, mis), bad, good)
+        b.cbranch(b.icmp_unsigned("!=", cache, ir.Constant(P64, None)), glob, win)
+        b.position_at_end(glob)
+        found = b.call(self.find_alloc, [ctx, a, end])
+        found_ok = b.extract_value(found, 0)
+        b.cbranch(b.and_(found_ok, b.not_(mis)), good, bad)
+        b.position_at_end(win)  # (the caller saw a fault: out of bounds or misaligned)
+        inside = b.and_(b.icmp_unsigned("<=", end, limit), b.icmp_unsigned(">=", end, a))
+        b.branch(bad)
         b.position_at_end(bad)
-        code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), ir.Constant(I64, Err.MISALIGNED_ADDRESS))
+        ok = b.phi(I1)
+        ok.add_incoming(found_ok, glob)
+        ok.add_incoming(inside, win)
+        oob = b.not_(ok)
+        code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), miscode)
         self._record_fault(b, ctx, code, b.select(oob, site, b.add(site, ir.Constant(I64, 1))), a, t, blk)
         b.ret(ir.Constant(I1, 1))
         b.position_at_end(good)
@@ -223,8 +223,8 @@ class MemOps:
         site = self._site(Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds")
         if align > 1:
             self._site(Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access")
-        bad = b.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, a, ir.Constant(I64, align),
-                                           ir.Constant(I64, site), plo])  # fmt: skip
+        args = [a, ir.Constant(I64, align), ir.Constant(I64, site), plo, ir.Constant(I64, 0)]
+        bad = b.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, *args, ir.Constant(I64, Err.MISALIGNED_ADDRESS)])
         b.cbranch(bad, self.fail_blk, fast).set_weights([1, 1 << 20])
         b.position_at_end(fast)
         return b.gep(self.arena, [b.sub(a, self.base)])
