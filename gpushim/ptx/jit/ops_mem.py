@@ -111,17 +111,19 @@ class MemOps:
         site = self._site(Err.ILLEGAL_ADDRESS, msg)
         if align > 1:
             self._site(miscode, mismsg)  # (site + 1)
-        # one fault exit per function, the site's values in its phis (LLVM folds no call per site into one)
-        if self._bounds_fault is None:
+        # one fault exit per space and size in the function, the address and the site in its phis (LLVM folds
+        # no call per site into one)
+        if key not in self._bounds_fault:
             fb = ir.IRBuilder(self.f.append_basic_block("bounds_fault"))
-            phis = [fb.phi(I64) for _ in range(5)]
-            fb.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, *phis[:3], ir.Constant(P64, None), *phis[3:]])
+            phis = fb.phi(I64), fb.phi(I64)
+            c = ir.Constant
+            fb.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, phis[0], c(I64, align), phis[1], c(P64, None),
+                                          limit[1], c(I64, miscode)])  # fmt: skip
             fb.branch(self.fail_blk)
-            self._bounds_fault = fb.block, phis
-        fail, phis = self._bounds_fault
-        vals = (a, ir.Constant(I64, align), ir.Constant(I64, site), limit[1], ir.Constant(I64, miscode))
-        for phi, v in zip(phis, vals, strict=True):
-            phi.add_incoming(v, b.block)
+            self._bounds_fault[key] = fb.block, phis
+        fail, phis = self._bounds_fault[key]
+        phis[0].add_incoming(a, b.block)
+        phis[1].add_incoming(ir.Constant(I64, site), b.block)
         okb = self.f.append_basic_block()
         b.cbranch(ok, okb, fail).set_weights([1 << 20, 1])  # faults are cold: lay out the good path straight
         b.position_at_end(okb)
@@ -133,7 +135,7 @@ class MemOps:
         b.branch(blk)
         self._bounds: dict = {}
         self._caches: dict = {}  # (base, bytes) -> the slots of their allocation cache (_global_ptr)
-        self._bounds_fault = None  # (block, phis) of _bounds_check's fault exit
+        self._bounds_fault: dict = {}  # (space, bytes) -> (block, phis) of _bounds_check's fault exit
         self._bounds_b = ir.IRBuilder(blk)
         self._bounds_b.position_at_start(blk)
         return ir.IRBuilder(blk)
