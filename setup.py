@@ -76,6 +76,8 @@ setup(
                  "numba-cuda==0.30.4", "cuda-core==1.2.2", "nvidia-cuda-nvrtc>=13.0,<14",
                  # numba-cuda's own tests import it (tests/e2e/test_numba_suite.py; pure Python, seconds)
                  "filecheck>=1.0",
+                 # numba-cuda's bf16 tests need it, and skip without it (a 0.5 MB wheel; ~5 s with numpy)
+                 "ml_dtypes>=0.5",
                  # CuPy, static runtime inside (tests/e2e/test_cupy.py; ~20 s to install); cuRAND's library for
                  # its RandomState test (CuPy does not bring it)
                  "cupy-cuda13x==14.2.0", "nvidia-curand>=10.4,<11"],

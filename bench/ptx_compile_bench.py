@@ -8,7 +8,9 @@ its PTX lines (its .entry through the closing brace, plus the bodies of the .fun
 after linking, the best-of-N CPU ms of tier 1's compile (no caches) and of that the Python half (IR construction
 and its text: what the text emitter replaces) and LLVM's (parse, verify, optimise, generate code), the code
 generator tier 1 chose (kernel.t1_codegen: "full" or "cheap"), and whether it meets the goal. CPU time of the
-compiling thread: on a shared machine wall time would count waits.
+compiling thread: on a shared machine wall time would count waits. The runtime library's functions the kernels
+call (gpushim/ptx/jit/rtlib.py) are made first, and their cost reported on a line of its own: its one-time build
+and its load by a new process from the disk cache; the kernels' times are with it loaded.
 """
 
 from __future__ import annotations
@@ -80,8 +82,57 @@ def default_files() -> list[Path]:
     return default_files()
 
 
+def library_pass(files: list[Path]) -> dict:
+    """The runtime library's functions every kernel calls (gpushim/ptx/jit/rtlib.py), made as their first compiles
+    make them: built in chunks or loaded from the disk cache. Returns rtlib.stats()."""
+    from gpushim.ptx.jit import rtlib
+    from gpushim.ptx.jit.codegen import generate
+
+    for path in files:
+        mod = load_module(path.read_text(), strict=False)
+        for name, kern in mod._compiled.items():
+            try:
+                rtlib.load(generate(mod._mod, kern.prog, name, 1).rt_chunk)
+            except JitUnsupported:
+                continue
+    return rtlib.stats()
+
+
+def library_report(files: list[Path]) -> None:
+    """The runtime library's one-time build (per machine: then the disk cache has it) and its load in a new
+    process (from the disk cache), each a line of its own: the kernels' times below are with it loaded."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    from gpushim.ptx.jit import rtlib
+
+    if not rtlib.enabled():
+        print("runtime library: off (GPUSHIM_PTX_JIT_RTLIB=off): each module defines its helpers\n")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        saved = os.environ.get("GPUSHIM_PTX_JIT_CACHE")
+        os.environ["GPUSHIM_PTX_JIT_CACHE"] = d  # (the kernels below still compile without the disk cache)
+        try:
+            built = library_pass(files)
+        finally:
+            os.environ.pop("GPUSHIM_PTX_JIT_CACHE")
+            if saved is not None:
+                os.environ["GPUSHIM_PTX_JIT_CACHE"] = saved
+        out = subprocess.run([sys.executable, __file__, "--library-pass", *map(str, files)], cwd=ROOT,
+                             env={**os.environ, "GPUSHIM_PTX_JIT_CACHE": d}, capture_output=True, text=True,
+                             check=True).stdout  # fmt: skip
+        loaded = json.loads(out.splitlines()[-1])
+    print(f"runtime library: {built['functions']} functions in {built['compiles']} chunks; built (once per machine): "
+          f"{built['compile_cpu_s'] * 1e3:.0f} ms CPU; loaded by a new process from the disk cache "
+          f"({loaded['disk_loads']} chunks, {loaded['compiles']} compiled): {loaded['load_cpu_s'] * 1e3:.0f} ms CPU "
+          f"(both: the IR of the chunks and LLVM's part)\n")  # fmt: skip
+
+
 def compile_report(files: list[Path], repeat: int) -> None:
     files = files or default_files()
+    library_report(files)
     print(f"{'kernel':42s} {'lines':>6s} {'instrs':>6s} {'tier1 ms':>9s} {'python':>7s} {'llvm':>7s} {'codegen':>8s}  "
           f"goal (<= {GOAL_MS:.0f} ms for <= {GOAL_LINES} lines)")  # fmt: skip
     met = within = 0
@@ -116,3 +167,9 @@ def compile_report(files: list[Path], repeat: int) -> None:
                   f"{verdict}")
     print(f"\n{met} of {within} kernels of <= {GOAL_LINES} PTX lines compile in <= {GOAL_MS:.0f} ms CPU; the slowest "
           f"compile: {worst[1]} {worst[0]:.0f} ms")  # fmt: skip
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--library-pass"]:  # (library_report's new process)
+    import json
+
+    print(json.dumps(library_pass([Path(p) for p in sys.argv[2:]])))

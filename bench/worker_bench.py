@@ -8,8 +8,8 @@ far less than wall time; round-trip wall times are reported too.
 Cases: a synchronous STREAM_QUERY and EVENT_QUERY (a CALL and its REPLY, one at a time), and bursts of posted
 MEMSET frames, and of posted empty <<<1,1>>> LAUNCH frames, each followed by one STREAM_SYNC (the worker's cost
 per posted call); with --cases also MEM_INFO, DEVICE_SYNC, a 4 KiB MEMCPY_D2H, a posted 4 KiB MEMCPY_H2D and its
-STREAM_SYNC (what a pageable cudaMemcpy sends), MALLOC and FREE. --profile runs the worker under cProfile and
-prints its hottest functions per case.
+STREAM_SYNC (what a pageable cudaMemcpy sends), MALLOC and FREE, and MALLOC, a first MEMCPY_D2H of it and FREE.
+--profile runs the worker under cProfile and prints its hottest functions per case.
 """
 
 from __future__ import annotations
@@ -161,6 +161,13 @@ def setup(prof: str | None, fast: bool) -> tuple[socket.socket, int, Peer, dict]
             assert r[2] == 0, r
             assert peer.call("FREE", [r[3][0]])[2] == 0
 
+    def malloc_copy(n: int) -> None:  # a copy right after each allocation: C's allocation table is stale then
+        for _ in range(n // 3):
+            r = peer.call("MALLOC", [0, 4096])
+            assert r[2] == 0, r
+            assert peer.call("MEMCPY_D2H", [r[3][0], 4096, 0])[2] == 0
+            assert peer.call("FREE", [r[3][0]])[2] == 0
+
     data = bytes(range(256)) * 16
     h2d = frame(POST, 999, "MEMCPY_H2D", [ptr, 0, data])
 
@@ -181,6 +188,7 @@ def setup(prof: str | None, fast: bool) -> tuple[socket.socket, int, Peer, dict]
              "h2d": ("MEMCPY_H2D 4 KiB posted + STREAM_SYNC (pageable cudaMemcpy)", h2d_sync),
              "d2h": ("MEMCPY_D2H 4 KiB (sync call)", d2h),
              "malloc": ("MALLOC 1 MiB and FREE (sync calls, per call)", malloc_free),
+             "malloc_copy": ("MALLOC 4 KiB, MEMCPY_D2H 4 KiB, FREE (sync calls, per call)", malloc_copy),
              "event": ("EVENT_QUERY (sync call)", queries("EVENT_QUERY", ev)),
              "memset": (f"MEMSET 4 KiB posted, bursts of {burst} + STREAM_SYNC", posted),
              "launch": (f"LAUNCH empty<<<1,1>>> posted, bursts of {burst} + STREAM_SYNC", launched)}
@@ -197,7 +205,7 @@ def main() -> int:
     ap.add_argument("--fastpath", choices=("on", "off", "both"), default="on", help="the worker's C fast path "
                     "(gpushim/server/fastpath.py); both: two workers, measured in turn")
     ap.add_argument("--cases", default="query,event,memset,launch", help="comma-separated: query, event, "
-                    "memset, launch, malloc, meminfo, devsync, h2d, d2h")
+                    "memset, launch, malloc, malloc_copy, meminfo, devsync, h2d, d2h")
     args = ap.parse_args()
     if args.pin == "auto":
         args.pin = str(min(os.sched_getaffinity(0)))

@@ -165,9 +165,7 @@ static cudaError_t default_op(gs_gops *ops, const gs_gcond *c) {
     if (op.bytes) memcpy(op.bytes, w.buf, w.len);
     gs_w_free(&w);
     if (!op.bytes) return cudaErrorMemoryAllocation;
-    cudaError_t e = gs_ops_append(ops, &op);
-    if (e) free(op.bytes);
-    return e;
+    return gs_ops_append(ops, &op); /* which frees op.bytes when it fails */
 }
 
 cudaError_t gs_cond_defaults_locked(gs_gops *ops, const gs_graph *g, gs_galloc ***allocs, size_t *nallocs) {

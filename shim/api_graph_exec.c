@@ -251,9 +251,7 @@ static cudaError_t cond_op_locked(exec *x, const gs_gnode *n) {
     if (!p) { free(op.bytes); return cudaErrorMemoryAllocation; }
     x->nodes = p;
     x->nodes[x->n++] = (xnode){n->type, n, x->ops.n, 1};
-    e = gs_ops_append(&x->ops, &op);
-    if (e) free(op.bytes);
-    return e;
+    return gs_ops_append(&x->ops, &op); /* which frees op.bytes when it fails */
 }
 
 static void free_segments(exec *x) {

@@ -111,6 +111,15 @@ cudaError_t gs_entry_layout(gs_entry *k) {
     return e;
 }
 
+void gs_entry_free_layout(gs_entry *k) {
+    free(k->param_offsets);
+    free(k->param_sizes);
+    gs_call_frame_free(k->attr_frame);
+    k->param_offsets = k->param_sizes = NULL;
+    k->attr_frame = NULL;
+    k->have_layout = 0;
+}
+
 int gs_entry_attr(gs_entry *k, const char *name) {
     gs_reader r = k->attrs;
     uint32_t n;

@@ -48,8 +48,8 @@ typedef struct gs_ctx {
     int device;
     unsigned flags;
     int primary;
-    int refs;      /* primary: cuDevicePrimaryCtxRetain count */
-    int destroyed; /* created contexts after cuCtxDestroy */
+    int refs;    /* primary: cuDevicePrimaryCtxRetain count */
+    uint64_t id; /* unique in the process (cuCtxGetId); created contexts are freed by cuCtxDestroy */
 } gs_ctx;
 typedef gs_ctx *CUcontext;
 
@@ -60,6 +60,8 @@ CUresult gs_drv_enter(int *dev);
 void gs_drv_mark_initialised(void);
 /* The primary context of dev (never freed). */
 gs_ctx *gs_drv_primary(int dev);
+/* Whether h is a primary context handed out or a live context from cuCtxCreate (not reading a freed one). */
+int gs_drv_ctx_known(const gs_ctx *h);
 
 /* Streams, events and modules made while a context from cuCtxCreate is current belong to it: cuCtxDestroy
  * destroys them (drv_context.c). gs_drv_own records one, gs_drv_disown forgets one destroyed by the program. */
@@ -90,6 +92,7 @@ CUresult gs_drv_err(cudaError_t e);
 /* Runtime face helpers from api_kernel.c, used by the driver's modules and launches. */
 cudaError_t gs_module_ensure(gs_module *m);
 cudaError_t gs_entry_layout(gs_entry *k);
+void gs_entry_free_layout(gs_entry *k); /* what gs_entry_layout allocated: for an entry that is freed */
 int gs_entry_attr(gs_entry *k, const char *name);
 cudaError_t gs_entry_occupancy(gs_entry *k, int *nblocks, int block_size, size_t dyn_smem);
 cudaError_t gs_launch_entry(gs_entry *k, dim3 grid, dim3 block, void **args, const void *packed, size_t packed_len,

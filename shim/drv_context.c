@@ -6,6 +6,7 @@
  * device's memory, modules and streams with its primary context: the server keeps one context per device
  * and session. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +18,22 @@
 #define GS_CTX_MAGIC 0x43545847u /* "GXTC" */
 #define GS_CTX_STACK 32
 
+/* A context on a thread's stack: its handle and its id. cuCtxDestroy frees a created context while other
+ * threads may still have it current; the id tells such a stale entry from a new context made at the same
+ * address. */
+typedef struct {
+    gs_ctx *c;
+    uint64_t id;
+} ctx_ref;
+
 static gs_ctx primaries[GS_MAX_DEVICES];
 static _Atomic int initialised;
-static _Thread_local gs_ctx *stack[GS_CTX_STACK];
+static _Atomic uint64_t next_id = GS_MAX_DEVICES + 1; /* primary contexts have ids 1..GS_MAX_DEVICES */
+static _Thread_local ctx_ref stack[GS_CTX_STACK];
 static _Thread_local int depth;        /* contexts on this thread's stack */
 static _Thread_local int explicit_none; /* cuCtxSetCurrent(NULL) / pops emptied the stack */
+/* Held while a created context is read through a handle, and while one is freed: a handle is looked up and
+ * read under it, never read once cuCtxDestroy has freed it. */
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* cuInit was called, or the process uses the runtime face, which initialises the driver itself (a
@@ -49,33 +61,67 @@ CUresult gs_drv_err(cudaError_t e) {
 
 gs_ctx *gs_drv_primary(int dev) {
     gs_ctx *c = &primaries[dev];
-    if (!c->magic) *c = (gs_ctx){.magic = GS_CTX_MAGIC, .device = dev, .primary = 1};
+    if (!c->magic) *c = (gs_ctx){.magic = GS_CTX_MAGIC, .device = dev, .primary = 1, .id = (uint64_t)dev + 1};
     return c;
 }
 
-/* A primary context handed out, or a live context from cuCtxCreate. Looked up before it is read: a garbage or
- * destroyed handle is refused, not dereferenced. */
-static int valid_ctx(gs_ctx *c) {
-    if (!c) return 0;
-    if ((uintptr_t)c >= (uintptr_t)primaries && (uintptr_t)c < (uintptr_t)(primaries + GS_MAX_DEVICES))
-        return ((uintptr_t)c - (uintptr_t)primaries) % sizeof *c == 0 && c->magic == GS_CTX_MAGIC;
-    return gs_ptr_known(GS_HANDLE_CTX, c) && !c->destroyed;
+static int is_primary(const gs_ctx *c) {
+    return (uintptr_t)c >= (uintptr_t)primaries && (uintptr_t)c < (uintptr_t)(primaries + GS_MAX_DEVICES) &&
+           ((uintptr_t)c - (uintptr_t)primaries) % sizeof *c == 0;
+}
+
+/* A copy of the context handle h names: a primary context handed out (never freed), or a live context from
+ * cuCtxCreate. The handle is looked up before it is read: a garbage or destroyed (freed) one is refused. */
+static int ctx_get(const gs_ctx *h, gs_ctx *out) {
+    if (!h) return 0;
+    if (is_primary(h)) {
+        *out = *h;
+        return h->magic == GS_CTX_MAGIC;
+    }
+    pthread_mutex_lock(&ctx_lock);
+    int ok = gs_ptr_known(GS_HANDLE_CTX, h);
+    if (ok) *out = *h;
+    pthread_mutex_unlock(&ctx_lock);
+    return ok;
+}
+
+/* The same for a stack entry: the context must still be the one pushed. */
+static int ref_get(ctx_ref r, gs_ctx *out) { return ctx_get(r.c, out) && out->id == r.id; }
+
+int gs_drv_ctx_known(const gs_ctx *h) {
+    gs_ctx c;
+    return ctx_get(h, &c);
 }
 
 /* The thread's current context: its stack's top, else the primary context of a device the runtime face
- * selected or used on this thread. */
-static gs_ctx *current(void) {
+ * selected or used on this thread. It may have been destroyed by another thread since it was made current. */
+static ctx_ref top(void) {
     if (depth) return stack[depth - 1];
-    if (!explicit_none && (gs_thread()->device_set || gs_thread()->runtime_ctx))
-        return gs_drv_primary(gs_thread()->device);
-    return NULL;
+    if (!explicit_none && (gs_thread()->device_set || gs_thread()->runtime_ctx)) {
+        gs_ctx *p = gs_drv_primary(gs_thread()->device);
+        return (ctx_ref){p, p->id};
+    }
+    return (ctx_ref){0};
 }
 
-static void make_current(gs_ctx *c) {
-    if (c) {
-        gs_thread()->device = c->device;
-        gs_thread()->device_set = 1;
-    }
+static void make_current(int dev) {
+    gs_thread()->device = dev;
+    gs_thread()->device_set = 1;
+}
+
+/* After the stack changed: the runtime's device follows the new current context, if it is alive. */
+static void follow_top(void) {
+    gs_ctx c;
+    if (ref_get(top(), &c)) make_current(c.device);
+}
+
+/* The current context (a copy), or why there is none. */
+static CUresult current_ctx(gs_ctx *out) {
+    ctx_ref t = top();
+    if (!t.c) return CUDA_ERROR_INVALID_CONTEXT;
+    /* destroyed by another thread while current here (CUDA Driver API, cuCtxDestroy: "attempting to access
+     * ctx from those threads will result in the error CUDA_ERROR_CONTEXT_IS_DESTROYED") */
+    return ref_get(t, out) ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
 CUresult gs_drv_enter(int *dev) {
@@ -83,13 +129,11 @@ CUresult gs_drv_enter(int *dev) {
     cudaError_t e = gs_sticky();
     if (!e) e = gs_ensure_connected();
     if (e) return gs_drv_err(e);
-    gs_ctx *c = current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    /* destroyed by another thread while current here (CUDA Driver API, cuCtxDestroy: "attempting to access
-     * ctx from those threads will result in the error CUDA_ERROR_CONTEXT_IS_DESTROYED") */
-    if (c->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    make_current(c);
-    if (dev) *dev = c->device;
+    gs_ctx c;
+    CUresult r = current_ctx(&c);
+    if (r) return r;
+    make_current(c.device);
+    if (dev) *dev = c.device;
     return CUDA_SUCCESS;
 }
 
@@ -311,14 +355,14 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev) {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = check_device(dev);
     if (r) return r;
+    if (depth == GS_CTX_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
     gs_ctx *c = calloc(1, sizeof *c);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
-    *c = (gs_ctx){.magic = GS_CTX_MAGIC, .device = dev, .flags = flags};
-    if (depth == GS_CTX_STACK) { free(c); return CUDA_ERROR_OUT_OF_MEMORY; }
-    stack[depth++] = c; /* a new context is pushed onto the thread's stack */
+    *c = (gs_ctx){.magic = GS_CTX_MAGIC, .device = dev, .flags = flags, .id = atomic_fetch_add(&next_id, 1)};
+    stack[depth++] = (ctx_ref){c, c->id}; /* a new context is pushed onto the thread's stack */
     gs_handle_add(GS_HANDLE_CTX, (uintptr_t)c);
     explicit_none = 0;
-    make_current(c);
+    make_current(dev);
     *pctx = c;
     return CUDA_SUCCESS;
 }
@@ -349,16 +393,23 @@ typedef struct owned_range {
 static owned_range *owned_ranges;
 static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Remembers something made while a created (not primary) context was current, for cuCtxDestroy. */
+/* Remembers something made while a created (not primary) context was current, for cuCtxDestroy. Checked
+ * and recorded under ctx_lock: once cuCtxDestroy has taken the handle, nothing more is recorded for it. */
 static void remember_owned(uintptr_t base, int kind, int owned) {
-    gs_ctx *c = depth ? stack[depth - 1] : NULL;
-    if (!c || c->primary) return;
+    ctx_ref t = depth ? stack[depth - 1] : (ctx_ref){0};
+    if (!t.c || is_primary(t.c)) return;
     owned_range *o = malloc(sizeof *o);
     if (!o) return;
-    pthread_mutex_lock(&owned_lock);
-    *o = (owned_range){base, kind, owned, c, owned_ranges};
-    owned_ranges = o;
-    pthread_mutex_unlock(&owned_lock);
+    pthread_mutex_lock(&ctx_lock);
+    if (gs_ptr_known(GS_HANDLE_CTX, t.c) && t.c->id == t.id) {
+        pthread_mutex_lock(&owned_lock);
+        *o = (owned_range){base, kind, owned, t.c, owned_ranges};
+        owned_ranges = o;
+        pthread_mutex_unlock(&owned_lock);
+        o = NULL;
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    free(o);
 }
 
 void gs_drv_range_added(const gs_range *r) { remember_owned(r->base, r->kind, r->owned); }
@@ -420,65 +471,77 @@ static void free_context_resources(gs_ctx *ctx) {
     }
 }
 
+/* A destroyed or never-valid context is CUDA_ERROR_INVALID_CONTEXT (CUDA Driver API, CUresult: "the context
+ * passed to an API call is not a valid handle (such as a context that has had cuCtxDestroy() invoked on it)");
+ * none at all is CUDA_ERROR_INVALID_VALUE. The context is freed: other threads that still have it current
+ * get CUDA_ERROR_CONTEXT_IS_DESTROYED (their stack entries' ids match no live context). */
 GS_DRV CUresult gs_cuCtxDestroy_v2(CUcontext ctx) {
-    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_VALUE;
-    if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
-    free_context_resources(ctx);
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    gs_ctx c;
+    if (!ctx_get(ctx, &c) || c.primary) return CUDA_ERROR_INVALID_CONTEXT;
+    free_context_resources(ctx); /* while it is alive: unloading its modules runs in it */
+    pthread_mutex_lock(&ctx_lock);
+    int mine = gs_ptr_known(GS_HANDLE_CTX, ctx); /* a racing cuCtxDestroy of the same context frees it once */
+    gs_handle_remove(GS_HANDLE_CTX, (uintptr_t)ctx);
+    pthread_mutex_unlock(&ctx_lock);
+    if (!mine) return CUDA_ERROR_INVALID_CONTEXT;
+    free_context_resources(ctx); /* what another thread made in it meanwhile */
     for (int i = 0; i < depth; i++) {
-        if (stack[i] == ctx) {
+        if (stack[i].c == ctx) {
             memmove(&stack[i], &stack[i + 1], (size_t)(depth - i - 1) * sizeof *stack);
             depth--;
             i--;
         }
     }
-    make_current(current());
+    follow_top();
     gs_drv_cls_destroy(ctx);
-    gs_handle_remove(GS_HANDLE_CTX, (uintptr_t)ctx);
-    ctx->destroyed = 1; /* kept allocated: other threads' context stacks may still hold it */
+    free(ctx);
     return CUDA_SUCCESS;
 }
 GS_DRV CUresult gs_cuCtxDestroy(CUcontext ctx) { return gs_cuCtxDestroy_v2(ctx); }
 
 GS_DRV CUresult gs_cuCtxPushCurrent_v2(CUcontext ctx) {
-    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    gs_ctx c;
+    if (!ctx_get(ctx, &c)) return CUDA_ERROR_INVALID_CONTEXT;
     if (depth == GS_CTX_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
-    stack[depth++] = ctx;
+    stack[depth++] = (ctx_ref){ctx, c.id};
     explicit_none = 0;
-    make_current(ctx);
+    make_current(c.device);
     return CUDA_SUCCESS;
 }
 GS_DRV CUresult gs_cuCtxPushCurrent(CUcontext ctx) { return gs_cuCtxPushCurrent_v2(ctx); }
 
 GS_DRV CUresult gs_cuCtxPopCurrent_v2(CUcontext *pctx) {
-    gs_ctx *c = current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    ctx_ref t = top();
+    if (!t.c) return CUDA_ERROR_INVALID_CONTEXT;
     if (depth) depth--;
     else explicit_none = 1; /* popping the runtime's implicit current context */
     if (!depth) explicit_none = 1;
-    if (pctx) *pctx = c;
-    make_current(current());
+    if (pctx) *pctx = t.c;
+    follow_top();
     return CUDA_SUCCESS;
 }
 GS_DRV CUresult gs_cuCtxPopCurrent(CUcontext *pctx) { return gs_cuCtxPopCurrent_v2(pctx); }
 
 GS_DRV CUresult gs_cuCtxSetCurrent(CUcontext ctx) {
-    if (ctx && !valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
     if (!ctx) {
         if (depth) depth--;
         explicit_none = depth == 0;
         return CUDA_SUCCESS;
     }
-    if (depth) stack[depth - 1] = ctx;
-    else stack[depth++] = ctx;
+    gs_ctx c;
+    if (!ctx_get(ctx, &c)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth) stack[depth - 1] = (ctx_ref){ctx, c.id};
+    else stack[depth++] = (ctx_ref){ctx, c.id};
     explicit_none = 0;
-    make_current(ctx);
+    make_current(c.device);
     return CUDA_SUCCESS;
 }
 
 GS_DRV CUresult gs_cuCtxGetCurrent(CUcontext *pctx) {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     if (!driver_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    *pctx = current();
+    *pctx = top().c;
     return CUDA_SUCCESS;
 }
 
@@ -492,15 +555,18 @@ GS_DRV CUresult gs_cuCtxGetDevice(CUdevice *dev) {
 GS_DRV CUresult gs_cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx) {
     if (!dev) return CUDA_ERROR_INVALID_VALUE;
     if (!ctx) return gs_drv_enter(dev);
-    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
-    *dev = ctx->device;
+    gs_ctx c;
+    if (!ctx_get(ctx, &c)) return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = c.device;
     return CUDA_SUCCESS;
 }
 
 GS_DRV CUresult gs_cuCtxGetFlags(unsigned *flags) {
     if (!flags) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = gs_drv_enter(NULL);
-    if (!r) *flags = current()->flags;
+    gs_ctx c;
+    if (!r) r = current_ctx(&c);
+    if (!r) *flags = c.flags;
     return r;
 }
 
@@ -508,8 +574,12 @@ GS_DRV CUresult gs_cuCtxSetFlags(unsigned flags) {
     CUresult r = gs_drv_enter(NULL);
     if (r) return r;
     if (flags & ~0x1fu) return CUDA_ERROR_INVALID_VALUE;
-    current()->flags = flags;
-    return CUDA_SUCCESS;
+    ctx_ref t = top();
+    pthread_mutex_lock(&ctx_lock); /* written only while it lives */
+    if (is_primary(t.c) || (gs_ptr_known(GS_HANDLE_CTX, t.c) && t.c->id == t.id)) t.c->flags = flags;
+    else r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    pthread_mutex_unlock(&ctx_lock);
+    return r;
 }
 
 /* Peer access of the current context to peer's memory. Every context of a device shares that device here, so
@@ -519,35 +589,41 @@ GS_DRV CUresult gs_cuCtxSetFlags(unsigned flags) {
 GS_DRV CUresult gs_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
     CUresult r = gs_drv_enter(NULL);
     if (r) return r;
-    if (!valid_ctx(peer)) return CUDA_ERROR_INVALID_CONTEXT;
+    gs_ctx p;
+    if (!ctx_get(peer, &p)) return CUDA_ERROR_INVALID_CONTEXT;
     if (flags) return CUDA_ERROR_INVALID_VALUE;
-    return GS_DRV_CALL(gs_cudaDeviceEnablePeerAccess(peer->device, 0));
+    return GS_DRV_CALL(gs_cudaDeviceEnablePeerAccess(p.device, 0));
 }
 
 GS_DRV CUresult gs_cuCtxDisablePeerAccess(CUcontext peer) {
     CUresult r = gs_drv_enter(NULL);
     if (r) return r;
-    if (!valid_ctx(peer)) return CUDA_ERROR_INVALID_CONTEXT;
-    return GS_DRV_CALL(gs_cudaDeviceDisablePeerAccess(peer->device));
+    gs_ctx p;
+    if (!ctx_get(peer, &p)) return CUDA_ERROR_INVALID_CONTEXT;
+    return GS_DRV_CALL(gs_cudaDeviceDisablePeerAccess(p.device));
 }
 
 GS_DRV CUresult gs_cuCtxGetApiVersion(CUcontext ctx, unsigned *version) {
     if (!version) return CUDA_ERROR_INVALID_VALUE;
-    if (ctx && !valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx && !gs_drv_ctx_known(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
     if (!ctx && gs_drv_enter(NULL)) return CUDA_ERROR_INVALID_CONTEXT;
     *version = 3020; /* what every context created through the v2 API reports */
     return CUDA_SUCCESS;
 }
 
+/* The id is unique in the process ("unique ID for the context"): a context made after one was destroyed has
+ * another even at the same address (libcublasLt keys its per-context state by it). */
 GS_DRV CUresult gs_cuCtxGetId(CUcontext ctx, unsigned long long *id) {
     if (!id) return CUDA_ERROR_INVALID_VALUE;
+    gs_ctx c;
     if (!ctx) {
         CUresult r = gs_drv_enter(NULL);
+        if (!r) r = current_ctx(&c);
         if (r) return r;
-        ctx = current();
+    } else if (!ctx_get(ctx, &c)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
     }
-    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
-    *id = (unsigned long long)(uintptr_t)ctx;
+    *id = c.id;
     return CUDA_SUCCESS;
 }
 
@@ -558,11 +634,12 @@ GS_DRV CUresult gs_cuCtxSynchronize(void) {
 
 GS_DRV CUresult gs_cuCtxSynchronize_v2(CUcontext ctx) {
     if (!ctx) return gs_cuCtxSynchronize();
-    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    gs_ctx c;
+    if (!ctx_get(ctx, &c)) return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = gs_drv_enter(NULL);
     if (r) return r;
     int saved = gs_thread()->device;
-    gs_thread()->device = ctx->device;
+    gs_thread()->device = c.device;
     r = GS_DRV_CALL(gs_cudaDeviceSynchronize());
     gs_thread()->device = saved;
     return r;
@@ -594,6 +671,13 @@ GS_DRV CUresult gs_cuCtxSetCacheConfig(int cfg) {
     CUresult r = gs_drv_enter(NULL);
     return r ? r : GS_DRV_CALL(gs_cudaDeviceSetCacheConfig(cfg));
 }
+
+/* In a forked child only the forking thread runs: a lock another thread held is reset. */
+static void ctx_after_fork(void) {
+    pthread_mutex_init(&ctx_lock, NULL);
+    pthread_mutex_init(&owned_lock, NULL);
+}
+__attribute__((constructor)) static void ctx_init(void) { pthread_atfork(NULL, NULL, ctx_after_fork); }
 
 /* ---- errors ---- */
 

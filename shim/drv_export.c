@@ -149,7 +149,9 @@ static cls_entry *cls_head;
 static pthread_mutex_t cls_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUresult cls_context(CUcontext *ctx) {
-    if (*ctx) return CUDA_SUCCESS;
+    /* a destroyed context's values went with it; none are kept for a stale handle (a new context may take its
+     * address) */
+    if (*ctx) return gs_drv_ctx_known(*ctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = gs_cuCtxGetCurrent(ctx);
     if (r) return r;
     return *ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;

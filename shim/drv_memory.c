@@ -267,20 +267,20 @@ GS_DRV CUresult gs_cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_
 }
 /* One device: a peer copy is a device-to-device copy (contexts share the session's address space). */
 GS_DRV CUresult gs_cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
-    if (!dc || !sc) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!gs_drv_ctx_known(dc) || !gs_drv_ctx_known(sc)) return CUDA_ERROR_INVALID_CONTEXT;
     COPY(d, s, n, 4, gs_cudaMemcpy);
 }
 GS_DRV CUresult gs_cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st) {
-    if (!dc || !sc) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!gs_drv_ctx_known(dc) || !gs_drv_ctx_known(sc)) return CUDA_ERROR_INVALID_CONTEXT;
     COPY_ASYNC(d, s, n, 4, st, gs_cudaMemcpyAsync);
 }
 GS_DRV CUresult gs_cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
-    if (!dc || !sc) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!gs_drv_ctx_known(dc) || !gs_drv_ctx_known(sc)) return CUDA_ERROR_INVALID_CONTEXT;
     COPY(d, s, n, 4, gs_cudaMemcpy_ptds);
 }
 GS_DRV CUresult gs_cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n,
                                          CUstream st) {
-    if (!dc || !sc) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!gs_drv_ctx_known(dc) || !gs_drv_ctx_known(sc)) return CUDA_ERROR_INVALID_CONTEXT;
     COPY_ASYNC(d, s, n, 4, st, gs_cudaMemcpyAsync_ptsz);
 }
 

@@ -45,16 +45,14 @@ typedef struct drv_module {
     gs_module mod;
     uint8_t *image; /* our copy of the image */
     drv_function *functions;
-    int unloaded;
     int of_library; /* cuLibraryGetModule's: only cuLibraryUnload unloads it */
-    struct drv_module *next; /* every module loaded (never freed, so a stale handle is recognised) */
+    struct drv_module *next; /* every module loaded and not unloaded */
 } drv_module;
 
 typedef struct drv_library {
     uint32_t magic;
     drv_module *module;
-    int unloaded;
-    struct drv_library *next; /* every library loaded (never freed): cudaKernel_t handles are found here */
+    struct drv_library *next; /* every library loaded and not unloaded: cudaKernel_t handles are found here */
 } drv_library;
 
 static drv_library *libraries;
@@ -68,18 +66,19 @@ static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
         if (gs_r_) return gs_r_;             \
     } while (0)
 
-/* Handles are looked up before they are read: a garbage one is refused, not dereferenced. */
+/* Handles are looked up before they are read: a garbage one, or one unloaded (and freed), is refused, not
+ * dereferenced. Unloading while another thread uses the handle is the application's race, as in CUDA. */
 static drv_module *as_module(void *h) {
     drv_module *m = h;
-    return gs_ptr_known(GS_HANDLE_MODULE, m) && m->magic == MOD_MAGIC && !m->unloaded ? m : NULL;
+    return gs_ptr_known(GS_HANDLE_MODULE, m) && m->magic == MOD_MAGIC ? m : NULL;
 }
 static drv_function *as_function(void *h) {
     drv_function *f = h;
-    return gs_ptr_known(GS_HANDLE_FUNCTION, f) && f->magic == FUNC_MAGIC && !f->owner->unloaded ? f : NULL;
+    return gs_ptr_known(GS_HANDLE_FUNCTION, f) && f->magic == FUNC_MAGIC ? f : NULL;
 }
 static drv_library *as_library(void *h) {
     drv_library *l = h;
-    return gs_ptr_known(GS_HANDLE_LIBRARY, l) && l->magic == LIB_MAGIC && !l->unloaded ? l : NULL;
+    return gs_ptr_known(GS_HANDLE_LIBRARY, l) && l->magic == LIB_MAGIC ? l : NULL;
 }
 
 /* ---- images ---- */
@@ -154,29 +153,52 @@ static CUresult load_image(drv_module **out, const void *image) {
     m->next = all_modules;
     all_modules = m;
     pthread_mutex_unlock(&drv_lock);
-    gs_handle_add(GS_HANDLE_MODULE, (uintptr_t)m); /* never freed: an unloaded handle stays recognised */
+    gs_handle_add(GS_HANDLE_MODULE, (uintptr_t)m);
     *out = m;
     gs_drv_own((uintptr_t)m, GS_OWN_MODULE); /* a module of a cuCtxCreate context goes with it */
     return CUDA_SUCCESS;
 }
 
-/* The handle m dies. When no other live handle and no module of the runtime face has its image, the server
- * releases the image and its variables (MODULE_UNLOAD waits for the devices: queued kernels may use it). */
+/* Takes module m's handles (drv_lock held): the module and its functions leave the live sets and the list of
+ * modules, so no later call finds them (CUDA_ERROR_INVALID_HANDLE), and only one unload frees them. */
+static void module_take_locked(drv_module *m) {
+    gs_handle_remove(GS_HANDLE_MODULE, (uintptr_t)m);
+    for (drv_function *f = m->functions; f; f = f->next) gs_handle_remove(GS_HANDLE_FUNCTION, (uintptr_t)f);
+    drv_module **p = &all_modules;
+    while (*p && *p != m) p = &(*p)->next;
+    if (*p) *p = m->next;
+}
+
+static void module_free(drv_module *m) {
+    for (drv_function *f = m->functions, *next; f; f = next) {
+        next = f->next;
+        gs_entry_free_layout(&f->entry);
+        free((char *)f->entry.name);
+        free(f);
+    }
+    free(m->image);
+    free(m);
+}
+
+/* The handle m, taken, dies and is freed. When no other live handle and no module of the runtime face has
+ * its image, the server releases the image and its variables (MODULE_UNLOAD waits for the devices: queued
+ * kernels may use it; a launch already sent carries the image's hash and the kernel's name, not m). */
 static CUresult release_image(drv_module *m) {
+    uint8_t hash[32];
+    memcpy(hash, m->mod.hash, sizeof hash);
+    module_free(m);
+    int others = 0;
     pthread_mutex_lock(&drv_lock);
-    int was = m->unloaded, others = 0;
-    m->unloaded = 1;
-    for (drv_module *o = all_modules; o && !others; o = o->next)
-        others = o != m && !o->unloaded && !memcmp(o->mod.hash, m->mod.hash, 32);
+    for (drv_module *o = all_modules; o && !others; o = o->next) others = !memcmp(o->mod.hash, hash, 32);
     pthread_mutex_unlock(&drv_lock);
-    if (was) return CUDA_ERROR_INVALID_HANDLE;
-    if (others || gs_registry_uses_hash(m->mod.hash)) return CUDA_SUCCESS;
+    if (others || gs_registry_uses_hash(hash)) return CUDA_SUCCESS;
     CUresult r = gs_drv_enter(NULL);
-    if (r == CUDA_ERROR_INVALID_CONTEXT) r = CUDA_SUCCESS; /* no context here: the image stays for the session */
+    /* no (live) context here: the image stays for the session */
+    if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED) r = CUDA_SUCCESS;
     if (r) return r;
     gs_call c;
     gs_call_begin(&c, GS_OP_MODULE_UNLOAD, 1);
-    gs_w_bin(c.w, m->mod.hash, 32);
+    gs_w_bin(c.w, hash, 32);
     cudaError_t e = gs_call_run(&c);
     gs_call_end(&c);
     return gs_drv_err(e);
@@ -254,13 +276,15 @@ GS_DRV CUresult gs_cuModuleLoad(drv_module **m, const char *path) {
 }
 
 GS_DRV CUresult gs_cuModuleUnload(drv_module *h) {
+    pthread_mutex_lock(&drv_lock);
     drv_module *m = as_module(h);
+    int of_library = m && m->of_library;
+    if (m && !of_library) module_take_locked(m);
+    pthread_mutex_unlock(&drv_lock);
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
-    if (m->of_library) return 800; /* CUDA_ERROR_NOT_PERMITTED, as cuModuleUnload documents */
-    /* function handles stay allocated so a stale one is recognised rather than read after free */
-    CUresult r = release_image(m);
-    gs_drv_disown((uintptr_t)m, GS_OWN_MODULE); /* the handle is dead now, whatever the server said */
-    return r;
+    if (of_library) return 800; /* CUDA_ERROR_NOT_PERMITTED, as cuModuleUnload documents */
+    gs_drv_disown((uintptr_t)m, GS_OWN_MODULE); /* the handle is dead now, whatever the server says */
+    return release_image(m);
 }
 
 CUresult gs_drv_module_unload(void *module) { return gs_cuModuleUnload(module); }
@@ -359,7 +383,7 @@ gs_entry *gs_drv_kernel_entry(const void *k) {
     gs_entry *found = NULL;
     pthread_mutex_lock(&drv_lock);
     for (drv_library *l = libraries; l && !found; l = l->next)
-        for (drv_function *f = l->unloaded ? NULL : l->module->functions; f && !found; f = f->next)
+        for (drv_function *f = l->module->functions; f && !found; f = f->next)
             if ((const void *)f == k) found = &f->entry;
     pthread_mutex_unlock(&drv_lock);
     return found;
@@ -389,10 +413,21 @@ GS_DRV CUresult gs_cuLibraryLoadFromFile(drv_library **lib, const char *path, in
 }
 
 GS_DRV CUresult gs_cuLibraryUnload(drv_library *h) {
+    pthread_mutex_lock(&drv_lock);
     drv_library *l = as_library(h);
+    drv_module *m = l ? l->module : NULL;
+    if (l) {
+        gs_handle_remove(GS_HANDLE_LIBRARY, (uintptr_t)l);
+        drv_library **p = &libraries;
+        while (*p && *p != l) p = &(*p)->next;
+        if (*p) *p = l->next;
+        module_take_locked(m);
+    }
+    pthread_mutex_unlock(&drv_lock);
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
-    l->unloaded = 1;
-    return release_image(l->module);
+    free(l);
+    gs_drv_disown((uintptr_t)m, GS_OWN_MODULE);
+    return release_image(m);
 }
 
 GS_DRV CUresult gs_cuLibraryGetKernel(drv_function **k, drv_library *h, const char *name) {

@@ -211,7 +211,7 @@ cudaError_t gs_ensure_connected(void) {
         }
         if (fd >= 0) gs_transport_set_timeout(fd, 0);
         if (fd < 0) {
-            char line[1400];
+            char line[sizeof addr + sizeof why + 160]; /* room for both whole, with the text around them */
             snprintf(line, sizeof line,
                      "no usable gpushim server at %s: %s. Start one with `gpushim serve`, or run the program "
                      "with `gpushim run -- PROGRAM`. Every CUDA call will fail.", addr, why);
@@ -382,6 +382,8 @@ static uint8_t *frame_alloc(size_t n) {
     memcpy(b, &n, sizeof n);
     return b + 16;
 }
+
+void gs_call_frame_free(uint8_t *frame) { frame_free(frame); }
 
 static void frame_free(uint8_t *f) {
     if (!f) return;

@@ -40,6 +40,8 @@ cudaError_t gs_call_wait(gs_call *c);
 /* Queues the call without waiting (asynchronous CUDA semantics); errors surface at a later call. */
 cudaError_t gs_call_post(gs_call *c);
 void gs_call_end(gs_call *c);
+/* Frees a reply frame taken from a call (c->frame kept, then set to NULL before gs_call_end). */
+void gs_call_frame_free(uint8_t *frame);
 
 /* Connects when needed; returns cudaSuccess or the error every call gets while no server is usable. */
 cudaError_t gs_ensure_connected(void);

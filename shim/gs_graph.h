@@ -114,6 +114,7 @@ void gs_graph_free_locked(gs_graph *g);
 gs_gnode *gs_node_new_locked(gs_graph *g, int type);
 int gs_node_known_locked(const gs_gnode *n);
 cudaError_t gs_node_add_dep_locked(gs_gnode *n, gs_gnode *dep);
+/* Takes op->bytes: on failure they are freed. */
 cudaError_t gs_ops_append(gs_gops *o, const gs_gop *op);
 void gs_ops_clear(gs_gops *o);
 cudaError_t gs_ops_copy(gs_gops *dst, const gs_gops *src);

@@ -93,6 +93,7 @@ typedef struct {
     uint32_t fresh;     /* the mirror is current: Python refreshed it since it last handled a frame */
     uint32_t max_frame; /* frames above it go to Python, which reports them */
     uint32_t nstreams, nevents, nallocs, nlaunches, ndevs, nshms;
+    uint32_t allocs_stale; /* allocations changed since Python built allocs: a miss asks it to rebuild them */
     /* the socket and the FrameReader's buffer, its read and write offsets (fp_serve's arguments: one pointer
      * crosses ctypes, which costs far less than five) */
     int32_t fd;
@@ -399,7 +400,8 @@ static int launch(fp_state *st, const uint8_t *p, const uint8_t *end) {
 }
 
 /* [addr, addr+n) inside one known allocation: where it is in this process, or NULL (memory.py: check_range). A
- * miss is counted: Python rebuilds the table, which it lets go stale after allocations change. */
+ * miss is counted: Python rebuilds the table, which it lets go stale after allocations change; take() then
+ * returns miss(st). */
 static uint8_t *device_range(fp_state *st, uint64_t addr, uint64_t n) {
     const fp_alloc *a = find(st, addr);
     if (!a || n > a->addr + a->size - addr) {
@@ -408,6 +410,11 @@ static uint8_t *device_range(fp_state *st, uint64_t addr, uint64_t n) {
     }
     return (uint8_t *)(uintptr_t)(a->host + (addr - a->addr));
 }
+
+/* What take() returns for a frame whose address missed the table: 2 (ask Python to rebuild it, then take the
+ * frame again) while the table is stale, as it is after every malloc or free; else 0 (Python handles the frame
+ * and reports the bad address). */
+static int miss(const fp_state *st) { return st->allocs_stale ? 2 : 0; }
 
 /* [offset, offset+n) of the client's shared memory `id` (ops_memory.py: _shared), or NULL. */
 static uint8_t *shared_range(const fp_state *st, uint64_t id, uint64_t offset, uint64_t n) {
@@ -492,9 +499,11 @@ static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
         if (args != 0x94 || !rd_uint(&p, end, &dst) || !rd_i32(&p, end, &value) || !rd_uint(&p, end, &nbytes)
             || !rd_uint(&p, end, &stream) || p != end)
             return 0;
-        uint8_t *to = device_range(st, dst, nbytes); /* Python reports the error, or finds what this table lacks */
-        if (!to || !has(st->streams, st->nstreams, stream))
+        if (!has(st->streams, st->nstreams, stream))
             return 0;
+        uint8_t *to = device_range(st, dst, nbytes); /* Python reports the error, or finds what this table lacks */
+        if (!to)
+            return miss(st);
         memset(to, (int)(value & 0xff), nbytes);
         st->memsets++;
     } else if (op == OP_MEMCPY_H2D) {
@@ -505,7 +514,7 @@ static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
             return 0;
         uint8_t *to = device_range(st, dst, nbytes);
         if (!to)
-            return 0;
+            return miss(st);
         memcpy(to, data, nbytes);
         st->copies++;
         st->copy_bytes += nbytes;
@@ -516,7 +525,7 @@ static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
             return 0;
         const uint8_t *from = device_range(st, src, nbytes);
         if (!from)
-            return 0;
+            return miss(st);
         st->copies++;
         st->copy_bytes += nbytes;
         st->calls++;
@@ -527,9 +536,12 @@ static int take(fp_state *st, int fd, const uint8_t *p, uint32_t n) {
             || !rd_uint(&p, end, &offset) || !rd_uint(&p, end, &nbytes) || p != end
             || !has(st->streams, st->nstreams, stream))
             return 0;
-        uint8_t *host = shared_range(st, shm, offset, nbytes), *d = host ? device_range(st, dev, nbytes) : NULL;
-        if (!d)
+        uint8_t *host = shared_range(st, shm, offset, nbytes);
+        if (!host)
             return 0;
+        uint8_t *d = device_range(st, dev, nbytes);
+        if (!d)
+            return miss(st);
         if (op == OP_MEMCPY_D2H_SHM)
             memmove(host, d, nbytes); /* memmove: the client may pass overlapping nonsense, not undefined here */
         else

@@ -78,8 +78,8 @@ class State(ctypes.Structure):
                 ("thread_instructions", U64), ("copies", U64), ("copy_bytes", U64), ("memset_misses", U64),
                 ("kernels", U64 * MAX_DEVS), ("ops", U64), ("quiet", U32), ("fresh", U32), ("max_frame", U32),
                 ("nstreams", U32), ("nevents", U32), ("nallocs", U32), ("nlaunches", U32), ("ndevs", U32),
-                ("nshms", U32), ("fd", I32), ("buf", U64), ("cap", U64), ("r", U64), ("w", U64), ("err", I32),
-                ("nfds", I32), ("fds", I32 * MAX_FDS),
+                ("nshms", U32), ("allocs_stale", U32), ("fd", I32), ("buf", U64), ("cap", U64), ("r", U64),
+                ("w", U64), ("err", I32), ("nfds", I32), ("fds", I32 * MAX_FDS),
                 ("streams", U64 * MAX_HANDLES), ("events", U64 * MAX_HANDLES), ("allocs", _Alloc * MAX_ALLOCS),
                 ("launch", _Launch * MAX_LAUNCHES), ("shms", _Shm * MAX_SHMS), ("mi", _MemInfo)]
 
@@ -202,6 +202,7 @@ class FastPath:
         if key != self._memory:  # the allocation table changed: C stops using its copy (it is rebuilt lazily)
             self._memory = key
             st.nallocs = 0
+            st.allocs_stale = 1  # C's next miss comes back here (FP_REFRESH) and takes its frame after the rebuild
             self._stale = st.memset_misses
         if self._stale is not None and st.memset_misses != self._stale:  # a memset missed it: rebuild
             self._stale = None
@@ -257,7 +258,7 @@ class FastPath:
 
     def _rebuild_allocs(self, mems: list[Any]) -> None:
         """Every allocation of every device, sorted by address, with its place in this process (the arena):
-        the table fastpath.c's memsets look up. Rebuilt only after a memset missed it, so a program that
+        the table fastpath.c's memsets and copies look up. Rebuilt only after one missed it, so a program that
         allocates and frees without memsets in between pays nothing for it."""
         table: list[int] = []
         for m in sorted(mems, key=lambda m: m.base):  # device windows do not overlap: sorted by address
@@ -271,6 +272,7 @@ class FastPath:
             flat = array.array("Q", table)
             ctypes.memmove(ctypes.addressof(self.st.allocs), flat.buffer_info()[0], len(flat) * 8)
         self.st.nallocs = n
+        self.st.allocs_stale = 0  # current (or too large for C): a miss now is Python's to report
 
     def _refresh_launches(self) -> None:
         """The configurations of empty kernels that Python's launch checked and ran (backend.py: _launches, an
@@ -313,6 +315,10 @@ class FastPath:
             frames.r, frames.w = st.r, st.w
             if why != FP_REFRESH:
                 break
+            if st.fresh:  # the mirror is current but C's stale allocation table missed: that table only
+                self._stale = None
+                self._rebuild_allocs(self.bs.memories)
+                continue
             # a frame C may take, after frames Python handled: the mirror is refreshed only now, so calls that
             # C never takes (malloc, copies...) pay nothing for it
             self.refresh()

@@ -34,19 +34,23 @@ class MemoryOps:
 
     def op_free(self, ptr: int) -> Wait:
         # cudaFree implicitly synchronises the device; a bad pointer fails at once, without waiting.
-        kind, _, base, _ = self.bs.pointer_info(ptr)
-        if kind != 2 or base != ptr:
-            raise CudaError(Err.INVALID_VALUE, f"cudaFree({ptr:#x}): not the start of a live device allocation")
         def idle() -> bool:
             return all([self.bs.device_idle(d) for d in self.info.devices])
 
         if not self.waiting and idle():  # nothing to wait for: what progress() would do at once, without the Wait
             self._collect_async_errors()
             if self.sticky:
+                self._check_free(ptr)  # a bad pointer is reported before the sticky error
                 raise CudaError(*self.sticky)
-            self.bs.free(ptr)
+            self.bs.free(ptr)  # which refuses a bad pointer itself: one lookup
             return []
+        self._check_free(ptr)
         return Wait(idle, lambda: self.bs.free(ptr) or [])
+
+    def _check_free(self, ptr: int) -> None:
+        kind, _, base, _ = self.bs.pointer_info(ptr)
+        if kind != 2 or base != ptr:
+            raise CudaError(Err.INVALID_VALUE, f"cudaFree({ptr:#x}): not the start of a live device allocation")
 
     def op_memcpy_h2d(self, dst: int, stream: int, data: bytes) -> list[Any]:
         self.bs.write(self._stream(stream), dst, data)

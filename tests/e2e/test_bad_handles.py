@@ -33,13 +33,21 @@ def expected() -> dict[str, int]:
                  "exec_launch_destroyed", "exec_launch_garbage", "exec_destroy_garbage", "user_object_release_garbage",
                  "pool_attr_garbage", "pool_destroy_garbage", "array_free_garbage", "texobj_destroy_garbage"):
         want[f"rt_{name}"] = INVALID_VALUE
-    # cudaLibraryGetKernel / cudaLibraryUnload: cudaErrorInvalidResourceHandle
-    want["rt_library_get_kernel_garbage"] = want["rt_library_unload_garbage"] = INVALID_HANDLE
+    # cudaLibraryGetKernel / cudaLibraryUnload: cudaErrorInvalidResourceHandle, for an unloaded library too
+    for name in ("library_get_kernel_garbage", "library_unload_garbage", "library_get_kernel_destroyed",
+                 "library_unload_destroyed"):
+        want[f"rt_{name}"] = INVALID_HANDLE
+    # cudaLaunchKernel with a kernel of an unloaded library (cudaLibraryEnumerateKernels: "The returned kernel
+    # handle becomes invalid when the library is unloaded"): cudaErrorInvalidDeviceFunction
+    want["rt_launch_kernel_destroyed"] = INVALID_DEVICE_FUNCTION
     want["rt_func_attributes_garbage"] = INVALID_DEVICE_FUNCTION  # cudaFuncGetAttributes
     # CUDA Driver API, cuCtxDestroy: "If ctx is current to other threads, then ctx will remain current to those
     # threads, and attempting to access ctx from those threads will result in the error
     # CUDA_ERROR_CONTEXT_IS_DESTROYED."
     want["drv_push_other_thread"] = 0
+    # the stale entry is refused even when a new context took the destroyed one's address; cuCtxGetId: "a
+    # unique ID for the context", so the new one has another
+    want["drv_ctx_new_id_differs"] = 1
     for call in ("ctx_sync", "ctx_get_id", "mem_alloc"):
         want[f"drv_{call}_destroyed_other_thread"] = CONTEXT_IS_DESTROYED
     for tag in ("destroyed", "garbage", "junk"):
@@ -47,16 +55,21 @@ def expected() -> dict[str, int]:
         # cuCtxSynchronize_v2, cuCtxEnablePeerAccess: CUDA_ERROR_INVALID_CONTEXT
         for call in ("push", "set", "api_version", "get_id", "get_device", "sync", "enable_peer"):
             want[f"drv_ctx_{call}_{tag}"] = INVALID_CONTEXT
-        want[f"drv_ctx_destroy_{tag}"] = INVALID_VALUE  # as tests/programs/drv_ctx_memory.c (destroyed once)
+        # cuCtxDestroy lists CUDA_ERROR_INVALID_CONTEXT and CUDA_ERROR_INVALID_VALUE; CUresult's description of
+        # CUDA_ERROR_INVALID_CONTEXT: "the context passed to an API call is not a valid handle (such as a
+        # context that has had cuCtxDestroy() invoked on it)"
+        want[f"drv_ctx_destroy_{tag}"] = INVALID_CONTEXT
         # cuModuleGetFunction, cuModuleGetGlobal, cuModuleUnload, cuFuncGetAttribute, cuLaunchKernel,
         # cuLinkAddData, cuLinkComplete, cuLinkDestroy: CUDA_ERROR_INVALID_HANDLE
         for call in ("module_get_function", "module_get_global", "module_unload", "func_attribute", "launch",
                      "link_add", "link_complete", "link_destroy"):
             want[f"drv_{call}_{tag}"] = INVALID_HANDLE
-    # cuLibraryGetKernel, cuLibraryUnload, cuKernelGetFunction, cuStreamQuery, cuEventQuery:
-    # CUDA_ERROR_INVALID_HANDLE
+    # cuLibraryGetKernel, cuLibraryGetModule, cuLibraryUnload, cuKernelGetFunction, cuLaunchKernel (a kernel's
+    # function once its library is unloaded), cuStreamQuery, cuEventQuery: CUDA_ERROR_INVALID_HANDLE
     for name in ("library_get_kernel_garbage", "library_get_kernel_junk", "library_unload_garbage",
-                 "kernel_get_function_garbage", "stream_query_garbage", "event_query_garbage"):
+                 "kernel_get_function_garbage", "stream_query_garbage", "event_query_garbage",
+                 "library_get_kernel_destroyed", "library_get_module_destroyed", "library_unload_destroyed",
+                 "kernel_get_function_destroyed", "launch_kernel_of_library_destroyed"):
         want[f"drv_{name}"] = INVALID_HANDLE
     # cuMemRelease, cuMemPoolGetAttribute, cuTexObjectDestroy, cuGraphNodeGetType: CUDA_ERROR_INVALID_VALUE
     for name in ("mem_release_garbage", "pool_attr_garbage", "texobj_destroy_garbage", "node_type_garbage"):

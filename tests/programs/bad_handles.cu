@@ -85,6 +85,13 @@ static void runtime_handles() {
     RT("rt_array_free_garbage", cudaFreeArray((cudaArray_t)GARBAGE));
     RT("rt_texobj_destroy_garbage", cudaDestroyTextureObject((cudaTextureObject_t)(uintptr_t)GARBAGE));
     cudaKernel_t k;
+    cudaLibrary_t lib;
+    CHECK(cudaLibraryLoadData(&lib, PTX, nullptr, nullptr, 0, nullptr, nullptr, 0));
+    CHECK(cudaLibraryGetKernel(&k, lib, "k"));
+    CHECK(cudaLibraryUnload(lib));
+    RT("rt_library_get_kernel_destroyed", cudaLibraryGetKernel(&k, lib, "k"));
+    RT("rt_library_unload_destroyed", cudaLibraryUnload(lib));
+    RT("rt_launch_kernel_destroyed", cudaLaunchKernel((const void *)k, dim3(1), dim3(1), nullptr, 0, 0));
     RT("rt_library_get_kernel_garbage", cudaLibraryGetKernel(&k, (cudaLibrary_t)GARBAGE, "k"));
     RT("rt_library_unload_garbage", cudaLibraryUnload((cudaLibrary_t)GARBAGE));
     cudaFuncAttributes fa;
@@ -123,9 +130,19 @@ static void driver_handles() {
     pthread_t t;
     pthread_create(&t, nullptr, other_thread, nullptr);
     pthread_barrier_wait(&barrier);
+    unsigned long long id_before, id_after;
+    CU_CHECK(cuCtxGetId(ctx, &id_before));
     CU_CHECK(cuCtxDestroy(ctx));
+    // A context made now may take the freed one's address: the other thread's stale entry must still be
+    // refused, and the new context has an id of its own (cuCtxGetId: "unique ID for the context").
+    CUcontext again;
+    CU_CHECK(cuCtxCreate(&again, nullptr, 0, dev));
+    CU_CHECK(cuCtxGetId(again, &id_after));
+    std::printf("drv_ctx_new_id_differs=%d\n", id_after != id_before);
+    CU_CHECK(cuCtxPopCurrent(&cur));
     pthread_barrier_wait(&barrier);
     pthread_join(t, nullptr);
+    CU_CHECK(cuCtxDestroy(again));
 
     // contexts: CUDA_ERROR_INVALID_CONTEXT (cuCtxPushCurrent, cuCtxSetCurrent, cuCtxGetApiVersion)
     CUcontext bad[3] = {ctx, (CUcontext)GARBAGE, (CUcontext)junk};
@@ -169,6 +186,17 @@ static void driver_handles() {
     // libraries and kernels: CUDA_ERROR_INVALID_HANDLE (cuLibraryGetKernel, cuKernelGetFunction)
     CUkernel kern;
     CUfunction fk;
+    CUlibrary lib;
+    CU_CHECK(cuLibraryLoadData(&lib, PTX, nullptr, nullptr, 0, nullptr, nullptr, 0));
+    CU_CHECK(cuLibraryGetKernel(&kern, lib, "k"));
+    CU_CHECK(cuKernelGetFunction(&fk, kern));
+    CU_CHECK(cuLibraryUnload(lib));
+    CUmodule lm;
+    RT("drv_library_get_kernel_destroyed", cuLibraryGetKernel(&kern, lib, "k"));
+    RT("drv_library_get_module_destroyed", cuLibraryGetModule(&lm, lib));
+    RT("drv_library_unload_destroyed", cuLibraryUnload(lib));
+    RT("drv_kernel_get_function_destroyed", cuKernelGetFunction(&fk, kern));
+    RT("drv_launch_kernel_of_library_destroyed", cuLaunchKernel(fk, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
     RT("drv_library_get_kernel_garbage", cuLibraryGetKernel(&kern, (CUlibrary)GARBAGE, "k"));
     RT("drv_library_get_kernel_junk", cuLibraryGetKernel(&kern, (CUlibrary)junk, "k"));
     RT("drv_library_unload_garbage", cuLibraryUnload((CUlibrary)GARBAGE));

@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     CU_CHECK(cuMemcpyDtoH(&got, kept, sizeof got)); /* the primary context's is not */
     REQUIRE(got == 0xC0FFEE);
     REQUIRE(cuMemFreeHost(host) != CUDA_SUCCESS); /* its pinned memory too */
-    CU_EXPECT(cuCtxDestroy(ctx), CUDA_ERROR_INVALID_VALUE); /* destroyed once */
+    CU_EXPECT(cuCtxDestroy(ctx), CUDA_ERROR_INVALID_CONTEXT); /* destroyed once: no longer a valid handle */
     CU_CHECK(cuMemFree(kept));
     CU_CHECK(cuEventDestroy(kept_event));
     CU_CHECK(cuStreamDestroy(kept_stream));

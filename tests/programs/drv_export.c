@@ -68,6 +68,13 @@ int main(void) {
     CU_EXPECT(((cls_get_fn)cls[2])(NULL, NULL, &key1), CUDA_ERROR_INVALID_VALUE);
     CU_CHECK(((cls_delete_fn)cls[1])(primary, &key1));
     CU_EXPECT(((cls_get_fn)cls[2])(&value, NULL, &key1), CUDA_ERROR_INVALID_HANDLE);
+    /* a destroyed context keeps no values: a new context at its address must not find them */
+    CUcontext gone;
+    CU_CHECK(cuCtxCreate(&gone, NULL, 0, 0));
+    CU_CHECK(cuCtxDestroy(gone));
+    CU_EXPECT(((cls_put_fn)cls[0])(gone, &key1, &value1, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    CU_EXPECT(((cls_get_fn)cls[2])(&value, gone, &key1), CUDA_ERROR_INVALID_CONTEXT);
+    CU_CHECK(cuCtxSetCurrent(primary));
 
     void *const *checks = table(CHECKS);
     uint32_t flags = 7;

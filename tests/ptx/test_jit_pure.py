@@ -1,6 +1,7 @@
 """Pure expansions as helper functions (gpushim/ptx/jit/pure.py): at tier 1 the software directed rounding and
 the half-precision lanes are emitted once per module and called; the cheap code generator keeps them out of line
-(fewer IR instructions for LLVM), the full one inlines them. Either way the results are the interpreter's."""
+(fewer IR instructions for LLVM), the full one inlines them; with the runtime library (the default) both call its
+functions (test_jit_rtlib.py). Either way the results are the interpreter's."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def _tier1(name: str, arch: str, kname: str):
 
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)  # (no launches: engine-independent)
-def test_cheap_kernels_call_one_definition_of_each_helper(engine):
+def test_cheap_kernels_call_one_definition_of_each_helper(engine, monkeypatch):
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_RTLIB", "off")  # helpers defined in the module (the library: test_jit_rtlib.py)
     g = _tier1("jithalf", "sm_90", "halfOps")
     inlined, actual = g.ir_size(), g.ir_size(inlined=False)
     # the size that chooses the code generator is the inlined one (the same choice as without helpers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import sys
@@ -52,6 +53,41 @@ def recv(s: socket.socket) -> Any:
         return None
     body = exact(struct.unpack("<I", head)[0])
     return None if body is None else msgpack.unpackb(body, raw=False, strict_map_key=False)
+
+
+def fork_worker(store: Path, info: Any, prepare: Any = None, log: Path | None = None
+                ) -> tuple[int, socket.socket, socket.socket]:
+    """A session worker (worker.py: run_worker) of an emulator backend in a forked child, as under the supervisor:
+    its pid, the client's socket and the supervisor's end of the control socket (the worker ends when that
+    closes). In the child, logging goes to `log` when given (an exception's traceback too) and `prepare()`
+    runs before the worker. The child exits with the worker's status, 3 if it raised."""
+    from gpushim.backends.emulator.backend import EmulatorBackend
+    from gpushim.server.modules import ModuleStore
+    from gpushim.server.worker import run_worker
+
+    client, conn = socket.socketpair()
+    sup, control = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            import logging
+
+            if log is not None:
+                logging.basicConfig(filename=log, level=logging.INFO, force=True)
+            client.close()
+            sup.close()
+            if prepare is not None:
+                prepare()
+            be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
+            code = run_worker(conn, control, be, info, b"", ModuleStore(store))
+        except BaseException:
+            logging.getLogger("fork_worker").exception("the worker raised")
+        finally:
+            os._exit(code)
+    conn.close()
+    control.close()
+    return pid, client, sup
 
 
 def rss_kib(pid: int) -> int:

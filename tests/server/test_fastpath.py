@@ -25,6 +25,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from conftest import fork_worker
 from ledger_peer import LedgerPeer
 
 from gpushim.backends.emulator.backend import EmulatorBackend
@@ -32,7 +33,6 @@ from gpushim.protocol import CALL, CALLBACK, OPS_BY_NAME, POST, REPLY
 from gpushim.server import fastpath
 from gpushim.server.modules import ModuleStore
 from gpushim.server.session import Session, SessionInfo
-from gpushim.server.worker import run_worker
 
 pytestmark = pytest.mark.skipif(fastpath.not_built() != "", reason=f"no C fast path: {fastpath.not_built()}")
 
@@ -125,22 +125,11 @@ class Client:
 
 
 def start(tmp: Path, fast: bool) -> tuple[int, Client]:
-    client, conn = socket.socketpair()
-    sup, control = socket.socketpair()
-    pid = os.fork()
-    if pid == 0:
-        code = 3
-        try:
-            client.close()
-            sup.close()
-            os.environ["GPUSHIM_WORKER_FASTPATH"] = "1" if fast else "0"
-            be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
-            info = SessionInfo(1, os.getpid(), "fastpath", 13000, 0, [0], memory_quota=48 << 20)
-            code = run_worker(conn, control, be, info, b"", ModuleStore(tmp / f"m{int(fast)}"))
-        finally:
-            os._exit(code)
-    conn.close()
-    control.close()
+    def prepare() -> None:
+        os.environ["GPUSHIM_WORKER_FASTPATH"] = "1" if fast else "0"
+
+    info = SessionInfo(1, os.getpid(), "fastpath", 13000, 0, [0], memory_quota=48 << 20)
+    pid, client, sup = fork_worker(tmp / f"m{int(fast)}", info, prepare)
     return pid, Client(client, sup)
 
 
@@ -389,6 +378,43 @@ def test_c_and_python_paths_send_the_same_bytes(tmp_path: Path) -> None:
     assert out_c["fast_calls"] >= 20
 
 
+def test_the_first_copy_after_a_malloc_or_free_is_answered_in_c(tmp_path: Path) -> None:
+    """A malloc or free leaves C's allocation table stale; the copy that then misses it has Python rebuild the
+    table and is answered in C, not handed to Python. A copy to freed memory still gets Python's error."""
+    pid, c = start(tmp_path, True)
+
+    def fast_calls() -> int:
+        return c.call("SESSION_INFO", [])[3][0]["fast_calls"]
+
+    def call(name: str, args: list) -> tuple[list, int]:
+        """The reply, and how many calls C answered meanwhile (the call is alone in the worker's buffer)"""
+        before = fast_calls()
+        r = c.call(name, args)
+        return r, fast_calls() - before
+
+    try:
+        [warm] = c.call("MALLOC", [0, 4096])[3]
+        assert c.call("MEMSET", [warm, 0, 16, 0])[2] == 0  # Python's: it makes the legacy stream
+        [a] = c.call("MALLOC", [0, 4096])[3]
+        r, in_c = call("MEMCPY_H2D", [a, 0, b"x" * 100])
+        assert r[2] == 0 and in_c == 1
+        r, in_c = call("MEMCPY_D2H", [a, 100, 0])
+        assert r[3] == [b"x" * 100] and in_c == 1
+        [b] = c.call("MALLOC", [0, 4096])[3]
+        assert c.call("FREE", [a])[2] == 0
+        r, in_c = call("MEMSET", [b, 7, 16, 0])
+        assert r[2] == 0 and in_c == 1
+        r, in_c = call("MEMCPY_D2H", [b, 16, 0])
+        assert r[3] == [bytes([7] * 16)] and in_c == 1
+        r, in_c = call("MEMCPY_H2D", [a, 0, b"y"])  # freed: C's rebuilt table lacks it, Python refuses it
+        assert r[2] == ERR_INVALID_VALUE and in_c == 0
+    finally:
+        c.sock.close()
+        c.sup.close()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_the_mirror_drops_an_event_exported_for_ipc(tmp_path: Path) -> None:
     """An event exported with cudaIpcGetEventHandle becomes shared in place, under the same handle: another
     process may record it, so the C loop must not answer queries of it any more (Python reads its state)."""
@@ -417,26 +443,12 @@ def test_the_mirror_drops_an_event_exported_for_ipc(tmp_path: Path) -> None:
 
 
 def test_without_the_library_the_worker_runs_python_and_says_why(tmp_path: Path) -> None:
-    client, conn = socket.socketpair()
-    sup, control = socket.socketpair()
-    log = tmp_path / "worker.log"
-    pid = os.fork()
-    if pid == 0:
-        code = 3
-        try:
-            import logging
+    def prepare() -> None:
+        fastpath._lib, fastpath._why_not = None, "libgsfast.so was not built (test)"
 
-            logging.basicConfig(filename=log, level=logging.INFO, force=True)
-            client.close()
-            sup.close()
-            fastpath._lib, fastpath._why_not = None, "libgsfast.so was not built (test)"
-            be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
-            code = run_worker(conn, control, be, SessionInfo(1, os.getpid(), "nolib", 13000, 0, [0]), b"",
-                              ModuleStore(tmp_path / "m"))
-        finally:
-            os._exit(code)
-    conn.close()
-    control.close()
+    log = tmp_path / "worker.log"
+    info = SessionInfo(1, os.getpid(), "nolib", 13000, 0, [0])
+    pid, client, sup = fork_worker(tmp_path / "m", info, prepare, log)
     c = Client(client, sup)
     try:
         for _ in range(3):

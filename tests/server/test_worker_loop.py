@@ -5,18 +5,16 @@ runs in a forked child, as under the supervisor."""
 from __future__ import annotations
 
 import os
-import socket
 import struct
 from pathlib import Path
 
 import msgpack
 import pytest
+from conftest import fork_worker
 
-from gpushim.backends.emulator.backend import EmulatorBackend, EmulatorSession
+from gpushim.backends.emulator.backend import EmulatorSession
 from gpushim.protocol import CALL, OPS_BY_NAME
-from gpushim.server.modules import ModuleStore
 from gpushim.server.session import SessionInfo
-from gpushim.server.worker import run_worker
 
 
 def frame(value: object) -> bytes:
@@ -26,32 +24,12 @@ def frame(value: object) -> bytes:
 
 @pytest.mark.parametrize("polling", [False, True])
 def test_worker_ends_cleanly_when_the_client_leaves(tmp_path: Path, polling: bool) -> None:
-    client, conn = socket.socketpair()
-    sup, control = socket.socketpair()
+    def prepare() -> None:
+        if polling:  # a backend polled while replies wait (as the cuda backend is)
+            EmulatorSession.tick = lambda self, waiting: 0.05  # type: ignore[attr-defined]
+
     log = tmp_path / "worker.log"
-    pid = os.fork()
-    if pid == 0:
-        code = 3
-        try:
-            import logging
-
-            logging.basicConfig(filename=log, level=logging.INFO, force=True)
-            if polling:  # a backend polled while replies wait (as the cuda backend is)
-                EmulatorSession.tick = lambda self, waiting: 0.05  # type: ignore[attr-defined]
-            client.close()
-            sup.close()
-            be = EmulatorBackend(memory_limit=1 << 26, memory_cap=1 << 28)
-            code = run_worker(conn, control, be, SessionInfo(1, os.getpid(), "loop", 13000, 0, [0]), b"",
-                              ModuleStore(tmp_path / "m"))
-        except BaseException:
-            import traceback
-
-            with open(log, "a") as f:
-                traceback.print_exc(file=f)
-        finally:
-            os._exit(code)
-    conn.close()
-    control.close()
+    pid, client, sup = fork_worker(tmp_path / "m", SessionInfo(1, os.getpid(), "loop", 13000, 0, [0]), prepare, log)
     client.sendall(frame([CALL, 1, OPS_BY_NAME["MALLOC"].id, [0, 4096]]))
     head = client.recv(4)
     assert len(head) == 4

@@ -30,7 +30,7 @@ from gpushim.ptx.jit.irtypes import (
     _ltype,
 )
 from gpushim.ptx.jit.launchgen import LaunchOps
-from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after
+from gpushim.ptx.jit.liveness import cycles_without_barrier, live_after, live_at_entry
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
@@ -154,7 +154,10 @@ class Codegen(
         self.f = f
         self.entry = entry = f.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
-        # registers
+        # registers: zero at the start (the interpreter's initial value) where some path reads one before writing
+        # it; the others need no store (less IR: a kernel may have hundreds of registers)
+        if not hasattr(self, "read_first"):
+            self.read_first = live_at_entry(self.prog)
         self.regs: dict[str, tuple] = {}
         for name, t in self.prog.regs.items():
             if t == "pred":
@@ -163,7 +166,8 @@ class Codegen(
                 sdt = storage_type(t)
                 lt = ir.IntType(8 * sdt.itemsize)
             a = b.alloca(lt, name=name.replace("%", "r_"))
-            b.store(ir.Constant(lt, 0), a)
+            if name in self.read_first:
+                b.store(ir.Constant(lt, 0), a)
             self.regs[name] = (a, lt)
         self._known: dict[str, ir.Value] = {}  # register -> its value, valid in block self._known_blk (_reg)
         self._known_blk = None
@@ -676,5 +680,6 @@ def generate(mod: Module, prog: Program, name: str, tier: int = 1) -> Codegen:
     check = g._check_fn(g._thread_fn("check"), g.check_sites)
     fast = g._thread_fn("fast")
     barriers = bool(g.barriers)
-    g._run_fn(g._launch_fn("run_fast", fast, 0, barriers, len(g.barriers) + 1 if barriers else 0), check)
+    g._run_fn(g._launch_fn("run_fast", fast, 0, barriers, len(g.barriers) + 1 if barriers else 0, vectorise=True),
+              check)
     return g

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import queue
@@ -15,7 +16,7 @@ import numpy as np
 from llvmlite import binding as llvm
 
 from gpushim.cuda_errors import CudaError, Err
-from gpushim.ptx.jit import diskcache, log
+from gpushim.ptx.jit import diskcache, log, rtlib
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit.codegen import JitUnsupported, generate
 from gpushim.ptx.jit.hostcall import HostCalls
@@ -37,9 +38,11 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
 
 
-# tier-1 kernels of at least this many LLVM IR instructions get the cheap code generator (3000 until checked memory
-# accesses took fewer, denser instructions: 2560 keeps every test kernel on the generator it had; bench/README.md)
-CHEAP_IR = 2560
+# tier-1 kernels of at least this many LLVM IR instructions get the cheap code generator (3000 until round 6
+# cut the scaffolding, ~10 % of a small kernel's count, and the checks of memory accesses, which left denser
+# instructions: at 2400 jitcover video and directed32 stay on the cheap one, jitwarp barReductions (2451) moves
+# to it and jitcover setSzext (1465) to the full one; bench/README.md)
+CHEAP_IR = 2400
 
 
 def t1_codegen(ir_size: int) -> str:
@@ -71,31 +74,60 @@ def _init_llvm() -> None:
                 _initialised = True
 
 
+@functools.cache
+def _host() -> tuple:
+    """The host's target, CPU name and features string (asking LLVM for the features costs ~0.2 ms a call)."""
+    _init_llvm()
+    return llvm.Target.from_default_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
 def _tm(tier: int = 2, cheap: bool = False):
-    """A target machine for the host CPU: a new one per kernel, since an MCJIT engine owns (and frees) its own.
+    """A new target machine for the host CPU (an MCJIT engine owns, and frees, the one it is given).
     cheap: LLVM's -O0 code generation (fast instruction selection, no machine-level optimisation) with the
     optimising register allocator (_init_llvm)."""
-    _init_llvm()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=0 if cheap else 2
-    )
+    target, cpu, features = _host()
+    return target.create_target_machine(cpu=cpu, features=features, opt=0 if cheap else 2)
 
 
-def _optimise(ref, tm, tier: int) -> None:
-    """Tier 1: a short pipeline (inlining, SROA, instcombine, CFG simplification: a few ms per kernel); tier 2:
-    LLVM's O2 (loop invariants, vectorisation, unrolling: 10x the compile time)."""
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+_tms = threading.local()  # per compiling thread: its target machines (by "cheap") and their pass builders
+
+
+def _thread_tm(cheap: bool) -> tuple:
+    """This thread's target machine and pass builder for optimising and compiling to object code, kept: a
+    target machine builds its subtarget (~1 ms) at its first use. (A pass builder's runs make their own
+    analysis managers: nothing of one module stays for the next.)"""
+    made = getattr(_tms, "made", None)
+    if made is None:
+        made = _tms.made = {}
+    if cheap not in made:
+        tm = _tm(2, cheap)
+        made[cheap] = tm, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+    return made[cheap]
+
+
+def _optimise(ref, tm, tier: int, pb=None) -> None:
+    """Tier 1: a short pipeline (inlining, SROA, instcombine, CFG simplification: a few ms per kernel; a DCE
+    pass after them changed the object code of 3 of 132 test kernels, not its size); tier 2: LLVM's O2 (loop
+    invariants, vectorisation, unrolling: 10x the compile time)."""
+    if pb is None:
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
     if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower() != "o2":
         mpm = llvm.create_new_module_pass_manager()
         mpm.add_always_inliner_pass()
         mpm.add_sroa_pass()
         mpm.add_instruction_combine_pass()  # (without it, code 1.5-3x slower for 30 ms less on 1000 instructions)
         mpm.add_simplify_cfg_pass()
-        mpm.add_dead_code_elimination_pass()
         mpm.run(ref, pb)
     else:
         pb.getModulePassManager().run(ref, pb)
+
+
+def compile_object(ref, tier: int, cheap: bool) -> bytes:
+    """The module optimised for its tier and compiled to object code by this thread's target machine (loaded
+    by an MCJIT engine as the disk cache's objects are: _Code)."""
+    tm, pb = _thread_tm(cheap)
+    _optimise(ref, tm, tier, pb)
+    return tm.emit_object(ref)
 
 
 class _Watchdog:
@@ -139,6 +171,13 @@ class _Watchdog:
 _watchdog = _Watchdog()
 
 
+def _load(obj: bytes, context, tier: int):
+    """An MCJIT engine holding the object code obj (an empty module whose object the cache supplies)."""
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly("", context=context), _tm(tier))
+    engine.set_object_cache(getbuffer_func=lambda _m: obj)
+    return engine
+
+
 class _Code:
     """One compiled module: its entry point and the fault sites its context refers to. Each module lives in
     its own LLVM context, so a second tier can compile in another thread."""
@@ -150,11 +189,11 @@ class _Code:
         self.outlined = False  # tier 1's thread function called per thread (Codegen.outline)
         self.context = llvm.create_context()
         cached = diskcache.load(key) if key else None
+        if cached is not None and not rtlib.ensure(cached[0].get("rtlib", {})):
+            cached = None  # a chunk of the runtime library it calls is not on disk any more: compiled again
         if cached is not None:  # native code from an earlier process: no IR generation, no optimisation
             meta, obj = cached
-            ref = llvm.parse_assembly("", context=self.context)
-            self.engine = llvm.create_mcjit_compiler(ref, _tm(tier))
-            self.engine.set_object_cache(getbuffer_func=lambda _m: obj)
+            self.engine = _load(obj, self.context, tier)
             self.from_disk = True
             self.ir_cpu_s = 0.0
             self.codegen, self.outlined = meta.get("codegen", "full"), meta.get("outlined", False)
@@ -169,13 +208,15 @@ class _Code:
                     "host_calls": g.host_calls, "codegen": self.codegen, "outlined": self.outlined}  # fmt: skip
             text = str(g.m)
             self.ir_cpu_s = time.thread_time() - c0  # the Python half (IR construction and text)
+            rtlib.load(g.rt_chunk)  # the library functions the process lacked (compiled or from the disk cache)
+            meta["rtlib"] = rtlib.where(g.rt_used or ())
             ref = llvm.parse_assembly(text, context=self.context)
             ref.verify()
-            tm = _tm(tier, self.codegen == "cheap")
-            _optimise(ref, tm, tier)
-            self.engine = llvm.create_mcjit_compiler(ref, tm)
+            obj = compile_object(ref, tier, self.codegen == "cheap")
+            del ref
             if key:
-                self.engine.set_object_cache(notify_func=lambda _m, buf: diskcache.store(key, meta, bytes(buf)))
+                diskcache.store(key, meta, obj)
+            self.engine = _load(obj, self.context, tier)
             self.from_disk = False
         self.meta = meta
         self.sites = [tuple(x) for x in meta["sites"]]
@@ -607,5 +648,30 @@ def fallback_reason(source_hash: str, kernel: str) -> str | None:
 def ptx_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the forking thread: the JIT's background threads (compiles, tier-up, watchdog) are
+    gone and the locks they held stay held. New locks, queues and threads (started again when needed); compiles
+    the parent had under way are forgotten (compiled again here when asked for). The compiled code, the runtime
+    library (rtlib.py) and the symbols MCJIT resolves are in the child's copy of the memory: they still work."""
+    global _lock, _lock_init
+    _lock, _lock_init = threading.Lock(), threading.Lock()
+    for q in (_tier1_queue, _tier2_queue):
+        q._q, q._lock, q._thread = queue.SimpleQueue(), threading.Lock(), None
+    for k, hit in list(_cache.items()):
+        if isinstance(hit, Pending):
+            del _cache[k]
+        elif isinstance(hit, JitKernel):
+            hit._t2_lock = threading.Lock()
+            if hit.t2_state == "queued":
+                hit.t2_state = "none"
+    tierup.__init__()  # (the launches it watched ran in the parent)
+    _watchdog._start, _watchdog._thread = threading.Lock(), None
+    if _watchdog._watched:
+        _watchdog._thread = threading.Thread(target=_watchdog._loop, name="ptx-jit-watchdog", daemon=True)
+        _watchdog._thread.start()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 __all__ = ["JitKernel", "get_kernel", "ptx_hash", "fallback_reason", "CudaError", "Err"]

@@ -3,6 +3,8 @@ barrier rounds and tier 2's region loops, the check pass's launch function and @
 
 from __future__ import annotations
 
+from functools import partial
+
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit import textir as ir
@@ -101,6 +103,36 @@ class LaunchOps:
         b.cbranch(b.icmp_unsigned("<", tz1, bz), hz, after)
         b.position_at_end(after)
 
+    def _thread_loop(self, f: ir.Function, b: ir.IRBuilder, ctx, call, failed: ir.Block, tpb) -> None:
+        """The threads of a block as one loop (tier 1's exact code: nothing there to vectorise, and one loop
+        costs LLVM less to compile than _thread_nest's three): for t in [0, tpb): call(t, tx, ty, tz) -> i32, to
+        `failed` when it returns ERR_RET; ty and tz move on in a block of their own when tx wraps."""
+        bx, by = self._slot(b, ctx, L.BLOCK), self._slot(b, ctx, L.BLOCK + 1)
+        one = ir.Constant(I64, 1)
+        zero = ir.Constant(I64, 0)
+        pre = b.block
+        head, ok, wrap, after = (f.append_basic_block(n) for n in ("thr", "thread_ok", "tx_wrap", "threads_done"))
+        b.branch(head)
+        b.position_at_end(head)
+        t, tx, ty, tz = b.phi(I64), b.phi(I64), b.phi(I64), b.phi(I64)
+        for v in (t, tx, ty, tz):
+            v.add_incoming(zero, pre)
+        r = call(t, tx, ty, tz)
+        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok)
+        b.position_at_end(ok)
+        t1 = b.add(t, one)
+        tx1 = b.add(tx, one)
+        b.cbranch(b.icmp_unsigned("<", tx1, bx), head, wrap)
+        for v, nv in ((t, t1), (tx, tx1), (ty, ty), (tz, tz)):
+            v.add_incoming(nv, ok)
+        b.position_at_end(wrap)
+        ty1 = b.add(ty, one)
+        wy = b.icmp_unsigned("==", ty1, by)
+        for v, nv in ((t, t1), (tx, zero), (ty, b.select(wy, zero, ty1)), (tz, b.select(wy, b.add(tz, one), tz))):
+            v.add_incoming(nv, wrap)
+        b.cbranch(b.icmp_unsigned("<", t1, tpb), head, after)
+        b.position_at_end(after)
+
     def _private_copies(self, b: ir.IRBuilder, ctx):
         """Copies of the context and of the named parameters in the launch function's frame: no store of the
         kernel can reach them, so their loads are loop invariants (kernel memory is reached through pointers
@@ -174,13 +206,15 @@ class LaunchOps:
         b.branch(head)
 
     def _launch_fn(self, name: str, thread: ir.Function, ncache: int, barriers: bool,
-                   regions: int = 0, yieldable: bool = False) -> ir.Function:
+                   regions: int = 0, yieldable: bool = False, vectorise: bool = False) -> ir.Function:
         """@name(ctx) -> 0, or ERR_RET with the fault in the context: every block of the launch, with `thread`
         (exact or fast mode) for each thread: once each without barriers, else round after round, each thread
         from where it stopped, until all exited (COX/CuPBoP's barrier regions). yieldable: YIELD_RET between
-        blocks when the YIELD flag is set (_block_loop)."""
+        blocks when the YIELD flag is set (_block_loop). vectorise: threads without barriers in _thread_nest's
+        loops, which LLVM's loop vectoriser takes (tier 2's fast code), else in one loop (_thread_loop)."""
         f = ir.Function(self.m, ir.FunctionType(I32, [P64]), name=name)
         f.linkage = "internal"
+        f.attributes.add("alwaysinline")  # into @run: one function less for LLVM to compile
         (ctx,) = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
         # per global access site (or sites of one base, ops_mem._global_ptr), the allocation it hit last, from
@@ -209,7 +243,8 @@ class LaunchOps:
                 lobytes = b.mul(tpb, self._slot(b, ctx, L.LOSTRIDE))
                 b.call(self.i_memset, [lobuf, ir.Constant(I8, 0), lobytes, false])
             if not barriers:  # each thread once, from its start to its exit
-                self._thread_nest(f, b, ctx, lambda t, tx, ty, tz: b.call(
+                loop = self._thread_nest if vectorise else partial(self._thread_loop, tpb=tpb)
+                loop(f, b, ctx, lambda t, tx, ty, tz: b.call(
                     thread, [ctx, t, ir.Constant(I32, 0), cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp]), failed)
                 return
             state = b.inttoptr(self._slot(b, ctx, L.STATE), I32.as_pointer())

@@ -111,3 +111,9 @@ def live_after(prog: Program, points: list[int]) -> dict[int, set[str]]:
                 live_in[i] = new
                 changed = True
     return {p: set(live_in[p + 1]) if p + 1 < n else set() for p in points}
+
+
+def live_at_entry(prog: Program) -> set[str]:
+    """The registers some path from the kernel's start reads before it writes them (only those need their
+    initial zero, which is what the interpreter reads there)."""
+    return live_after(prog, [-1])[-1] & set(prog.regs)  # (not the special registers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit import rtlib
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import (
     _SPACES,
@@ -266,53 +267,22 @@ class MemOps:
         return phi
 
     def _declare_find_alloc(self) -> None:
-        """{i1 ok, i64 lo, i64 hi} @find_alloc(ctx, a, end): binary search of the allocation [lo, hi) holding
-        [a, end) (values, not pointers: the callers' caches of [lo, hi) then stay in registers)."""
-        rt = ir.LiteralStructType([I1, I64, I64])
-        fty = ir.FunctionType(rt, [P64, I64, I64])
-        f = ir.Function(self.m, fty, name="find_alloc")
-        f.linkage = "internal"
-        f.attributes.add("noinline")
-        ctx, a, end = f.args
-        b = ir.IRBuilder(f.append_basic_block("e"))
-        tab = b.inttoptr(b.load(b.gep(ctx, [ir.Constant(I32, L.ALLOCS)])), P64)
-        n = b.load(b.gep(ctx, [ir.Constant(I32, L.NALLOCS)]))
-        loop = f.append_basic_block("loop")
-        body = f.append_basic_block("body")
-        after = f.append_basic_block("after")
-        entry = b.block
-        b.branch(loop)
-        b.position_at_end(loop)
-        lo = b.phi(I64)
-        hi = b.phi(I64)
-        lo.add_incoming(ir.Constant(I64, 0), entry)
-        hi.add_incoming(n, entry)
-        b.cbranch(b.icmp_unsigned("<", lo, hi), body, after)
-        b.position_at_end(body)
-        mid = b.lshr(b.add(lo, hi), ir.Constant(I64, 1))
-        start = b.load(b.gep(tab, [b.shl(mid, ir.Constant(I64, 1))]))
-        le = b.icmp_unsigned("<=", start, a)
-        nlo = b.select(le, b.add(mid, ir.Constant(I64, 1)), lo)
-        nhi = b.select(le, hi, mid)
-        lo.add_incoming(nlo, body)
-        hi.add_incoming(nhi, body)
-        b.branch(loop)
-        b.position_at_end(after)
-        # lo: the first allocation starting above a; lo - 1 is the candidate
-        found = f.append_basic_block("cand")
-        none = f.append_basic_block("none")
-        b.cbranch(b.icmp_unsigned("==", lo, ir.Constant(I64, 0)), none, found)
-        b.position_at_end(none)
-        b.ret(ir.Constant(rt, [ir.Constant(I1, 0), ir.Constant(I64, 1), ir.Constant(I64, 0)]))
-        b.position_at_end(found)
-        k = b.sub(lo, ir.Constant(I64, 1))
-        s = b.load(b.gep(tab, [b.shl(k, ir.Constant(I64, 1))]))
-        e = b.load(b.gep(tab, [b.add(b.shl(k, ir.Constant(I64, 1)), ir.Constant(I64, 1))]))
-        ok = b.and_(b.icmp_unsigned("<=", end, e), b.icmp_unsigned(">=", end, a))
-        r = b.insert_value(ir.Constant(rt, ir.Undefined), ok, 0)
-        r = b.insert_value(r, s, 1)
-        b.ret(b.insert_value(r, e, 2))
-        self.find_alloc = f
+        """find_alloc (below): the runtime library's (rtlib.py; built into the kernel's chunk of it when the
+        process lacks it), or without the library a definition in the module. Starts the module's list of library
+        functions it calls (pure.py's rt_used)."""
+        if not rtlib.enabled():
+            self.find_alloc = _find_alloc(self.m, "find_alloc")
+            self.find_alloc.linkage = "internal"
+            return
+        key = ("find_alloc",)
+        self.rt_used = {}
+        if rtlib.size(rtlib.name(key)) is None:
+            self.rt_chunk = self.rt_chunk or rtlib.Chunk()
+            self.rt_chunk.define(key, _find_alloc)
+        f = self.find_alloc = ir.Function(self.m, _FIND_ALLOC, name=rtlib.name(key))
+        f.attributes.add("readonly")  # (reads the context and the allocation table)
+        f.attributes.add("nounwind")
+        self.rt_used[f.name] = key
 
     # memory
     def op_ld(self, ins: Instr) -> None:
@@ -442,3 +412,54 @@ class MemOps:
         self._tag(b.store(nb, q, align=size), space)
         if ret:
             self.write(ins.args[0], old, typ)
+
+
+_FIND_ALLOC = ir.FunctionType(ir.LiteralStructType([I1, I64, I64]), [P64, I64, I64])
+
+
+def _find_alloc(m: ir.Module, name: str) -> ir.Function:
+    """{i1 ok, i64 lo, i64 hi} @find_alloc(ctx, a, end): binary search of the allocation [lo, hi) holding [a, end)
+    (values, not pointers: the callers' caches of [lo, hi) then stay in registers)."""
+    rt = _FIND_ALLOC.return_type
+    f = ir.Function(m, _FIND_ALLOC, name=name)
+    f.attributes.add("noinline")
+    ctx, a, end = f.args
+    b = ir.IRBuilder(f.append_basic_block("e"))
+    tab = b.inttoptr(b.load(b.gep(ctx, [ir.Constant(I32, L.ALLOCS)])), P64)
+    n = b.load(b.gep(ctx, [ir.Constant(I32, L.NALLOCS)]))
+    loop = f.append_basic_block("loop")
+    body = f.append_basic_block("body")
+    after = f.append_basic_block("after")
+    entry = b.block
+    b.branch(loop)
+    b.position_at_end(loop)
+    lo = b.phi(I64)
+    hi = b.phi(I64)
+    lo.add_incoming(ir.Constant(I64, 0), entry)
+    hi.add_incoming(n, entry)
+    b.cbranch(b.icmp_unsigned("<", lo, hi), body, after)
+    b.position_at_end(body)
+    mid = b.lshr(b.add(lo, hi), ir.Constant(I64, 1))
+    start = b.load(b.gep(tab, [b.shl(mid, ir.Constant(I64, 1))]))
+    le = b.icmp_unsigned("<=", start, a)
+    nlo = b.select(le, b.add(mid, ir.Constant(I64, 1)), lo)
+    nhi = b.select(le, hi, mid)
+    lo.add_incoming(nlo, body)
+    hi.add_incoming(nhi, body)
+    b.branch(loop)
+    b.position_at_end(after)
+    # lo: the first allocation starting above a; lo - 1 is the candidate
+    found = f.append_basic_block("cand")
+    none = f.append_basic_block("none")
+    b.cbranch(b.icmp_unsigned("==", lo, ir.Constant(I64, 0)), none, found)
+    b.position_at_end(none)
+    b.ret(ir.Constant(rt, [ir.Constant(I1, 0), ir.Constant(I64, 1), ir.Constant(I64, 0)]))
+    b.position_at_end(found)
+    k = b.sub(lo, ir.Constant(I64, 1))
+    s = b.load(b.gep(tab, [b.shl(k, ir.Constant(I64, 1))]))
+    e = b.load(b.gep(tab, [b.add(b.shl(k, ir.Constant(I64, 1)), ir.Constant(I64, 1))]))
+    ok = b.and_(b.icmp_unsigned("<=", end, e), b.icmp_unsigned(">=", end, a))
+    r = b.insert_value(ir.Constant(rt, ir.Undefined), ok, 0)
+    r = b.insert_value(r, s, 1)
+    b.ret(b.insert_value(r, e, 2))
+    return f
