@@ -141,8 +141,8 @@ class Codegen(
         "check": no memory touched, every check ORed into a flag or, for global accesses, the range of
         addresses per instruction gathered (acache: [flag, (min, max, or) per global access]); barriers are
         no-ops; returns 0, or ERR_RET when the watchdog stopped it; "fast": no memory checks (the check pass
-        found none failing). outlinable (exact mode, kernels without barriers or collectives): the count and the
-        allocation cache as local copies, so that outline() may keep the function out of the thread loop."""
+        found none failing). outlinable (exact mode, kernels without barriers or collectives): the count as a local
+        copy, so that outline() may keep the function out of the thread loop."""
         self.mode = mode
         self.barriers = []
         self.ncache = 0
@@ -188,10 +188,9 @@ class Codegen(
         self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
         # registers live after some barrier get a slot each in the thread's spill area (the others none)
         self.outlinable = outlinable and mode == "exact" and not self.bar_idx
-        # inlined into @run's thread loop, where the allocation cache and the count become registers (outlinable:
-        # local copies of them, written back at the exit, which become registers either way)
+        # inlined into @run's thread loop, where the count becomes a register (outlinable: a local copy, written
+        # back at the exit, which becomes one either way)
         f.attributes.add("alwaysinline")
-        self._cache_copies: dict[int, tuple] = {}  # slot -> (local copy, the launch's slot)
         if self.outlinable:
             self._cnt_out, self.cnt = self.cnt, b.alloca(I64, name="count")
             b.store(ir.Constant(I64, 0), self.cnt)
@@ -213,16 +212,14 @@ class Codegen(
         self.fail_blk = f.append_basic_block("fail")
         self.exit_blk = f.append_basic_block("exit")
         body = f.append_basic_block("body")
-        self.dispatch = b.switch(self.resume, body)
+        self.dispatch = self._bounds_block(b).switch(self.resume, body)  # (ops_mem.py: launch constants of checks)
         # code
         self.b = ir.IRBuilder(body)
         self._emit_code()
         self._fill_acache_resets()
         b = self.b = ir.IRBuilder(self.exit_blk)
-        if self.outlinable:  # (a failed launch reports no count and uses no cache)
+        if self.outlinable:  # (a failed launch reports no count)
             b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
-            for local, shared in self._cache_copies.values():
-                b.store(b.load(local), shared)
         b.ret(ir.Constant(I32, 0))
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
@@ -246,19 +243,9 @@ class Codegen(
         return n - self._pure_size() + self.inlined_extra if inlined else n
 
     def _cache_slot(self, j: int, b: ir.IRBuilder | None = None):
-        """Slot j of the launch's allocation cache (ops_mem._global_ptr; ops_sys resets it after a free), as a
-        pointer emitted with b (default self.b); outlinable, a local copy of it (read at the entry, written back
-        at the exit)."""
-        if not self.outlinable:
-            return (b or self.b).gep(self.acache, [ir.Constant(I64, j)])
-        if j not in self._cache_copies:
-            eb = ir.IRBuilder(self.entry)
-            eb.position_at_start(self.entry)
-            shared = eb.gep(self.acache, [ir.Constant(I64, j)])
-            local = eb.alloca(I64)
-            eb.store(eb.load(shared), local)
-            self._cache_copies[j] = (local, shared)
-        return self._cache_copies[j][0]
+        """Slot j of the launch's allocation caches (ops_mem._global_ptr; ops_sys resets them after a free), as a
+        pointer emitted with b (default self.b). (In memory: the checked path's helper updates them.)"""
+        return (b or self.b).gep(self.acache, [ir.Constant(I64, j)])
 
     def _flush_count(self) -> None:
         """Add the instructions of the straight run behind us to the thread-instruction count (before every
@@ -513,9 +500,7 @@ class Codegen(
             blk = self.f.append_basic_block("fault")
             b.position_at_end(blk)
             phis = b.phi(I64), b.phi(I64), b.phi(I64)
-            for slot, v in ((L.ERR, phis[0]), (L.ERR_SITE, phis[1]), (L.ERR_ADDR, phis[2]), (L.ERR_THREAD, self.t),
-                            (L.ERR_BLOCK, self.blk)):  # fmt: skip
-                b.store(v, b.gep(self.ctx, [ir.Constant(I32, slot)]))
+            self._record_fault(b, self.ctx, *phis, self.t, self.blk)
             b.branch(self.fail_blk)
             self._fault = blk, phis
             b.position_at_end(cur)

@@ -39,8 +39,10 @@ def _addr(a: np.ndarray) -> int:
 
 
 # tier-1 kernels of at least this many LLVM IR instructions get the cheap code generator (3000 until round 6
-# cut the scaffolding, ~10 % of a small kernel's count: with 2800 every test kernel keeps its generator)
-CHEAP_IR = 2800
+# cut the scaffolding, ~10 % of a small kernel's count, and the checks of memory accesses, which left denser
+# instructions: at 2400 jitcover video and directed32 stay on the cheap one, jitwarp barReductions (2451) moves
+# to it and jitcover setSzext (1465) to the full one; bench/README.md)
+CHEAP_IR = 2400
 
 
 def t1_codegen(ir_size: int) -> str:

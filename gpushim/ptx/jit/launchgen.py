@@ -217,8 +217,8 @@ class LaunchOps:
         f.attributes.add("alwaysinline")  # into @run: one function less for LLVM to compile
         (ctx,) = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
-        # per global access site, the allocation [lo, hi) it hit last, from thread to thread (registers once
-        # @thread is inlined); empty at the start of a launch: the first access of each site searches
+        # per global access site (or sites of one base, ops_mem._global_ptr), the allocation it hit last, from
+        # thread to thread, as (lo, n); empty (n = 0) at the start of a launch: the first access searches
         cache = b.bitcast(b.alloca(ir.ArrayType(I64, 2 * max(ncache, 1)), name="acache"), P64)
         for k in range(ncache):
             b.store(ir.Constant(I64, 1), b.gep(cache, [ir.Constant(I64, 2 * k)]))

@@ -55,41 +55,144 @@ class MemOps:
             return "local" if ins.callee else "kparam"
         return space
 
-    def _ptr(self, space, a, size: int, align: int, what: str, store: bool):
+    def _ptr(self, space, a, size: int, align: int, what: str, store: bool, base=None):
         """Host pointer (i8*) for `size`-byte elements at i64 address a in space (None: generic), after the
-        bounds and alignment checks of memspaces.py."""
+        bounds and alignment checks of memspaces.py. base: the address operand's base register or symbol (global
+        accesses of the same base and size share an allocation cache; None: one of its own)."""
         if space is None:
-            return self._generic_ptr(a, size, align, what, store)
+            return self._generic_ptr(a, size, align, what, store, base)
         b = self.b
         if space == "global":
-            return self._global_ptr(a, align, what)
+            return self._global_ptr(a, align, what, base)
         if space in ("shared", "local"):
-            limit = self.shsize if space == "shared" else self.losize
-            end = b.add(a, ir.Constant(I64, align))
-            oob = b.or_(b.icmp_unsigned(">", end, limit), b.icmp_unsigned("<", end, a))
-            msg = f"{what}: {space} access of {align} bytes out of bounds"
-            if align > 1:
-                mis = b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0))
-                self._check(
-                    oob, Err.ILLEGAL_ADDRESS, msg, a, mis, Err.MISALIGNED_ADDRESS, f"{what}: misaligned {space} access"
-                )
-            else:
-                self._check(oob, Err.ILLEGAL_ADDRESS, msg, a)
-            return b.gep(self.shbuf if space == "shared" else self.lobuf, [a])
+            buf = self.shbuf if space == "shared" else self.lobuf
+            if self.mode != "fast":
+                limit = self.shsize if space == "shared" else self.losize
+                self._bounds_check(a, (space, limit), align, f"{what}: {space} access of {align} bytes out of bounds",
+                                   Err.MISALIGNED_ADDRESS, f"{what}: misaligned {space} access")  # fmt: skip
+            return b.gep(buf, [a])
         if space == "kparam":
             if store:
                 raise JitUnsupported("store to kernel parameter space")
             if isinstance(a, ir.Constant) and a.constant % size == 0 and a.constant + align <= self.prog.param_bytes:
                 # a named parameter: within the buffer, which the launch checks holds param_bytes at least
                 return b.gep(self.kparam, [a])
-            end = b.add(a, ir.Constant(I64, size))
-            bad = b.or_(b.icmp_unsigned(">", end, self.psize), b.icmp_unsigned("<", end, a))
-            bad = b.or_(bad, b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, size - 1)), ir.Constant(I64, 0)))
-            self._check(bad, Err.ILLEGAL_ADDRESS, f"{what}: kernel parameter access out of bounds", a)
+            if self.mode != "fast":
+                msg = f"{what}: kernel parameter access out of bounds"
+                self._bounds_check(a, ("kparam", self.psize), size, msg, Err.ILLEGAL_ADDRESS, msg)  # (misaligned too)
             return b.gep(self.param, [a])
         raise JitUnsupported(f"{space} space")
 
-    def _global_ptr(self, a, align: int, what: str):
+    def _rot(self, x, align: int):
+        """x rotated right by log2(align) bits: x / align when x is a multiple of align, else (its low bits on
+        top) at least 2**64 / align, above any count of align-byte elements. So `_rot(x, align) <u n` holds
+        exactly when x is a multiple of align below n * align: the bounds and the alignment in one compare."""
+        if align == 1:
+            return x
+        name = "llvm.fshr.i64"
+        try:
+            fshr = self.m.get_global(name)
+        except KeyError:
+            fshr = ir.Function(self.m, ir.FunctionType(I64, [I64, I64, I64]), name=name)
+        return self.b.call(fshr, [x, x, ir.Constant(I64, align.bit_length() - 1)])
+
+    def _bounds_check(self, a, limit: tuple, align: int, msg: str, miscode: int, mismsg: str) -> None:
+        """Fault unless [a, a + align) lies in [0, limit) and a is a multiple of align (a power of 2): out of
+        bounds ILLEGAL_ADDRESS with msg, else miscode with mismsg. limit: (key, i64 value of the launch); its
+        count of align-byte elements (limit >> log2(align)) is computed once, before the thread's dispatch."""
+        key = (limit[0], align)
+        n = self._bounds.get(key)
+        if n is None:
+            n = self._bounds[key] = self._bounds_b.lshr(limit[1], ir.Constant(I64, align.bit_length() - 1))
+        b = self.b
+        ok = b.icmp_unsigned("<", self._rot(a, align), n)
+        if self.mode == "check":
+            self._check(b.not_(ok), 0, "", a)  # ORed into the check pass's flag
+            return
+        site = self._site(Err.ILLEGAL_ADDRESS, msg)
+        if align > 1:
+            self._site(miscode, mismsg)  # (site + 1)
+        # one fault exit per space and size in the function, the address and the site in its phis (LLVM folds
+        # no call per site into one)
+        if key not in self._bounds_fault:
+            fb = ir.IRBuilder(self.f.append_basic_block("bounds_fault"))
+            phis = fb.phi(I64), fb.phi(I64)
+            c = ir.Constant
+            fb.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, phis[0], c(I64, align), phis[1], c(P64, None),
+                                          limit[1], c(I64, miscode)])  # fmt: skip
+            fb.branch(self.fail_blk)
+            self._bounds_fault[key] = fb.block, phis
+        fail, phis = self._bounds_fault[key]
+        phis[0].add_incoming(a, b.block)
+        phis[1].add_incoming(ir.Constant(I64, site), b.block)
+        okb = self.f.append_basic_block()
+        b.cbranch(ok, okb, fail).set_weights([1 << 20, 1])  # faults are cold: lay out the good path straight
+        b.position_at_end(okb)
+
+    def _bounds_block(self, b: ir.IRBuilder) -> ir.IRBuilder:
+        """Ends the thread function's entry (b) in a block of the launch constants of bounds checks, computed
+        there at their first use (_bounds_check); returns a builder at its end, for the dispatch."""
+        blk = self.f.append_basic_block("bounds")
+        b.branch(blk)
+        self._bounds: dict = {}
+        self._caches: dict = {}  # (base, bytes) -> the slots of their allocation cache (_global_ptr)
+        self._bounds_fault: dict = {}  # (space, bytes) -> (block, phis) of _bounds_check's fault exit
+        self._bounds_b = ir.IRBuilder(blk)
+        self._bounds_b.position_at_start(blk)
+        return ir.IRBuilder(blk)
+
+    def _record_fault(self, b: ir.IRBuilder, ctx, code, site, addr, t, blk) -> None:
+        for slot, v in ((L.ERR, code), (L.ERR_SITE, site), (L.ERR_ADDR, addr), (L.ERR_THREAD, t), (L.ERR_BLOCK, blk)):
+            b.store(v, b.gep(ctx, [ir.Constant(I32, slot)]))
+
+    def _mem_miss_fn(self) -> ir.Function:
+        """i1 @mem_miss(ctx, t, block, a, align, site, cache, limit, miscode): the checked path, out of line, of an
+        access of align bytes at a that the hot path's compare did not pass. A global access (cache: its i64[2]
+        allocation cache, _global_ptr): the allocation holding [a, a + align) (find_alloc) becomes the cache (lo:
+        its start rounded up to align; n: how many align-byte elements from lo it holds, >= 1), returns 0.
+        Otherwise the fault is recorded, returns 1: out of bounds (global: in no allocation; cache null: not
+        within [0, limit)) ILLEGAL_ADDRESS at site, else misaligned, code miscode at site + 1. (One helper for
+        all: each function costs LLVM a few ms of its own. The caches stay in memory: no copies per thread.)"""
+        try:
+            return self.m.get_global("mem_miss")
+        except KeyError:
+            pass
+        fty = ir.FunctionType(I1, [P64, I64, I64, I64, I64, I64, P64, I64, I64])
+        f = ir.Function(self.m, fty, name="mem_miss")
+        f.linkage = "internal"
+        f.attributes.add("noinline")
+        ctx, t, blk, a, align, site, cache, limit, miscode = f.args
+        b = ir.IRBuilder(f.append_basic_block("e"))
+        end = b.add(a, align)
+        mask = b.sub(align, ir.Constant(I64, 1))
+        mis = b.icmp_unsigned("!=", b.and_(a, mask), ir.Constant(I64, 0))
+        glob, win = f.append_basic_block("global"), f.append_basic_block("window")
+        good, bad = f.append_basic_block("hit"), f.append_basic_block("fault")
+        b.cbranch(b.icmp_unsigned("!=", cache, ir.Constant(P64, None)), glob, win)
+        b.position_at_end(glob)
+        found = b.call(self.find_alloc, [ctx, a, end])
+        found_ok = b.extract_value(found, 0)
+        b.cbranch(b.and_(found_ok, b.not_(mis)), good, bad)
+        b.position_at_end(win)  # (the caller saw a fault: out of bounds or misaligned)
+        inside = b.and_(b.icmp_unsigned("<=", end, limit), b.icmp_unsigned(">=", end, a))
+        b.branch(bad)
+        b.position_at_end(bad)
+        ok = b.phi(I1)
+        ok.add_incoming(found_ok, glob)
+        ok.add_incoming(inside, win)
+        oob = b.not_(ok)
+        code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), miscode)
+        self._record_fault(b, ctx, code, b.select(oob, site, b.add(site, ir.Constant(I64, 1))), a, t, blk)
+        b.ret(ir.Constant(I1, 1))
+        b.position_at_end(good)
+        lo = b.and_(b.add(b.extract_value(found, 1), mask), b.not_(mask))  # (allocations start far below 2**64)
+        b.store(lo, cache)
+        # (hi - lo) // align: hi >= a + align > lo
+        b.store(b.udiv(b.sub(b.extract_value(found, 2), lo), align), b.gep(cache, [ir.Constant(I64, 1)]))
+        b.ret(ir.Constant(I1, 0))
+        return f
+
+    def _global_ptr(self, a, align: int, what: str, base=None):
         b = self.b
         if self.mode == "fast":
             return b.gep(self.arena, [b.sub(a, self.base)])
@@ -102,42 +205,48 @@ class MemOps:
             b.store(b.select(b.icmp_unsigned(">", a, hi), a, hi), pmax)
             b.store(b.or_(b.load(por), a), por)
             return ir.Constant(P8, None)
-        end = b.add(a, ir.Constant(I64, align))
-        k = self.ncache
-        self.ncache += 1
-        plo, phi_ = self._cache_slot(2 * k), self._cache_slot(2 * k + 1)
-        hit = b.and_(b.icmp_unsigned(">=", a, b.load(plo)), b.icmp_unsigned("<=", end, b.load(phi_)))
-        hit = b.and_(hit, b.icmp_unsigned(">=", end, a))
-        mis = b.icmp_unsigned("!=", b.and_(a, ir.Constant(I64, align - 1)), ir.Constant(I64, 0)) if align > 1 else None
+        # the allocation cache of this site (shared by the sites of the same base and size, which mostly hit the
+        # same allocation: [%rd12], [%rd12+4], ...): the allocation last hit, as lo (aligned) and n, the count
+        # of align-byte elements from lo within it (0: none); the hot path tests [a, a + align) within it and a
+        # aligned in one compare, anything else takes the checked path (mem_miss), which refills it
+        key = (getattr(base, "name", None), align)
+        slots = self._caches.get(key) if key[0] is not None else None
+        if slots is None:  # (its pointers computed once, before the dispatch)
+            k = self.ncache
+            self.ncache += 1
+            slots = self._cache_slot(2 * k, self._bounds_b), self._cache_slot(2 * k + 1, self._bounds_b)
+            if key[0] is not None:
+                self._caches[key] = slots
+        plo, pn = slots
+        hit = b.icmp_unsigned("<", self._rot(b.sub(a, b.load(plo)), align), b.load(pn))
         slow = self.f.append_basic_block()
         fast = self.f.append_basic_block()
-        # hot path: the allocation this instruction hit last, aligned; anything else takes the checked path
-        b.cbranch(hit if mis is None else b.and_(hit, b.not_(mis)), fast, slow).set_weights([1 << 10, 1])
+        b.cbranch(hit, fast, slow).set_weights([1 << 10, 1])
         b.position_at_end(slow)
-        found = b.call(self.find_alloc, [self.ctx, a, end])
-        ok = b.extract_value(found, 0)
-        b.store(b.extract_value(found, 1), plo)
-        b.store(b.extract_value(found, 2), phi_)
-        msg = f"{what}: {align} bytes out of bounds"
-        if mis is None:
-            self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, msg, a)
-        else:
-            self._check(b.not_(ok), Err.ILLEGAL_ADDRESS, msg, a, mis, Err.MISALIGNED_ADDRESS,
-                        f"{what}: misaligned {align}-byte access")  # fmt: skip
-        b.branch(fast)
+        site = self._site(Err.ILLEGAL_ADDRESS, f"{what}: {align} bytes out of bounds")
+        if align > 1:
+            self._site(Err.MISALIGNED_ADDRESS, f"{what}: misaligned {align}-byte access")
+        args = [a, ir.Constant(I64, align), ir.Constant(I64, site), plo, ir.Constant(I64, 0)]
+        bad = b.call(self._mem_miss_fn(), [self.ctx, self.t, self.blk, *args, ir.Constant(I64, Err.MISALIGNED_ADDRESS)])
+        b.cbranch(bad, self.fail_blk, fast).set_weights([1, 1 << 20])
         b.position_at_end(fast)
         return b.gep(self.arena, [b.sub(a, self.base)])
 
-    def _generic_ptr(self, a, size, align, what, store):
+    def _generic_ptr(self, a, size, align, what, store, base=None):
+        """A generic address: in one of the windows of shared, local or parameter memory (operands.py), or
+        global; the window by one switch on (a - SHARED_WINDOW) / WINDOW_SIZE."""
         b = self.b
         windows = [("shared", SHARED_WINDOW), ("local", LOCAL_WINDOW), ("kparam", PARAM_WINDOW)]
+        assert all(w == SHARED_WINDOW + i * WINDOW_SIZE for i, (_, w) in enumerate(windows))
+        assert WINDOW_SIZE & (WINDOW_SIZE - 1) == 0
         done = self.f.append_basic_block()
+        other = self.f.append_basic_block()
+        which = b.lshr(b.sub(a, ir.Constant(I64, SHARED_WINDOW)), ir.Constant(I64, WINDOW_SIZE.bit_length() - 1))
+        sw = b.switch(which, other)
         results = []
-        for name, w in windows:
-            inside = b.icmp_unsigned("<", b.sub(a, ir.Constant(I64, w)), ir.Constant(I64, WINDOW_SIZE))
+        for i, (name, w) in enumerate(windows):
             yes = self.f.append_basic_block()
-            no = self.f.append_basic_block()
-            b.cbranch(inside, yes, no)
+            sw.add_case(ir.Constant(I64, i), yes)
             b.position_at_end(yes)
             off = b.sub(a, ir.Constant(I64, w))
             if name == "kparam" and store:
@@ -147,8 +256,8 @@ class MemOps:
                 p = self._ptr(name, off, size, align, what, store)
             results.append((p, b.block))
             b.branch(done)
-            b.position_at_end(no)
-        p = self._global_ptr(a, align, what)
+        b.position_at_end(other)
+        p = self._global_ptr(a, align, what, base)
         results.append((p, b.block))
         b.branch(done)
         b.position_at_end(done)
@@ -185,7 +294,7 @@ class MemOps:
         _, a = self._address(addr_op)
         size = type_size(typ)
         what = f"{ins.op} (line {ins.line})"
-        p = self._ptr(space, a, size, size * vec, what, False)
+        p = self._ptr(space, a, size, size * vec, what, False, addr_op.base)
         items = dst.items if isinstance(dst, Vec) else (dst,)
         if len(items) != vec:
             raise JitUnsupported(ins.op)
@@ -220,7 +329,7 @@ class MemOps:
             raise JitUnsupported(ins.op)
         rtyp = typ if typ not in ("f16", "bf16", "f32", "f64") else f"b{8 * size}"
         vals = [self.read(s, rtyp) for s in items]
-        p = self._ptr(space, a, size, size * vec, what, True)
+        p = self._ptr(space, a, size, size * vec, what, True, addr_op.base)
         if self.mode == "check":
             return
         b = self.b
@@ -257,7 +366,7 @@ class MemOps:
         what = f"{ins.op} (line {ins.line})"
         if space is None and typ == "f32" and aop == "add":
             raise JitUnsupported(f"{ins.op} (generic f32 add: its flush-to-zero depends on the space)")
-        p = self._ptr(space, a, size, size, what, True)
+        p = self._ptr(space, a, size, size, what, True, addr_op.base)
         if self.mode == "check":
             return
         b = self.b
