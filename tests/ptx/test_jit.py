@@ -43,9 +43,10 @@ def test_faults_match_the_interpreter(misc, engine):
 
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)
 def test_tier1_cheap_code_generator(engine, monkeypatch, rng):
-    """Tier 1 compiles kernels of kernel.CHEAP_IR IR instructions or more with LLVM's -O0 code generator (and the
-    greedy register allocator; their thread function outlined when they have no barriers), smaller ones with the
-    full one ($GPUSHIM_PTX_JIT_T1 forces either): the code differs, the results and the fault messages do not."""
+    """Tier 1 compiles kernels of an estimated cost of kernel.CHEAP_COST or more (Codegen.t1_cost: IR
+    instructions and basic blocks) with LLVM's -O0 code generator (and the greedy register allocator; their
+    thread function outlined when they have no barriers), smaller ones with the full one ($GPUSHIM_PTX_JIT_T1
+    forces either): the code differs, the results and the fault messages do not."""
     from gpushim.ptx.jit import kernel
 
     monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", "off")  # tier 1 runs every launch below

@@ -52,6 +52,7 @@ from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.operands import TIMERS
 from gpushim.ptx.types import storage_type
 
+BLOCK_COST = 25  # a basic block's cost in IR instructions for LLVM's full code generator (Codegen.t1_cost)
 _FIXED_SPECIALS = {"%nsmid": 132, "%gridid": 1, "%nwarpid": 64}  # the interpreter's values (state.py)
 
 
@@ -241,6 +242,11 @@ class Codegen(
         calls counted as the bodies tier 1's pipeline inlines in their place (what the full generator gets)."""
         n = sum(len(blk.instructions) for fn in self.m.functions for blk in fn.blocks)
         return n - self._pure_size() + self.inlined_extra if inlined else n
+
+    def t1_cost(self) -> int:
+        """The full code generator's estimated cost of the module, in IR instructions (kernel.t1_codegen): its
+        instructions (inlined) plus BLOCK_COST per basic block."""
+        return self.ir_size() + BLOCK_COST * sum(len(fn.blocks) for fn in self.m.functions)
 
     def _cache_slot(self, j: int, b: ir.IRBuilder | None = None):
         """Slot j of the launch's allocation caches (ops_mem._global_ptr; ops_sys resets them after a free), as a

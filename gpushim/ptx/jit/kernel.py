@@ -38,24 +38,26 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data
 
 
-# tier-1 kernels of at least this many LLVM IR instructions get the cheap code generator (3000 until round 6
-# cut the scaffolding, ~10 % of a small kernel's count, and the checks of memory accesses, which left denser
-# instructions: at 2400 jitcover video and directed32 stay on the cheap one, jitwarp barReductions (2451) moves
-# to it and jitcover setSzext (1465) to the full one; bench/README.md)
-CHEAP_IR = 2400
+# tier 1 takes the cheap code generator for a kernel whose estimated cost for the full one (Codegen.t1_cost: IR
+# instructions + codegen.BLOCK_COST per basic block) is at least CHEAP_COST. Fitted in round 6 on the 135 test kernels
+# (bench/README.md): the full generator's LLVM time is ~1 + 0.021 ms per instruction + 0.43 ms per block, the cheap
+# one's ~0.010 and 0.33: blocks (branchy code: collectives, checks, printf) cost both far more than straight-line
+# instructions. With it every test kernel of <= 1000 PTX lines but cubBlockOps compiled within 100 ms there, while
+# the small bench kernels (vectorAdd, saxpy, reductions, transpose) keep the full generator's faster code. (Until
+# round 6: IR instructions only, CHEAP_IR 3000 -> 2400.)
+CHEAP_COST = 3000
 
 
-def t1_codegen(ir_size: int) -> str:
-    """How tier 1 compiles a kernel of ir_size IR instructions ($GPUSHIM_PTX_JIT_T1): "full" (LLVM's optimising
-    code generator) or "cheap" (its -O0 instruction selection with its optimising register allocator, and the
-    thread function outlined: Codegen.outline; about half the LLVM time, code 1.3-2.5x slower; bench/README.md).
-    The default "auto" takes the cheap one from CHEAP_IR instructions on (LLVM's time grows with them, about
-    0.06 ms each with the full one, whatever PTX they came from: 80 directed-rounding instructions make as many as
-    500 others): such a compile dominates the kernel's first launches, and tier 2 replaces tier 1 once the
-    kernel is hot. "full"/"cheap" force one; "O2" is "full" after LLVM's whole O2 IR pipeline."""
+def t1_codegen(cost: int) -> str:
+    """How tier 1 compiles a kernel of estimated cost `cost` (Codegen.t1_cost) ($GPUSHIM_PTX_JIT_T1): "full"
+    (LLVM's optimising code generator) or "cheap" (its -O0 instruction selection with its optimising register
+    allocator, and the thread function outlined: Codegen.outline; about half the LLVM time, code 1.2-4x slower;
+    bench/README.md). The default "auto" takes the cheap one from CHEAP_COST on: such a compile dominates the
+    kernel's first launches, and tier 2 replaces tier 1 once the kernel is hot. "full"/"cheap" force one; "O2" is
+    "full" after LLVM's whole O2 IR pipeline."""
     mode = os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower()
     if mode == "auto":
-        return "cheap" if ir_size >= CHEAP_IR else "full"
+        return "cheap" if cost >= CHEAP_COST else "full"
     return "cheap" if mode == "cheap" else "full"
 
 
@@ -200,7 +202,7 @@ class _Code:
         else:
             g = generate(mod, prog, name, tier)
             if tier == 1:
-                self.codegen = t1_codegen(g.ir_size())
+                self.codegen = t1_codegen(g.t1_cost())
                 if self.codegen == "cheap":
                     g.outline()
                     self.outlined = g.outlinable
