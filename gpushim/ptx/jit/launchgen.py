@@ -252,14 +252,15 @@ class LaunchOps:
             rnd = f.append_basic_block("round")
             blk_next = f.append_basic_block("block_next")
             stop = f.append_basic_block("stop_round")
+            if any(form != (0, -1, False) for form in self.bar_info.values()):  # ids, counts, arrive: namedbar
+                self._named_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state,
+                                   (blk_next, stop, failed))
+                self._rounds_tail(b, ctx, bi, rnd, stop, blk_next)
+                return
             if getattr(self, "coll_at", None) or getattr(self, "red_at", None):  # collectives, bar.red: ops_warp
                 self._coll_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state,
                                   (blk_next, stop, failed), regions)
-                b.position_at_end(rnd)  # (the general rounds' entry, unused here)
-                b.unreachable()
-                b.position_at_end(stop)
-                self._stop_block(b, ctx, bi)
-                b.position_at_end(blk_next)
+                self._rounds_tail(b, ctx, bi, rnd, stop, blk_next)
                 return
             if regions:
                 self._region_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state, regions,
@@ -322,6 +323,14 @@ class LaunchOps:
         b.position_at_end(failed)
         b.ret(ir.Constant(I32, ERR_RET))
         return f
+
+    def _rounds_tail(self, b: ir.IRBuilder, ctx, bi, rnd: ir.Block, stop: ir.Block, blk_next: ir.Block) -> None:
+        """After ops_warp's or namedbar's rounds: the general rounds' entry unused, the watchdog's stop."""
+        b.position_at_end(rnd)
+        b.unreachable()
+        b.position_at_end(stop)
+        self._stop_block(b, ctx, bi)
+        b.position_at_end(blk_next)
 
     def _stop_block(self, b: ir.IRBuilder, ctx, bi) -> None:
         """The watchdog stopped the launch between rounds."""
