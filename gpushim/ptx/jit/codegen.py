@@ -38,6 +38,7 @@ from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
 from gpushim.ptx.jit.ops_hwround import HwRoundOps
 from gpushim.ptx.jit.ops_intx import IntExtraOps
+from gpushim.ptx.jit.ops_mbarrier import MbarrierOps, is_mbar_wait
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
 from gpushim.ptx.jit.ops_sys import SysOps
@@ -59,7 +60,7 @@ _FIXED_SPECIALS = {"%nsmid": 132, "%gridid": 1, "%nwarpid": 64}  # the interpret
 
 class Codegen(
     AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps,
-    LaunchOps, PureHelpers, AsyncCopyOps, StopOps, NamedBarOps,
+    LaunchOps, PureHelpers, AsyncCopyOps, StopOps, NamedBarOps, MbarrierOps,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
@@ -163,7 +164,8 @@ class Codegen(
         self.entry = entry = f.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
         code = self.prog.code
-        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
+        self.bar_idx = [i for i, ins in enumerate(code)
+                        if ins.parts[0] in ("bar", "barrier") or is_collective(ins) or is_mbar_wait(ins)]
         # registers (zero at the start where some path may read one before writing it: the interpreter's value)
         self.regs: dict[str, tuple] = {}
         unset = self.read_first = self._liveness()[-1] & set(self.prog.regs)  # (not the special registers)

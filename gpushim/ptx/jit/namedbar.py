@@ -132,11 +132,15 @@ class NamedBarOps:
                     count = b.load(b.gep(cnt_t, [c32(0), r]))
                     only = b.icmp_unsigned("!=", b.load(b.gep(arr_t, [c32(0), r])), ir.Constant(I8, 0))
                     self._tag(b.store(b.select(only, r, b.sub(c32(-1), r)), sp), "state")
-                    ap = self._arrived(b, arrived, bid)
-                    a = b.add(b.load(ap), c32(1))
-                    b.store(a, ap)
-                    want = b.select(b.icmp_signed("<", count, c32(0)), b.load(nlive_a), count)
-                    self._if(b, b.icmp_signed(">=", a, want), lambda: release(bid))
+
+                    def arrival():
+                        ap = self._arrived(b, arrived, bid)
+                        a = b.add(b.load(ap), c32(1))
+                        b.store(a, ap)
+                        want = b.select(b.icmp_signed("<", count, c32(0)), b.load(nlive_a), count)
+                        self._if(b, b.icmp_signed(">=", a, want), lambda: release(bid))
+
+                    self._if(b, b.icmp_signed("!=", count, c32(-2)), arrival)  # -2: a yield (ops_mbarrier.py)
 
                 self._if(b, exited, gone)
                 self._if(b, b.not_(exited), arrived_at)
