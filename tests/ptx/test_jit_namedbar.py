@@ -1,6 +1,7 @@
-"""Named barriers on the compiling engine (gpushim/ptx/jit/namedbar.py; kernels in kernels/jitnamedbar.cu):
-barrier ids, thread counts, bar.arrive/barrier.arrive, on both tier-1 code generators and on tier 2, against the
-interpreter (the reference: barriers.py) and against the PTX ISA's definitions.
+"""Named barriers and mbarrier on the compiling engine (gpushim/ptx/jit/namedbar.py, ops_mbarrier.py; kernels in
+kernels/jitnamedbar.cu, mbarrier90.cu, more.cu): barrier ids, thread counts, bar.arrive/barrier.arrive, mbarrier
+objects, on both tier-1 code generators and on tier 2, against the interpreter (the reference: barriers.py,
+ops_mbarrier.py) and against the PTX ISA's definitions.
 
 PTX ISA, "bar, barrier": `bar.sync a{, b}` waits until b threads (every thread of the CTA without b) have arrived
 at barrier a (0-15); `bar.arrive a, b` counts the thread's arrival without waiting; a barrier completes when the
@@ -12,21 +13,38 @@ import numpy as np
 import pytest
 from harness import ENGINE, Dev, compile_ptx
 
+from gpushim.cuda_errors import CudaError
 from gpushim.ptx.jit import kernel as jit_kernel
 
 CONFIGS = [("full", "off"), ("cheap", "off"), ("auto", "now")]  # (GPUSHIM_PTX_JIT_T1, GPUSHIM_PTX_JIT_TIER2)
 
 
-@pytest.fixture(params=CONFIGS, ids=lambda c: f"t1={c[0]},tier2={c[1]}")
-def dev(request, monkeypatch):
+def _configured(request, monkeypatch, name: str, arch: str) -> Dev:
     t1, tier2 = request.param
     monkeypatch.setenv("GPUSHIM_PTX_JIT_T1", t1)
     monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", tier2)
     monkeypatch.setenv("GPUSHIM_PTX_JIT_CACHE", "off")  # compiled here, by the generator asked for
     jit_kernel._cache.clear()
-    d = Dev(compile_ptx("jitnamedbar"))
+    d = Dev(compile_ptx(name, arch))
     d.config = request.param
-    yield d
+    return d
+
+
+@pytest.fixture(params=CONFIGS, ids=lambda c: f"t1={c[0]},tier2={c[1]}")
+def dev(request, monkeypatch):
+    yield _configured(request, monkeypatch, "jitnamedbar", "sm_90")  # (mbarrier: sm_80 and later)
+    jit_kernel._cache.clear()
+
+
+@pytest.fixture(params=CONFIGS, ids=lambda c: f"t1={c[0]},tier2={c[1]}")
+def mb(request, monkeypatch):
+    yield _configured(request, monkeypatch, "mbarrier90", "sm_90")
+    jit_kernel._cache.clear()
+
+
+@pytest.fixture(params=CONFIGS, ids=lambda c: f"t1={c[0]},tier2={c[1]}")
+def more(request, monkeypatch):
+    yield _configured(request, monkeypatch, "more", "sm_75")
     jit_kernel._cache.clear()
 
 
@@ -121,3 +139,86 @@ def test_sync_waits_for_late_arrivals(dev, engine):
     want = np.where(np.arange(128) >= 32, 128 * (p + 1) * (p + 2) // 2, -1)
     for eng, out in outs.items():
         assert np.array_equal(out, np.broadcast_to(want, out.shape)), eng
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_producer_consumer_compiled(more, engine, rng):
+    """more.cu's producerConsumer (bar.arrive 1/2 and bar.sync 2/1, 128 threads), once on the interpreter only"""
+    blocks, rounds = 3, 5
+    x = rng.integers(-1000, 1000, blocks * rounds * 64, dtype=np.int32)
+    px = more.array(x)
+
+    def launch():
+        po = more.empty(x.nbytes)
+        more.launch("producerConsumer", blocks, 128, px, po, rounds)
+        return more.get(po, np.int32, x.size).copy()
+
+    for eng, out in _engines(more, "producerConsumer", launch).items():
+        assert np.array_equal(out.reshape(-1, 64), x.reshape(-1, 64)[:, np.arange(64) ^ 1] * 2 + 1), eng
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_mbarrier_kernels_compiled(mb, engine, rng):
+    """mbarrier90.cu's kernels (test_mbarrier.py has their CUDA semantics): cuda::barrier's arrive_and_wait
+    (arrive, then a try_wait loop: an incomplete wait lets the other threads run), memcpy_async completed through
+    the barrier (cp.async.mbarrier.arrive), and raw states, pending counts, drops and transactions"""
+    blocks, threads, phases = 3, 96, 5
+
+    def phases_launch():
+        po = mb.empty(4 * blocks * threads)
+        mb.launch("barrierPhases", blocks, threads, po, phases)
+        return mb.get(po, np.int32, blocks * threads).reshape(blocks, threads).copy()
+
+    t = np.arange(threads)
+    want = np.array([sum(((t + 1 + p) % threads) * (p + 1) + b for p in range(phases)) for b in range(blocks)])
+    for eng, got in _engines(mb, "barrierPhases", phases_launch).items():
+        assert np.array_equal(got, want), eng
+
+    n = 128 * 6
+    x = rng.integers(-1000, 1000, n, dtype=np.int32)
+    pi = mb.array(x)
+
+    def copy_launch():
+        po = mb.empty(4 * n)
+        mb.launch("memcpyAsyncBarrier", 2, 128, pi, po, n)
+        return mb.get(po, np.int32, n).copy()
+
+    for eng, got in _engines(mb, "memcpyAsyncBarrier", copy_launch).items():
+        assert np.array_equal(got.reshape(-1, 128), x.reshape(-1, 128)[:, ::-1] * 3), eng
+
+    def raw_launch():
+        po = mb.empty(8 * 6)
+        mb.launch("rawMbarrier", 2, 4, po)
+        return mb.get(po, np.uint64, 6).tolist()
+
+    for eng, got in _engines(mb, "rawMbarrier", raw_launch).items():
+        assert got == [2, 0, 1, 0, 1, 0], eng
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+@pytest.mark.parametrize("mode, words", [(0, "not initialised"), (1, "count must be between 1")])
+def test_mbarrier_faults_as_interpreter(mb, engine, mode, words):
+    """misuse (undefined in PTX): the compiled kernel fails with the interpreter's error and message"""
+    errs = {}
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        with pytest.raises(CudaError) as e:
+            mb.launch("badMbarrier", 1, 32, mode)
+        errs[eng] = (e.value.code, e.value.message)
+    assert errs["interp"] == errs["jit"] and words in errs["jit"][1]
+    assert jit_kernel.fallback_reason(mb.mod.source_hash, "badMbarrier") is None
+    assert mb.mod.jit_kernel("badMbarrier") is not None
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_mbarrier_outside_shared_memory(dev, engine):
+    """an mbarrier object at a generic address of global memory: the interpreter's fault, the same message"""
+    p = dev.empty(8)
+    errs = {}
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        with pytest.raises(CudaError) as e:
+            dev.launch("mbarrierGlobal", 1, 32, p)
+        errs[eng] = (e.value.code, e.value.message)
+    assert errs["interp"] == errs["jit"] and "must be in shared memory" in errs["jit"][1]
+    assert dev.mod.jit_kernel("mbarrierGlobal") is not None

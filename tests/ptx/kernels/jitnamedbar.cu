@@ -109,3 +109,8 @@ extern "C" __global__ void arrivalOrder(int *out, int phases) {
         asm volatile("bar.sync 2, 128;" ::: "memory");
     }
 }
+
+// An mbarrier object outside shared memory (a generic address of global memory): the interpreter's fault.
+extern "C" __global__ void mbarrierGlobal(unsigned long long *p) {
+    asm volatile("mbarrier.init.b64 [%0], %1;" ::"l"(p), "r"(1) : "memory");
+}
