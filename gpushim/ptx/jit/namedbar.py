@@ -55,7 +55,7 @@ class NamedBarOps:
         """One block's threads with named barriers (the module docstring). state[t]: >= 0 runnable from that
         resume point, -1 exited, -k-1 waiting at the barrier of resume point k."""
         if getattr(self, "coll_at", None) or getattr(self, "red_at", None):
-            raise JitUnsupported("named barriers or bar.arrive with warp collectives or bar.red")
+            raise JitUnsupported("named barriers, bar.arrive or mbarrier waits with warp collectives or bar.red")
         cx, cy, cz, bi = ids
         cache, cnt, kc, kp = bufs
         blk_next, stop, failed = blocks
