@@ -324,6 +324,21 @@ class LaunchOps:
         b.ret(ir.Constant(I32, ERR_RET))
         return f
 
+    def _resume(self, f, b: ir.IRBuilder, ctx, thread, t, s, ids, bufs, dims, failed: ir.Block, name: str):
+        """Calls thread t of the block from resume point s (dims: the block's x and y sizes, for its ids); the
+        result: 0 exited, k stopped at resume point k (a fault branches to failed)."""
+        cx, cy, cz, bi = ids
+        cache, cnt, kc, kp = bufs
+        bx, by = dims
+        tx = b.urem(t, bx)
+        ty = b.urem(b.udiv(t, bx), by)
+        tz = b.udiv(t, b.mul(bx, by))
+        r = b.call(thread, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
+        ok = f.append_basic_block(name)
+        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok)
+        b.position_at_end(ok)
+        return r
+
     def _rounds_tail(self, b: ir.IRBuilder, ctx, bi, rnd: ir.Block, stop: ir.Block, blk_next: ir.Block) -> None:
         """After ops_warp's or namedbar's rounds: the general rounds' entry unused, the watchdog's stop."""
         b.position_at_end(rnd)

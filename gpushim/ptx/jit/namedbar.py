@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit import textir as ir
-from gpushim.ptx.jit.irtypes import ERR_RET, I8, I32, I64, JitUnsupported
+from gpushim.ptx.jit.irtypes import I8, I32, I64, JitUnsupported
 from gpushim.ptx.nodes import Imm, Instr
 
 NBAR = 16  # barrier ids per block (PTX: 0-15)
@@ -56,8 +56,7 @@ class NamedBarOps:
         resume point, -1 exited, -k-1 waiting at the barrier of resume point k."""
         if getattr(self, "coll_at", None) or getattr(self, "red_at", None):
             raise JitUnsupported("named barriers, bar.arrive or mbarrier waits with warp collectives or bar.red")
-        cx, cy, cz, bi = ids
-        cache, cnt, kc, kp = bufs
+        bi = ids[3]
         blk_next, stop, failed = blocks
         c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
@@ -112,13 +111,7 @@ class NamedBarOps:
             s = self._tag(b.load(sp), "state")
 
             def go():
-                tx = b.urem(t, bx)
-                ty = b.urem(b.udiv(t, bx), by)
-                tz = b.udiv(t, b.mul(bx, by))
-                r = b.call(thread, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
-                ok = f.append_basic_block("nbar_ok")
-                b.cbranch(b.icmp_signed("==", r, c32(ERR_RET)), failed, ok)
-                b.position_at_end(ok)
+                r = self._resume(f, b, ctx, thread, t, s, ids, bufs, (bx, by), failed, "nbar_ok")
                 b.store(c32(1), prog_a)
                 exited = b.icmp_signed("==", r, c32(0))
 
