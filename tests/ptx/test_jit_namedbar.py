@@ -65,6 +65,18 @@ def _engines(dev: Dev, kernel: str, launch) -> dict[str, object]:
     return outs
 
 
+def _same_fault(dev: Dev, kernel: str, *args) -> str:
+    """the launch fails on the interpreter and on the JIT with the same error and message (returned)"""
+    errs = {}
+    for eng in ("interp", "jit"):
+        ENGINE["name"] = eng
+        with pytest.raises(CudaError) as e:
+            dev.launch(kernel, *args)
+        errs[eng] = (e.value.code, e.value.message)
+    assert errs["interp"] == errs["jit"]
+    return errs["jit"][1]
+
+
 @pytest.mark.parametrize("engine", ["jit"], indirect=True)
 def test_pipeline_two_named_barriers_per_stage(dev, engine, rng):
     """producers bar.arrive on a stage's "full" barrier and bar.sync on its "empty" one, consumers the other
@@ -199,13 +211,7 @@ def test_mbarrier_kernels_compiled(mb, engine, rng):
 @pytest.mark.parametrize("mode, words", [(0, "not initialised"), (1, "count must be between 1")])
 def test_mbarrier_faults_as_interpreter(mb, engine, mode, words):
     """misuse (undefined in PTX): the compiled kernel fails with the interpreter's error and message"""
-    errs = {}
-    for eng in ("interp", "jit"):
-        ENGINE["name"] = eng
-        with pytest.raises(CudaError) as e:
-            mb.launch("badMbarrier", 1, 32, mode)
-        errs[eng] = (e.value.code, e.value.message)
-    assert errs["interp"] == errs["jit"] and words in errs["jit"][1]
+    assert words in _same_fault(mb, "badMbarrier", 1, 32, mode)
     assert jit_kernel.fallback_reason(mb.mod.source_hash, "badMbarrier") is None
     assert mb.mod.jit_kernel("badMbarrier") is not None
 
@@ -214,11 +220,5 @@ def test_mbarrier_faults_as_interpreter(mb, engine, mode, words):
 def test_mbarrier_outside_shared_memory(dev, engine):
     """an mbarrier object at a generic address of global memory: the interpreter's fault, the same message"""
     p = dev.empty(8)
-    errs = {}
-    for eng in ("interp", "jit"):
-        ENGINE["name"] = eng
-        with pytest.raises(CudaError) as e:
-            dev.launch("mbarrierGlobal", 1, 32, p)
-        errs[eng] = (e.value.code, e.value.message)
-    assert errs["interp"] == errs["jit"] and "must be in shared memory" in errs["jit"][1]
+    assert "must be in shared memory" in _same_fault(dev, "mbarrierGlobal", 1, 32, p)
     assert dev.mod.jit_kernel("mbarrierGlobal") is not None
