@@ -13,6 +13,7 @@ extern "C" __global__ void pipeline(const int *in, int *out, int *sums, int roun
     const int *src = in + blockIdx.x * rounds * 64;
     int *dst = out + blockIdx.x * rounds * 64;
     if (t < 64) {
+#pragma unroll 1
         for (int r = 0; r < rounds; ++r) {
             int s = r & 1;
             if (r >= 2) {  // the consumers are done with buf[s]
@@ -25,6 +26,7 @@ extern "C" __global__ void pipeline(const int *in, int *out, int *sums, int roun
         }
     } else if (t < 128) {
         int c = t - 64, acc = 0;
+#pragma unroll 1
         for (int r = 0; r < rounds; ++r) {
             int s = r & 1;
             if (s) asm volatile("barrier.sync 2, 128;" ::: "memory");
@@ -39,6 +41,7 @@ extern "C" __global__ void pipeline(const int *in, int *out, int *sums, int roun
     } else {
         int s = t - 128;
         scan[s] = src[s] ^ 0x55;
+#pragma unroll 1
         for (int d = 1; d < 64; d <<= 1) {
             asm volatile("barrier.sync.aligned 3, 64;" ::: "memory");
             int x = s >= d ? scan[s - d] : 0;
@@ -49,6 +52,7 @@ extern "C" __global__ void pipeline(const int *in, int *out, int *sums, int roun
     __syncthreads();
     if (t == 128) {
         int v = 0;
+#pragma unroll 1
         for (int i = 0; i < 64; ++i) v += check[i] + scan[i];
         sums[blockIdx.x] = v;
     }
