@@ -31,12 +31,14 @@ from gpushim.ptx.jit.irtypes import (
 )
 from gpushim.ptx.jit.launchgen import LaunchOps
 from gpushim.ptx.jit.liveness import cycles_without_barrier
+from gpushim.ptx.jit.namedbar import NamedBarOps, bar_form
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_async import AsyncCopyOps
 from gpushim.ptx.jit.ops_float import FloatOps
 from gpushim.ptx.jit.ops_half import HALF_OPS, HalfOps, half_type
 from gpushim.ptx.jit.ops_hwround import HwRoundOps
 from gpushim.ptx.jit.ops_intx import IntExtraOps
+from gpushim.ptx.jit.ops_mbarrier import MbarrierOps, is_mbar_wait
 from gpushim.ptx.jit.ops_mem import MemOps
 from gpushim.ptx.jit.ops_round import DIRECTED, DirectedOps
 from gpushim.ptx.jit.ops_sys import SysOps
@@ -58,7 +60,7 @@ _FIXED_SPECIALS = {"%nsmid": 132, "%gridid": 1, "%nwarpid": 64}  # the interpret
 
 class Codegen(
     AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps,
-    LaunchOps, PureHelpers, AsyncCopyOps, StopOps,
+    LaunchOps, PureHelpers, AsyncCopyOps, StopOps, NamedBarOps, MbarrierOps,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
@@ -146,6 +148,7 @@ class Codegen(
         copy, so that outline() may keep the function out of the thread loop."""
         self.mode = mode
         self.barriers = []
+        self.bar_info: dict[int, tuple[int, int, bool]] = {}  # resume point -> barrier form (namedbar.py)
         self.ncache = 0
         self.acache_resets: list = []  # after each free (ops_sys.py)
         self.check_sites: list[int] = []  # check mode: bytes of each global access
@@ -161,7 +164,8 @@ class Codegen(
         self.entry = entry = f.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
         code = self.prog.code
-        self.bar_idx = [i for i, ins in enumerate(code) if ins.parts[0] in ("bar", "barrier") or is_collective(ins)]
+        self.bar_idx = [i for i, ins in enumerate(code)
+                        if ins.parts[0] in ("bar", "barrier") or is_collective(ins) or is_mbar_wait(ins)]
         # registers (zero at the start where some path may read one before writing it: the interpreter's value)
         self.regs: dict[str, tuple] = {}
         unset = self.read_first = self._liveness()[-1] & set(self.prog.regs)  # (not the special registers)
@@ -604,14 +608,10 @@ class Codegen(
         return self._abort
 
     def _barrier(self, ins: Instr) -> None:
-        parts = ins.parts
-        if not ({"sync"} <= set(parts[1:]) or parts[1:] == ["aligned", "sync"]) or "red" in parts:
-            raise JitUnsupported(ins.op)
-        if len(ins.args) != 1 or not isinstance(ins.args[0], Imm) or int(ins.args[0].value) != 0:
-            raise JitUnsupported(f"{ins.op} with a barrier id or thread count")
+        form = bar_form(ins)  # (id, count, arrive-only); other than (0, -1, False): named (namedbar.py)
         if self.mode == "check":  # no memory: nothing to wait for
             return
-        self._stop()
+        self.bar_info[self._stop()] = form
 
     def _body(self, ins: Instr, op: str) -> None:
         h = getattr(self, "op_" + op.replace("@", "at_"), None)

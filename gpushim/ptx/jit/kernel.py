@@ -535,6 +535,8 @@ class JitKernel:
         addr = int(ctx[L.ERR_ADDR]) & (2**64 - 1)
         if msg.startswith("trap"):
             return CudaError(code, msg.replace("{who}", who))
+        if msg.startswith("="):  # the interpreter's st.error_for: the message alone (ops_mbarrier.py)
+            return CudaError(code, msg[1:])
         return CudaError(code, f"{msg} at {addr:#x} by {who}")
 
 

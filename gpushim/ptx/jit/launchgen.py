@@ -252,14 +252,15 @@ class LaunchOps:
             rnd = f.append_basic_block("round")
             blk_next = f.append_basic_block("block_next")
             stop = f.append_basic_block("stop_round")
+            if any(form != (0, -1, False) for form in self.bar_info.values()):  # ids, counts, arrive: namedbar
+                self._named_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state,
+                                   (blk_next, stop, failed))
+                self._rounds_tail(b, ctx, bi, rnd, stop, blk_next)
+                return
             if getattr(self, "coll_at", None) or getattr(self, "red_at", None):  # collectives, bar.red: ops_warp
                 self._coll_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state,
                                   (blk_next, stop, failed), regions)
-                b.position_at_end(rnd)  # (the general rounds' entry, unused here)
-                b.unreachable()
-                b.position_at_end(stop)
-                self._stop_block(b, ctx, bi)
-                b.position_at_end(blk_next)
+                self._rounds_tail(b, ctx, bi, rnd, stop, blk_next)
                 return
             if regions:
                 self._region_rounds(f, b, ctx, thread, (cx, cy, cz, bi), (cache, cnt, kc, kp), state, regions,
@@ -322,6 +323,29 @@ class LaunchOps:
         b.position_at_end(failed)
         b.ret(ir.Constant(I32, ERR_RET))
         return f
+
+    def _resume(self, f, b: ir.IRBuilder, ctx, thread, t, s, ids, bufs, dims, failed: ir.Block, name: str):
+        """Calls thread t of the block from resume point s (dims: the block's x and y sizes, for its ids); the
+        result: 0 exited, k stopped at resume point k (a fault branches to failed)."""
+        cx, cy, cz, bi = ids
+        cache, cnt, kc, kp = bufs
+        bx, by = dims
+        tx = b.urem(t, bx)
+        ty = b.urem(b.udiv(t, bx), by)
+        tz = b.udiv(t, b.mul(bx, by))
+        r = b.call(thread, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
+        ok = f.append_basic_block(name)
+        b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok)
+        b.position_at_end(ok)
+        return r
+
+    def _rounds_tail(self, b: ir.IRBuilder, ctx, bi, rnd: ir.Block, stop: ir.Block, blk_next: ir.Block) -> None:
+        """After ops_warp's or namedbar's rounds: the general rounds' entry unused, the watchdog's stop."""
+        b.position_at_end(rnd)
+        b.unreachable()
+        b.position_at_end(stop)
+        self._stop_block(b, ctx, bi)
+        b.position_at_end(blk_next)
 
     def _stop_block(self, b: ir.IRBuilder, ctx, bi) -> None:
         """The watchdog stopped the launch between rounds."""

@@ -2,7 +2,7 @@
 performs it: the copy is done when the instruction runs (reading the destination before cp.async.wait_* is
 undefined, so an eager copy is one valid execution) with the checks of a vector load of cp-size bytes from
 global memory and a vector store of them to shared memory; commit_group / wait_group / wait_all do nothing.
-The mbarrier and bulk forms are left to the interpreter."""
+cp.async.mbarrier.arrive: ops_mbarrier.py; the bulk forms are left to the interpreter."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ class AsyncCopyOps:
         if len(p) < 3 or p[1] != "async":
             raise JitUnsupported(ins.op)
         if p[2] in ("commit_group", "wait_group", "wait_all"):
+            return
+        if p[2] == "mbarrier":
+            self.op_cp_mbarrier(ins)  # ops_mbarrier.py
             return
         if "bulk" in p or p[2] not in ("ca", "cg") or len(ins.args) not in (3, 4) or not isinstance(ins.args[2], Imm):
             raise JitUnsupported(ins.op)

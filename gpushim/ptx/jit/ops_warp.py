@@ -653,13 +653,7 @@ class WarpOps:
             s = self._tag(b.load(sp), "state")
 
             def go():
-                tx = b.urem(t, bx)
-                ty = b.urem(b.udiv(t, bx), by)
-                tz = b.udiv(t, b.mul(bx, by))
-                r = b.call(thread, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
-                ok = f.append_basic_block("coll_ok")
-                b.cbranch(b.icmp_signed("==", r, c32(ERR_RET)), failed, ok)
-                b.position_at_end(ok)
+                r = self._resume(f, b, ctx, thread, t, s, ids, bufs, (bx, by), failed, "coll_ok")
                 st = b.select(b.icmp_signed("==", r, c32(0)), c32(-1), b.sub(c32(-1), r))
                 self._tag(b.store(st, sp), "state")
 

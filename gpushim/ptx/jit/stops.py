@@ -16,6 +16,7 @@ from __future__ import annotations
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import I32, I64
 from gpushim.ptx.jit.liveness import live_after
+from gpushim.ptx.jit.ops_mbarrier import is_mbar_wait
 
 
 def save_groups(sets: dict[int, set[str]]) -> dict[int, frozenset[str]]:
@@ -59,7 +60,9 @@ class StopOps:
         live = {i: r for i, r in self._liveness().items() if i >= 0}
         if not self.remat.idom:
             return live
-        redo = {i: self.remat.regs_of(self.remat.at(i, r)) & r for i, r in live.items()}
+        # (not through mbarrier waits: those stop only while the phase is incomplete, ops_mbarrier.py)
+        redo = {i: self.remat.regs_of(self.remat.at(i, r)) & r for i, r in live.items()
+                if not is_mbar_wait(self.prog.code[i])}
         return live_after(self.prog, self.bar_idx, cut=redo)
 
     def _plan_stops(self) -> None:

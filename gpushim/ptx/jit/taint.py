@@ -69,6 +69,8 @@ def why_unchecked(prog: Program) -> str | None:
         op = ins.parts[0]
         if op == "trap":
             return "trap"
+        if op == "mbarrier" or (op == "cp" and "mbarrier" in ins.parts):  # (ops_mbarrier.py: objects in memory)
+            return f"line {ins.line}: mbarrier"
         if op in HOST_OPS:  # (a malloc'd address is memory-derived; printf's output must not run twice)
             return f"line {ins.line}: {op[1:]}"
         if ins.guard is not None and ins.guard[0] in tainted and (op in _MEM or op in ("bra", "ret", "exit")):
