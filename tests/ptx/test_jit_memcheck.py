@@ -28,19 +28,23 @@ def _outcome(dev: Dev, eng: str, kernel: str, threads: int, out: int, *args, sha
     return dev.get(out, np.int64, threads).tolist()
 
 
-@pytest.fixture(params=["full", "cheap"])
+@pytest.fixture(params=["full", "cheap", "cheap-no-rtlib"])
 def dev(request, monkeypatch):
-    """The kernels compiled by tier 1 alone with one code generator (a fresh module: no code of other tests)."""
+    """The kernels compiled by tier 1 alone with one code generator (a fresh module: no code of other tests);
+    no-rtlib: the checked path's helper (mem_miss) defined in the kernel's module, not the runtime library's."""
     from gpushim.ptx.jit import kernel
 
+    gen, _, rt = request.param.partition("-")
     monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", "off")  # tier 1 runs every launch
-    monkeypatch.setenv("GPUSHIM_PTX_JIT_T1", request.param)
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_T1", gen)
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_RTLIB", "off" if rt else "on")
     kernel._cache.clear()
     d = Dev(compile_ptx("memcheck"))
     yield d
     for k in ("globalAt", "twoFromOneBase", "sharedAt", "localAt", "genericAt", "writeAt"):
         jk = d.mod.jit_kernel(k)
-        assert jk is not None and jk.t1.codegen == request.param and jk.tier2_runs == 0, k
+        assert jk is not None and jk.t1.codegen == gen and jk.tier2_runs == 0, k
+        assert any(n.startswith("gsrt.mem_miss.") for n in jk.t1.meta["rtlib"]) != bool(rt), k
     kernel._cache.clear()
 
 
