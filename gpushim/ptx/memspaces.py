@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpushim.backends.emulator.memory import fits
 from gpushim.cuda_errors import CudaError, Err
 from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from gpushim.ptx.values import ndarray
@@ -100,7 +101,7 @@ def _global(st, idx, a, size, align, what):
 def _bad_global(st, a, align):
     bad = np.ones(a.shape, bool)
     for al in st.mem.allocations():
-        bad &= ~((a >= np.uint64(al.addr)) & (a + np.uint64(align) <= np.uint64(al.addr + al.size)))
+        bad &= ~fits(a, align, np.uint64(al.addr), np.uint64(al.addr + al.size))
     return bad
 
 
@@ -128,7 +129,7 @@ def _window(st, idx, a, size, align, what, bases, limit, name):
     a64 = a.astype(np.int64) if a.dtype.itemsize < 8 else a.view(np.int64)
     hi = int(a.max())
     if hi + align > limit or int(a64.min()) < 0:
-        bad = (a64 + align > limit) | (a64 < 0)
+        bad = (a64 > limit - align) | (a64 < 0)  # (not a64 + align: it wraps near 2**63)
         raise fault(
             st,
             Err.ILLEGAL_ADDRESS,
@@ -162,7 +163,7 @@ def _param(st, idx, a, size, align, what):
             )
         return ai >> _SHIFT[size]
     a64 = a.astype(np.int64)
-    bad = (a64 + size > limit) | (a64 < 0) | ((a64 & (size - 1)) != 0)
+    bad = (a64 > limit - size) | (a64 < 0) | ((a64 & (size - 1)) != 0)
     if bad.any():
         raise fault(
             st,

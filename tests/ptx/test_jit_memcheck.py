@@ -28,27 +28,35 @@ def _outcome(dev: Dev, eng: str, kernel: str, threads: int, out: int, *args, sha
     return dev.get(out, np.int64, threads).tolist()
 
 
-@pytest.fixture(params=["full", "cheap"])
+@pytest.fixture(params=["full", "cheap", "cheap-no-rtlib"])
 def dev(request, monkeypatch):
-    """The kernels compiled by tier 1 alone with one code generator (a fresh module: no code of other tests)."""
+    """The kernels compiled by tier 1 alone with one code generator (a fresh module: no code of other tests);
+    no-rtlib: the checked path's helper (mem_miss) defined in the kernel's module, not the runtime library's."""
     from gpushim.ptx.jit import kernel
 
+    gen, _, rt = request.param.partition("-")
     monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", "off")  # tier 1 runs every launch
-    monkeypatch.setenv("GPUSHIM_PTX_JIT_T1", request.param)
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_T1", gen)
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_RTLIB", "off" if rt else "on")
     kernel._cache.clear()
     d = Dev(compile_ptx("memcheck"))
     yield d
-    for k in ("globalAt", "twoFromOneBase", "sharedAt", "localAt", "genericAt"):
+    for k in ("globalAt", "twoFromOneBase", "sharedAt", "localAt", "genericAt", "writeAt"):
         jk = d.mod.jit_kernel(k)
-        assert jk is not None and jk.t1.codegen == request.param and jk.tier2_runs == 0, k
+        assert jk is not None and jk.t1.codegen == gen and jk.tier2_runs == 0, k
+        assert any(n.startswith("gsrt.mem_miss.") for n in jk.t1.meta["rtlib"]) != bool(rt), k
     kernel._cache.clear()
 
 
-def _same(dev: Dev, kernel: str, threads: int, *args, shared: int = 0, expect=None) -> None:
+def _same(dev: Dev, kernel: str, threads: int, *args, shared: int = 0, expect=None, diff: bool = False) -> None:
+    """The same outcome on the interpreter and the JIT (and, with diff, GPUSHIM_PTX_ENGINE=diff: both engines on
+    one launch, comparing the memory they leave too)."""
     out = dev.empty(8 * threads)
     ri = _outcome(dev, "interp", kernel, threads, out, *args, shared=shared)
     rj = _outcome(dev, "jit", kernel, threads, out, *args, shared=shared)
     assert rj == ri, (kernel, args)
+    if diff:
+        assert _outcome(dev, "diff", kernel, threads, out, *args, shared=shared) == ri, (kernel, args)
     if expect is not None:  # (the case tests what it means to: a fault's code, or values)
         assert (ri[0] if isinstance(ri, tuple) else "ok") == expect, (kernel, args, ri)
 
@@ -78,13 +86,13 @@ def test_global_accesses_at_the_edges(dev, engine):
         (4, -a, 0, 1, ILL),  # the null pointer
     ):
         _same(dev, "globalAt", threads, a, off, stride, size, expect=expect)
-    # 2**64 - 8 and 2**64 - 4 (the end wraps around to 0): in no allocation. (The interpreter's vectorised check,
-    # DeviceMemory.check_addresses, computes the end in uint64 and lets them pass, reading garbage; the JIT
-    # reports the fault, as CUDA does for an address outside every allocation.)
+    # 2**64 - size .. 2**64 - 1 (the end wraps around to 0): in no allocation, out of bounds before misaligned.
+    # (The interpreter's check once computed the end in uint64 and let them pass, reading garbage.)
     out = dev.empty(8)
-    for size, top in ((8, 8), (8, 4), (16, 8)):
-        e = _outcome(dev, "jit", "globalAt", 1, out, a, -a - top, 0, size)
-        assert e[0] == ILL and f"{size} bytes out of bounds at {M64 - top:#x} by block (0,0,0) thread (0,0,0)" in e[1]
+    for size, top in ((8, 8), (8, 4), (16, 8), (16, 16), (4, 4), (1, 1)):
+        _same(dev, "globalAt", 1, a, -a - top, 0, size, expect=ILL, diff=True)
+        e = _outcome(dev, "interp", "globalAt", 1, out, a, -a - top, 0, size)
+        assert f"{size} bytes out of bounds at {M64 - top:#x} by block (0,0,0) thread (0,0,0)" in e[1]
     b = dev.array(np.arange(64, dtype=np.uint8))
     for threads, expect in ((2, "ok"), (3, None)):  # thread t in allocation a + t * (b - a): a cache miss each
         _same(dev, "globalAt", threads, a, 4, b - a, 4, expect=expect)
@@ -133,6 +141,56 @@ def test_shared_local_and_generic_accesses_at_the_edges(dev, engine):
         (0, 8, 4, 1, MIS),
     ):
         _same(dev, "genericAt", threads, g, which, off, size, expect=expect)
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_accesses_near_the_top_of_the_address_space_and_of_each_window(dev, engine):
+    """The same fault on both engines (code, message: the thread and its address) where the end of an access
+    wraps around: 2**64 in global memory (loads, stores, vector stores, atomics), 2**63 for 64-bit local and
+    shared addresses (the interpreter's int64 offset + size wrapped: it named thread 0 at its in-bounds
+    address), and the top of each generic window (shared, local, kernel parameters)."""
+    from gpushim.ptx.operands import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+
+    a = dev.array(np.arange(64, dtype=np.uint8))
+    for size, op in ((1, 0), (4, 0), (8, 0), (16, 0), (4, 1), (8, 1)):
+        _same(dev, "writeAt", 1, a, -a - size, 0, size, op, expect=ILL, diff=True)
+        _same(dev, "writeAt", 2, a, 0, M64 - a - size, size, op, expect=ILL, diff=True)  # thread 1
+        if not op:  # (the last bytes: fine; an atomic's old value differs between the launches)
+            _same(dev, "writeAt", 2, a, 64 - size, 0, size, op, expect="ok", diff=True)
+    for size in (4, 8, 16):
+        _same(dev, "localAt", 2, 0, (1 << 63) - size, size, expect=ILL, diff=True)  # thread 1
+        _same(dev, "localAt", 1, (1 << 63) - size, 0, size, expect=ILL)
+        _same(dev, "sharedAt", 2, 0, (1 << 63) - size, size, 20, shared=20, expect=ILL, diff=True)
+        for w in (SHARED_WINDOW, LOCAL_WINDOW, PARAM_WINDOW):
+            _same(dev, "genericAt", 1, a, 0, (w + WINDOW_SIZE - size - a) % M64, size, expect=ILL, diff=True)
+        _same(dev, "genericAt", 1, a, 0, (M64 - size - a) % M64, size, expect=ILL, diff=True)
+
+
+def test_device_memory_checks_do_not_wrap_around(engine):
+    """DeviceMemory.check_addresses and PeerView's (peer access): an access whose end passes 2**64 is outside
+    every allocation (the allocation with the highest start below it must not take it)."""
+    if engine != "interp":  # (nothing launched: once is enough)
+        pytest.skip("engine-independent")
+    from gpushim.backends.emulator.memory import DEVICE_WINDOW, DeviceMemory
+    from gpushim.backends.emulator.peers import PeerSpace, PeerView
+
+    m0 = DeviceMemory(1 << 20)
+    m1 = DeviceMemory(1 << 20, base=m0.base + DEVICE_WINDOW)
+    space = PeerSpace([m0, m1])
+    try:
+        p0, p1 = m0.alloc(256), m1.alloc(256)
+        view = PeerView(space, m0, [m1])
+        for mem, p in ((m0, p0), (view, p0), (view, p1)):
+            ok = mem.check_addresses(np.array([p, p + 248], np.uint64), 8)
+            assert ok.tolist() == [p - mem.base, p + 248 - mem.base]
+            for addr, n in ((M64 - 8, 8), (M64 - 4, 8), (M64 - 1, 1), (M64 - 16, 16), (p + 256, 1), (p + 252, 8)):
+                with pytest.raises(CudaError) as e:
+                    mem.check_addresses(np.array([p, addr], np.uint64), n)
+                assert e.value.code == ILL and f"{n} bytes at {addr:#x}" in str(e.value), (mem, addr, n)
+    finally:
+        space.close()
+        m0.close()
+        m1.close()
 
 
 # -- what the checks cost in IR -------------------------------------------------------------------------------

@@ -33,6 +33,12 @@ _fallocate = _libc.fallocate
 _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]  # declared once, not per call
 
 
+def fits(addrs: np.ndarray, nbytes: int, start, end) -> np.ndarray:
+    """Where [a, a+nbytes) lies inside [start, end), for uint64 addresses a: without computing a + nbytes,
+    which wraps around to a small number at the top of the address space (2**64 - 8 with 8 bytes)."""
+    return (addrs >= start) & (addrs < end) & (end - addrs >= np.uint64(nbytes))
+
+
 def _memfd(capacity: int) -> int | None:
     try:
         fd = os.memfd_create("gpushim-device-memory", os.MFD_CLOEXEC)
@@ -222,7 +228,7 @@ class DeviceMemory:
         ok = idx >= 0
         safe = np.where(ok, idx, 0)
         ends = np.asarray([self._allocs[s].addr + self._allocs[s].size for s in self._starts], dtype=np.uint64)
-        ok &= addrs + np.uint64(nbytes) <= ends[safe]
+        ok &= fits(addrs, nbytes, starts[safe], ends[safe])
         if not ok.all():
             self._illegal(addrs, ~ok, nbytes, what)
         return (addrs - np.uint64(self.base)).astype(np.int64)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gpushim.backends.emulator.memory import MAP_NORESERVE, Allocation, DeviceMemory
+from gpushim.backends.emulator.memory import MAP_NORESERVE, Allocation, DeviceMemory, fits
 from gpushim.cuda_errors import CudaError, Err
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -97,7 +97,7 @@ class PeerView:
         addrs = np.asarray(addrs, dtype=np.uint64)
         ok = np.zeros(addrs.shape, bool)
         for a in self.allocations():
-            ok |= (addrs >= np.uint64(a.addr)) & (addrs + np.uint64(nbytes) <= np.uint64(a.addr + a.size))
+            ok |= fits(addrs, nbytes, np.uint64(a.addr), np.uint64(a.addr + a.size))
         if not ok.all():
             bad = int(addrs[np.argmax(~ok)])
             raise CudaError(Err.ILLEGAL_ADDRESS, f"{what}: {nbytes} bytes at {bad:#x} outside every allocation")

@@ -142,54 +142,28 @@ class MemOps:
         return ir.IRBuilder(blk)
 
     def _record_fault(self, b: ir.IRBuilder, ctx, code, site, addr, t, blk) -> None:
-        for slot, v in ((L.ERR, code), (L.ERR_SITE, site), (L.ERR_ADDR, addr), (L.ERR_THREAD, t), (L.ERR_BLOCK, blk)):
-            b.store(v, b.gep(ctx, [ir.Constant(I32, slot)]))
+        _record_fault(b, ctx, code, site, addr, t, blk)
 
     def _mem_miss_fn(self) -> ir.Function:
-        """i1 @mem_miss(ctx, t, block, a, align, site, cache, limit, miscode): the checked path, out of line, of an
-        access of align bytes at a that the hot path's compare did not pass. A global access (cache: its i64[2]
-        allocation cache, _global_ptr): the allocation holding [a, a + align) (find_alloc) becomes the cache (lo:
-        its start rounded up to align; n: how many align-byte elements from lo it holds, >= 1), returns 0.
-        Otherwise the fault is recorded, returns 1: out of bounds (global: in no allocation; cache null: not
-        within [0, limit)) ILLEGAL_ADDRESS at site, else misaligned, code miscode at site + 1. (One helper for
-        all: each function costs LLVM a few ms of its own. The caches stay in memory: no copies per thread.)"""
+        """mem_miss (below): the runtime library's (built into the kernel's chunk when the process lacks it), or
+        without the library a definition in the module."""
+        key = ("mem_miss",)
+        nm = rtlib.name(key) if rtlib.enabled() else "mem_miss"
         try:
-            return self.m.get_global("mem_miss")
+            return self.m.get_global(nm)
         except KeyError:
             pass
-        fty = ir.FunctionType(I1, [P64, I64, I64, I64, I64, I64, P64, I64, I64])
-        f = ir.Function(self.m, fty, name="mem_miss")
-        f.linkage = "internal"
-        f.attributes.add("noinline")
-        ctx, t, blk, a, align, site, cache, limit, miscode = f.args
-        b = ir.IRBuilder(f.append_basic_block("e"))
-        end = b.add(a, align)
-        mask = b.sub(align, ir.Constant(I64, 1))
-        mis = b.icmp_unsigned("!=", b.and_(a, mask), ir.Constant(I64, 0))
-        glob, win = f.append_basic_block("global"), f.append_basic_block("window")
-        good, bad = f.append_basic_block("hit"), f.append_basic_block("fault")
-        b.cbranch(b.icmp_unsigned("!=", cache, ir.Constant(P64, None)), glob, win)
-        b.position_at_end(glob)
-        found = b.call(self.find_alloc, [ctx, a, end])
-        found_ok = b.extract_value(found, 0)
-        b.cbranch(b.and_(found_ok, b.not_(mis)), good, bad)
-        b.position_at_end(win)  # (the caller saw a fault: out of bounds or misaligned)
-        inside = b.and_(b.icmp_unsigned("<=", end, limit), b.icmp_unsigned(">=", end, a))
-        b.branch(bad)
-        b.position_at_end(bad)
-        ok = b.phi(I1)
-        ok.add_incoming(found_ok, glob)
-        ok.add_incoming(inside, win)
-        oob = b.not_(ok)
-        code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), miscode)
-        self._record_fault(b, ctx, code, b.select(oob, site, b.add(site, ir.Constant(I64, 1))), a, t, blk)
-        b.ret(ir.Constant(I1, 1))
-        b.position_at_end(good)
-        lo = b.and_(b.add(b.extract_value(found, 1), mask), b.not_(mask))  # (allocations start far below 2**64)
-        b.store(lo, cache)
-        # (hi - lo) // align: hi >= a + align > lo
-        b.store(b.udiv(b.sub(b.extract_value(found, 2), lo), align), b.gep(cache, [ir.Constant(I64, 1)]))
-        b.ret(ir.Constant(I1, 0))
+        if not rtlib.enabled():
+            f = _mem_miss(self.m, nm, self.find_alloc)
+            f.linkage = "internal"
+            return f
+        if rtlib.size(nm) is None:
+            chunk = self.rt_chunk = self.rt_chunk or rtlib.Chunk()
+            fa = chunk.define(("find_alloc",), _find_alloc)  # (a chunk is self-contained)
+            chunk.define(key, lambda m, name: _mem_miss(m, name, m.get_global(fa)))
+        f = ir.Function(self.m, _MEM_MISS, name=nm)
+        f.attributes.add("nounwind")
+        self.rt_used[nm] = key
         return f
 
     def _global_ptr(self, a, align: int, what: str, base=None):
@@ -462,4 +436,54 @@ def _find_alloc(m: ir.Module, name: str) -> ir.Function:
     r = b.insert_value(ir.Constant(rt, ir.Undefined), ok, 0)
     r = b.insert_value(r, s, 1)
     b.ret(b.insert_value(r, e, 2))
+    return f
+
+_MEM_MISS = ir.FunctionType(I1, [P64, I64, I64, I64, I64, I64, P64, I64, I64])
+
+
+def _record_fault(b: ir.IRBuilder, ctx, code, site, addr, t, blk) -> None:
+    for slot, v in ((L.ERR, code), (L.ERR_SITE, site), (L.ERR_ADDR, addr), (L.ERR_THREAD, t), (L.ERR_BLOCK, blk)):
+        b.store(v, b.gep(ctx, [ir.Constant(I32, slot)]))
+
+
+def _mem_miss(m: ir.Module, name: str, find_alloc: ir.Function) -> ir.Function:
+    """i1 @mem_miss(ctx, t, block, a, align, site, cache, limit, miscode): the checked path, out of line, of an
+    access of align bytes at a that the hot path's compare did not pass. A global access (cache: its i64[2]
+    allocation cache, _global_ptr): the allocation holding [a, a + align) (find_alloc) becomes the cache (lo: its
+    start rounded up to align; n: how many align-byte elements from lo it holds, >= 1), returns 0. Otherwise the
+    fault is recorded, returns 1: out of bounds (global: in no allocation; cache null: not within [0, limit))
+    ILLEGAL_ADDRESS at site, else misaligned, code miscode at site + 1. (One helper for all, kernel-independent:
+    in the runtime library; each function a module defines costs LLVM a few ms. The caches stay in memory: no
+    copies per thread.)"""
+    f = ir.Function(m, _MEM_MISS, name=name)
+    f.attributes.add("noinline")
+    ctx, t, blk, a, align, site, cache, limit, miscode = f.args
+    b = ir.IRBuilder(f.append_basic_block("e"))
+    end = b.add(a, align)
+    mask = b.sub(align, ir.Constant(I64, 1))
+    mis = b.icmp_unsigned("!=", b.and_(a, mask), ir.Constant(I64, 0))
+    glob, win = f.append_basic_block("global"), f.append_basic_block("window")
+    good, bad = f.append_basic_block("hit"), f.append_basic_block("fault")
+    b.cbranch(b.icmp_unsigned("!=", cache, ir.Constant(P64, None)), glob, win)
+    b.position_at_end(glob)
+    found = b.call(find_alloc, [ctx, a, end])
+    found_ok = b.extract_value(found, 0)
+    b.cbranch(b.and_(found_ok, b.not_(mis)), good, bad)
+    b.position_at_end(win)  # (the caller saw a fault: out of bounds or misaligned)
+    inside = b.and_(b.icmp_unsigned("<=", end, limit), b.icmp_unsigned(">=", end, a))
+    b.branch(bad)
+    b.position_at_end(bad)
+    ok = b.phi(I1)
+    ok.add_incoming(found_ok, glob)
+    ok.add_incoming(inside, win)
+    oob = b.not_(ok)
+    code = b.select(oob, ir.Constant(I64, Err.ILLEGAL_ADDRESS), miscode)
+    _record_fault(b, ctx, code, b.select(oob, site, b.add(site, ir.Constant(I64, 1))), a, t, blk)
+    b.ret(ir.Constant(I1, 1))
+    b.position_at_end(good)
+    lo = b.and_(b.add(b.extract_value(found, 1), mask), b.not_(mask))  # (allocations start far below 2**64)
+    b.store(lo, cache)
+    # (hi - lo) // align: hi >= a + align > lo
+    b.store(b.udiv(b.sub(b.extract_value(found, 2), lo), align), b.gep(cache, [ir.Constant(I64, 1)]))
+    b.ret(ir.Constant(I1, 0))
     return f

@@ -1,5 +1,5 @@
 """The JIT's runtime library: kernel-independent helper functions (pure.py's directed-rounding and half-precision
-helpers, ops_mem's find_alloc) compiled once per process with the full code generator and called by every
+helpers, ops_mem's find_alloc and mem_miss) compiled once per process with the full code generator and called by every
 kernel's code, which only declares them. MCJIT resolves the declarations through `llvm.add_symbol`.
 
 The library grows in chunks: a kernel needing helpers the process lacks builds them (from the code generator's

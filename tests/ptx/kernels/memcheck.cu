@@ -62,3 +62,22 @@ extern "C" __global__ void genericAt(const char* p, int which, long long off, in
     const char* base = which ? (const char*)sh : p;
     out[threadIdx.x] = load_sized(base + off + threadIdx.x * 4, size);
 }
+
+// writes at p + off + t * stride: a store of `size` bytes (op 0; 16: a vector store) or an atomic add (op 1;
+// size 4 or 8), for the faults of stores and atomics at the edges
+extern "C" __global__ void writeAt(char* p, long long off, long long stride, int size, int op, long long* out) {
+    char* q = p + off + threadIdx.x * stride;
+    long long v = 1;
+    if (op) {
+        if (size == 4) v = atomicAdd((unsigned int*)q, 1u);
+        else v = (long long)atomicAdd((unsigned long long*)q, 1ull);
+    } else {
+        switch (size) {
+        case 1: *q = 1; break;
+        case 4: *(int*)q = 1; break;
+        case 8: *(long long*)q = 1; break;
+        default: *(int4*)q = make_int4(1, 2, 3, 4);
+        }
+    }
+    out[threadIdx.x] = v;
+}
