@@ -647,7 +647,11 @@ def get_kernel(
 
 
 def fallback_reason(source_hash: str, kernel: str) -> str | None:
+    """Why the kernel runs on the interpreter (None: compiled, or not compiled yet). A finished background
+    compile answers through its Pending, which is ready before the cache swaps it for the answer (pending.py)."""
     hit = _cache.get((source_hash, kernel))
+    if isinstance(hit, Pending) and hit.wait(0):
+        hit = hit.result
     return hit if isinstance(hit, str) else None
 
 
