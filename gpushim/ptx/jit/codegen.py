@@ -232,19 +232,22 @@ class Codegen(
             b = self.b
             b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
 
-    def outline(self) -> None:
-        """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable.
+    def outline(self, stops: bool = True) -> bool:
+        """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable
+        (and, in a kernel with stops, when `stops`: kernel.OUTLINE_STOPS_COST).
         For large kernels (compiled with the cheap code generator, kernel.t1_codegen): inlined into the thread
         loop nest, the whole kernel body sits in a loop, which costs LLVM about twice the optimisation and code
         generation time; a call per thread costs little beside the work of hundreds of instructions. The pure
         helpers (pure.py) stay out of line too. So does the launch function: inlined into @run after the thread
         function was inlined into it, LLVM's inliner copies the whole kernel twice (a third of the optimisation
-        time of cubBlockOps)."""
+        time of cubBlockOps). Returns whether the thread function is outlined."""
         self._pure_noinline()
-        if self.outlinable:
+        self.m.get_global("run_exact").attributes.remove("alwaysinline")
+        if self.outlinable and (stops or not self.bar_idx):
             self.thread_exact.attributes.remove("alwaysinline")
             self.thread_exact.attributes.add("noinline")
-        self.m.get_global("run_exact").attributes.remove("alwaysinline")
+            return True
+        return False
 
     def ir_size(self, inlined: bool = True) -> int:
         """Instructions of the module (what LLVM's compile time grows with); inlined: with the pure helpers'
