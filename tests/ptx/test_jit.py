@@ -45,8 +45,8 @@ def test_faults_match_the_interpreter(misc, engine):
 def test_tier1_cheap_code_generator(engine, monkeypatch, rng):
     """Tier 1 compiles kernels of an estimated cost of kernel.CHEAP_COST or more (Codegen.t1_cost: IR
     instructions and basic blocks) with LLVM's -O0 code generator (and the greedy register allocator; their
-    thread function outlined when they have no barriers), smaller ones with the full one ($GPUSHIM_PTX_JIT_T1
-    forces either): the code differs, the results and the fault messages do not."""
+    thread function outlined; test_jit_stops.py: kernels with stops), smaller ones with the full one
+    ($GPUSHIM_PTX_JIT_T1 forces either): the code differs, the results and the fault messages do not."""
     from gpushim.ptx.jit import kernel
 
     monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", "off")  # tier 1 runs every launch below
@@ -72,7 +72,7 @@ def test_tier1_cheap_code_generator(engine, monkeypatch, rng):
         assert counts[0] == counts[1] > 0
         mathlib = Dev(compile_ptx("mathlib"))
         big, small = mathlib.mod.jit_kernel("mathf"), basic.mod.jit_kernel("vectorAdd")
-        assert big.t1.outlined and not small.t1.outlined  # (mathf has no barriers: a call per thread)
+        assert big.t1.outlined and not small.t1.outlined  # (mathf: a call per thread)
         assert (big.t1.codegen, small.t1.codegen) == ("cheap", "full")
         n = 256
         x, y = rng.uniform(-8, 8, n).astype(np.float32), rng.uniform(-3, 3, n).astype(np.float32)

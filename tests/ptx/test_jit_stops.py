@@ -128,3 +128,33 @@ def test_cub_on_tier1(engine, gen, monkeypatch, rng):
         assert np.array_equal(cub.get(po, np.float32, 8), y.reshape(8, 32).max(axis=1))
     finally:
         jit_kernel._cache.clear()
+
+
+@pytest.mark.parametrize("engine", ["jit"], indirect=True)
+def test_outlined_stops_keep_the_count(engine, monkeypatch, rng):
+    """The cheap code generator keeps the thread function out of line in kernels with stops too (a call per
+    thread and round): its count is a local copy, added to the launch's at every stop and at the exit. The
+    launch's thread-instruction count equals the full generator's (thread function inlined) and the
+    interpreter's; the results are CUB's."""
+    import harness
+
+    monkeypatch.setenv("GPUSHIM_PTX_JIT_TIER2", "off")
+    blocks = 3
+    x = rng.integers(-(2**20), 2**20, 512 * blocks, dtype=np.int32)
+    counts = {}
+    try:
+        for gen in ("cheap", "full", "interp"):
+            monkeypatch.setenv("GPUSHIM_PTX_JIT_T1", "full" if gen == "interp" else gen)
+            harness.ENGINE["name"] = "interp" if gen == "interp" else "jit"
+            jit_kernel._cache.clear()
+            cub = Dev(compile_ptx("cub", "sm_75"))
+            ps, pscan, psort = cub.empty(4 * blocks), cub.empty(4 * 128 * blocks), cub.empty(4 * 512 * blocks)
+            counts[gen] = cub.launch("cubBlockOps", blocks, 128, cub.array(x), ps, pscan, psort).thread_instructions
+            if gen != "interp":
+                t1 = cub.mod.jit_kernel("cubBlockOps").t1
+                assert (t1.codegen, t1.outlined) == (gen, gen == "cheap")
+            srt = cub.get(psort, np.int32, 512 * blocks).reshape(blocks, 512)
+            assert np.array_equal(srt, np.sort(x.reshape(blocks, 512), axis=1))
+    finally:
+        jit_kernel._cache.clear()
+    assert counts["cheap"] == counts["full"] == counts["interp"] > 0

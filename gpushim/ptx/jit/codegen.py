@@ -144,8 +144,9 @@ class Codegen(
         "check": no memory touched, every check ORed into a flag or, for global accesses, the range of
         addresses per instruction gathered (acache: [flag, (min, max, or) per global access]); barriers are
         no-ops; returns 0, or ERR_RET when the watchdog stopped it; "fast": no memory checks (the check pass
-        found none failing). outlinable (exact mode, kernels without barriers or collectives): the count as a local
-        copy, so that outline() may keep the function out of the thread loop."""
+        found none failing). outlinable (exact mode): the count as a local copy, written back where the function
+        returns without a fault (its exit, its stops: _count_out), so that outline() may keep it out of the thread
+        loop."""
         self.mode = mode
         self.barriers = []
         self.bar_info: dict[int, tuple[int, int, bool]] = {}  # resume point -> barrier form (namedbar.py)
@@ -192,9 +193,9 @@ class Codegen(
         self.shbuf = self._ctx_ptr(L.SHBUF)
         self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
         # registers live after some barrier get a slot each in the thread's spill area (the others none)
-        self.outlinable = outlinable and mode == "exact" and not self.bar_idx
+        self.outlinable = outlinable and mode == "exact"
         # inlined into @run's thread loop, where the count becomes a register (outlinable: a local copy, written
-        # back at the exit, which becomes one either way)
+        # back at the exit and the stops, which becomes one either way)
         f.attributes.add("alwaysinline")
         if self.outlinable:
             self._cnt_out, self.cnt = self.cnt, b.alloca(I64, name="count")
@@ -223,23 +224,34 @@ class Codegen(
         self._emit_code()
         self._fill_acache_resets()
         b = self.b = ir.IRBuilder(self.exit_blk)
-        if self.outlinable:  # (a failed launch reports no count)
-            b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
+        self._count_out()  # (a failed launch reports no count)
         b.ret(ir.Constant(I32, 0))
         b = self.b = ir.IRBuilder(self.fail_blk)  # a failed launch reports no count
         b.ret(ir.Constant(I32, ERR_RET))
         return f
 
-    def outline(self) -> None:
-        """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable.
+    def _count_out(self) -> None:
+        """Before a return without a fault: the local count (outlinable) added to the caller's."""
+        if self.outlinable:
+            b = self.b
+            b.store(b.add(b.load(self._cnt_out), b.load(self.cnt)), self._cnt_out)
+
+    def outline(self, stops: bool = True) -> bool:
+        """Keep tier 1's thread function out of the launch's thread loops (a call per thread), when outlinable
+        (and, in a kernel with stops, when `stops`: kernel.OUTLINE_STOPS_COST).
         For large kernels (compiled with the cheap code generator, kernel.t1_codegen): inlined into the thread
         loop nest, the whole kernel body sits in a loop, which costs LLVM about twice the optimisation and code
         generation time; a call per thread costs little beside the work of hundreds of instructions. The pure
-        helpers (pure.py) stay out of line too."""
+        helpers (pure.py) stay out of line too. So does the launch function: inlined into @run after the thread
+        function was inlined into it, LLVM's inliner copies the whole kernel twice (a third of the optimisation
+        time of cubBlockOps). Returns whether the thread function is outlined."""
         self._pure_noinline()
-        if self.outlinable:
+        self.m.get_global("run_exact").attributes.remove("alwaysinline")
+        if self.outlinable and (stops or not self.bar_idx):
             self.thread_exact.attributes.remove("alwaysinline")
             self.thread_exact.attributes.add("noinline")
+            return True
+        return False
 
     def ir_size(self, inlined: bool = True) -> int:
         """Instructions of the module (what LLVM's compile time grows with); inlined: with the pure helpers'

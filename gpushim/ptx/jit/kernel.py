@@ -46,6 +46,11 @@ def _addr(a: np.ndarray) -> int:
 # the small bench kernels (vectorAdd, saxpy, reductions, transpose) keep the full generator's faster code. (Until
 # round 6: IR instructions only, CHEAP_IR 3000 -> 2400.)
 CHEAP_COST = 3000
+# a kernel with stops (barriers, warp collectives) on the cheap generator gets its thread function outlined from
+# this estimated cost on: called per thread and round, the call costs more run time than in a kernel without
+# stops (smemLoop, shflSum, matmul at 3100-4010: tier 1 1.3-2x slower), and what it saves of the compile grows
+# with the size (cubBlockOps at 10267: 124 -> 93 ms; bench/README.md, round 6 cubfast)
+OUTLINE_STOPS_COST = 2 * CHEAP_COST
 
 
 def t1_codegen(cost: int) -> str:
@@ -202,10 +207,10 @@ class _Code:
         else:
             g = generate(mod, prog, name, tier)
             if tier == 1:
-                self.codegen = t1_codegen(g.t1_cost())
+                cost = g.t1_cost()
+                self.codegen = t1_codegen(cost)
                 if self.codegen == "cheap":
-                    g.outline()
-                    self.outlined = g.outlinable
+                    self.outlined = g.outline(stops=cost >= OUTLINE_STOPS_COST)
             meta = {"sites": g.sites, "globals": g.globals_used, "nregs": g.nspill, "unchecked": g.unchecked,
                     "host_calls": g.host_calls, "codegen": self.codegen, "outlined": self.outlined}  # fmt: skip
             text = str(g.m)

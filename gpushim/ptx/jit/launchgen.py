@@ -324,15 +324,20 @@ class LaunchOps:
         b.ret(ir.Constant(I32, ERR_RET))
         return f
 
-    def _resume(self, f, b: ir.IRBuilder, ctx, thread, t, s, ids, bufs, dims, failed: ir.Block, name: str):
-        """Calls thread t of the block from resume point s (dims: the block's x and y sizes, for its ids); the
-        result: 0 exited, k stopped at resume point k (a fault branches to failed)."""
+    def _resume(self, f, b: ir.IRBuilder, ctx, thread, t, s, ids, bufs, dims, failed: ir.Block, name: str,
+                tids=None):
+        """Calls thread t of the block from resume point s (dims: the block's x and y sizes, for its ids, unless
+        the caller counts them on: tids); the result: 0 exited, k stopped at resume point k (a fault branches to
+        failed)."""
         cx, cy, cz, bi = ids
         cache, cnt, kc, kp = bufs
         bx, by = dims
-        tx = b.urem(t, bx)
-        ty = b.urem(b.udiv(t, bx), by)
-        tz = b.udiv(t, b.mul(bx, by))
+        if tids is not None:
+            tx, ty, tz = tids
+        else:
+            tx = b.urem(t, bx)
+            ty = b.urem(b.udiv(t, bx), by)
+            tz = b.udiv(t, b.mul(bx, by))
         r = b.call(thread, [ctx, t, s, cx, cy, cz, bi, tx, ty, tz, cache, cnt, kc, kp])
         ok = f.append_basic_block(name)
         b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, ERR_RET)), failed, ok)

@@ -72,14 +72,6 @@ def dominators(prog: Program) -> list[int]:
     return idom
 
 
-def _dominates(idom: list[int], a: int, b: int) -> bool:
-    while b >= 0:
-        if a == b:
-            return True
-        b = idom[b]
-    return False
-
-
 def _operand_ok(x, ok_reg) -> bool:
     if isinstance(x, Imm):
         return True
@@ -132,12 +124,13 @@ class Remat:
             return []
         out: list[int] = []
         done: set[str] = set()
+        doms = self._doms(barrier)
 
         def need(r: str) -> bool:
             if r in done:
                 return True
             i = self.def_of.get(r)
-            if i is None or not self._pure_def(r) or not _dominates(self.idom, i, barrier):
+            if i is None or not self._pure_def(r) or i not in doms:
                 return False
             ins = self.prog.code[i]
             deps: set[str] = set()
@@ -152,6 +145,14 @@ class Remat:
 
         for r in sorted(live):
             need(r)
+        return out
+
+    def _doms(self, i: int) -> set[int]:
+        """The instructions that dominate instruction i (its chain of immediate dominators, i included)."""
+        out = set()
+        while i >= 0:
+            out.add(i)
+            i = self.idom[i]
         return out
 
     def regs_of(self, defs: list[int]) -> set[str]:

@@ -94,6 +94,7 @@ class StopOps:
         if group is None:
             live = self._saved(spilled)
             self._save(live)
+            self._count_out()
             b.ret(ir.Constant(I32, k))
             self.dispatch.add_case(ir.Constant(I32, k), blk)
             b.position_at_end(blk)
@@ -138,6 +139,7 @@ class StopOps:
         self.b = ir.IRBuilder(save)
         k = self.b.phi(I32)
         self._save(live)
+        self._count_out()
         self.b.ret(k)
         self.b = ir.IRBuilder(restore)
         self._restore(live)
