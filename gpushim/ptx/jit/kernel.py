@@ -533,7 +533,7 @@ class JitKernel:
         if code == Err.LAUNCH_TIMEOUT:
             return CudaError(code, f"kernel {self.kernel} ran past the watchdog deadline ({watchdog_s:g} s)")
         addr = int(ctx[L.ERR_ADDR]) & (2**64 - 1)
-        if msg.startswith("trap"):
+        if "{who}" in msg:  # (trap, a partial warp at a matrix instruction)
             return CudaError(code, msg.replace("{who}", who))
         return CudaError(code, f"{msg} at {addr:#x} by {who}")
 
