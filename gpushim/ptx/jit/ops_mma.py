@@ -15,58 +15,124 @@ from __future__ import annotations
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import F32, F64, I1, I32, I64, JitUnsupported
-from gpushim.ptx.mma_frag import ELEM_BITS, dims, mma_layout, per_reg
-from gpushim.ptx.nodes import Instr, Vec
+from gpushim.ptx.mma_frag import ELEM_BITS, dims, mma_layout, per_reg, wmma_layout
+from gpushim.ptx.nodes import Addr, Instr, Reg, Vec
 
 _SHAPES = {"f16": ("m16n8k16", "m16n8k8"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4")}
+_WMMA_SHAPES = {"f16": ("m16n16k16", "m32n8k16", "m8n32k16"), "bf16": ("m16n16k16", "m32n8k16", "m8n32k16"),
+                "tf32": ("m16n16k8",)}  # fmt: skip
 _ACC = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",)}
+_TYPES = ("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s4", "u4", "b1", "s32", "e4m3", "e5m2")
+
+
+def _shape(parts: list[str]) -> str | None:
+    return next((x for x in parts if x.startswith("m") and x[1:2].isdigit()), None)
 
 
 def mma_form(ins: Instr) -> tuple:
-    """(shape, dtype, atype, ctype, register counts of D, A, B, C) of an mma.sync the JIT supports; else
-    JitUnsupported naming what it lacks."""
+    """((m, n, k), (dtype, atype, ctype), register counts of D, A, B, C, their layouts ((rows, cols) of each
+    lane's elements, mma_frag.py)) of an mma.sync or wmma.mma the JIT supports; else JitUnsupported naming
+    what it lacks."""
     p = ins.parts
-    types = [x for x in p if x in ("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s4", "u4", "b1", "s32",
-                                   "e4m3", "e5m2")]  # fmt: skip
-    shape = next((x for x in p if x.startswith("m") and x[1:2].isdigit()), None)
+    wmma = p[0] == "wmma"
+    types = [x for x in p if x in _TYPES]
+    shape = _shape(p)
+    if wmma and len(types) == 2:
+        types = [types[0], "f16", "f16", types[1]]
     if "sync" not in p or "aligned" not in p or len(types) != 4 or shape is None:
         raise JitUnsupported(f"{ins.op} (JIT: form)")
     dtyp, atyp, btyp, ctyp = types
-    extra = set(p[1:]) - {"sync", "aligned", "row", "col", shape, *types}
-    if atyp not in _SHAPES or btyp != atyp or shape not in _SHAPES[atyp] or extra:
-        raise JitUnsupported(f"{ins.op} (JIT: only .row.col f16/bf16/tf32 m16n8k16/k8/k4)")
-    if [x for x in p if x in ("row", "col")] != ["row", "col"]:
+    extra = set(p[1 + wmma :]) - {"sync", "aligned", "row", "col", shape, *types}
+    shapes = (_WMMA_SHAPES if wmma else _SHAPES).get(atyp, ())
+    if btyp != atyp or shape not in shapes or extra:
+        raise JitUnsupported(f"{ins.op} (JIT: only f16/bf16/tf32 sources)")
+    lay = [x for x in p if x in ("row", "col")]
+    if len(lay) != 2 or (not wmma and lay != ["row", "col"]):
         raise JitUnsupported(f"{ins.op} (JIT: layout)")
-    if dtyp != ctyp or dtyp not in _ACC[atyp]:
+    if dtyp not in _ACC[atyp] or ctyp not in _ACC[atyp] or (not wmma and dtyp != ctyp):
         raise JitUnsupported(f"{ins.op} (JIT: accumulators)")
     if len(ins.args) != 4 or not all(isinstance(a, Vec) for a in ins.args):
         raise JitUnsupported(f"{ins.op} (JIT: operands)")
+    m, n, k = dims(shape)
     counts = tuple(len(a.items) for a in ins.args)
-    want = tuple(_layout(shape, atyp, w)[0].shape[1] // per_reg(t)
-                 for w, t in (("c", dtyp), ("a", atyp), ("b", atyp), ("c", ctyp)))  # fmt: skip
-    if counts != want:  # (the interpreter reports the wrong register count)
-        raise JitUnsupported(f"{ins.op} (JIT: register counts {counts})")
-    return shape, dtyp, atyp, ctyp, counts
+    lays = []
+    for which, typ, nreg in zip("dabc", (dtyp, atyp, btyp, ctyp), counts, strict=True):
+        if wmma:
+            lays.append(wmma_frag(which, shape, typ, nreg)[0])
+        else:
+            lays.append(mma_layout(shape, atyp, "c" if which in "cd" else which))
+        if lays[-1][0].shape[1] != nreg * per_reg(typ):  # (the interpreter reports the wrong register count)
+            raise JitUnsupported(f"{ins.op} (JIT: register counts {counts})")
+    return (m, n, k), (dtyp, atyp, ctyp), counts, lays
 
 
-def _layout(shape: str, atyp: str, which: str):
-    return mma_layout(shape, atyp, which)
+def wmma_frag(which: str, shape: str, typ: str, nreg: int):
+    """(rows, cols) of each lane's elements of a wmma fragment, and the matrix's (rows, cols) (ops_mma._wmma_frag)"""
+    m, n, k = dims(shape)
+    nr, nc = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[which]
+    want = 16 if typ == "f16" and which in "ab" else nr * nc // 32
+    if nreg * per_reg(typ) != want:  # (the interpreter reports the wrong register count)
+        raise JitUnsupported(f"wmma .{which} fragment of {nreg} registers (JIT)")
+    return wmma_layout(shape, typ, which, nr, nc, want), (nr, nc)
+
+
+def wmma_ldst_form(ins: Instr) -> tuple:
+    """(which, typ, space, layout, fragment layout, matrix (rows, cols), fragment registers, address operand) of a
+    wmma.load/store the JIT supports (the shapes and types wmma_form takes)"""
+    p = ins.parts
+    load = p[1] == "load"
+    which, typ, shape = p[2], p[-1], _shape(p)
+    extra = set(p[3:-1]) - {"sync", "aligned", "row", "col", shape, "global", "shared"}
+    if ((load and which not in "abc") or (not load and which != "d") or extra or shape is None
+            or len(ins.args) not in (2, 3)):  # fmt: skip
+        raise JitUnsupported(f"{ins.op} (JIT: form)")
+    ok = typ in ("f16", "f32") if which in "cd" else shape in _WMMA_SHAPES.get(typ, ())
+    if not ok or shape not in _WMMA_SHAPES["f16"] + _WMMA_SHAPES["tf32"]:
+        raise JitUnsupported(f"{ins.op} (JIT: only f16/bf16/tf32 sources, f16/f32 accumulators)")
+    frag, addr = (ins.args[0], ins.args[1]) if load else (ins.args[1], ins.args[0])
+    if not isinstance(frag, Vec) or not isinstance(addr, Addr):
+        raise JitUnsupported(f"{ins.op} (JIT: operands)")
+    lay, mat = wmma_frag(which, shape, typ, len(frag.items))
+    space = "shared" if "shared" in p else "global" if "global" in p else None
+    return which, typ, space, "col" if "col" in p else "row", lay, mat, frag.items, addr
 
 
 def mma_slots(ins: Instr) -> int:
-    """Collective slots the instruction uses after ops_warp's: A, B, C in, D out."""
-    return sum(mma_form(ins)[4])
+    """Collective slots the instruction uses after ops_warp's: A, B, C in, D out (wmma.load/store: none)."""
+    if is_mma(ins):
+        return sum(mma_form(ins)[2])
+    return 2 + (len(ins.args[1].items) if ins.parts[1] == "store" else 0)  # address, stride (, the fragment)
+
+
+def is_mma(ins: Instr) -> bool:
+    return ins.parts[0] == "mma" or ins.parts[1] == "mma"
+
+
+def matrix_form(ins: Instr) -> None:
+    """Whether the JIT supports the matrix instruction (JitUnsupported with the reason otherwise)"""
+    if is_mma(ins):
+        mma_form(ins)
+    elif ins.parts[1] in ("load", "store"):
+        wmma_ldst_form(ins)
+    else:
+        raise JitUnsupported(ins.op)
 
 
 def mma_dests(ins: Instr) -> set[str]:
-    return {r.name for r in ins.args[0].items if hasattr(r, "name")}
+    if ins.parts[0] == "wmma" and ins.parts[1] == "store":
+        return set()
+    d = ins.args[0]
+    return {r.name for r in d.items if hasattr(r, "name")} if isinstance(d, Vec) else set()
 
 
 class MmaOps:
     # -- the thread's side ----------------------------------------------------------------------------------
     def _mma_in(self, ins: Instr, first: int) -> list:
         """(slot, value) of the A, B and C registers (slots from first on; D's follow them)."""
-        nd, na, nb, nc = mma_form(ins)[4]
+        if not is_mma(ins):  # the operands, read before the stop (registers dead after it are not restored)
+            a, ld, src = self._wmma_operands(ins)
+            return [(first + j, v) for j, v in enumerate([a, ld, *(self.b.zext(v, I64) for v in src)])]
+        nd, na, nb, nc = mma_form(ins)[2]
         regs = [*ins.args[1].items, *ins.args[2].items, *ins.args[3].items]
         return [(first + j, self.b.zext(self.read(r, "b32"), I64)) for j, r in enumerate(regs)]
 
@@ -74,11 +140,16 @@ class MmaOps:
         """After the stop, for a lane that executed it: the fault the combine found (cp: the thread + 1), or the
         D registers from their slots."""
         b = self.b
-        nd, na, nb, nc = mma_form(ins)[4]
 
         def out():
             bad = b.icmp_unsigned("!=", cp, ir.Constant(I64, 0))
             self._mma_fault(ins, bad, b.sub(cp, ir.Constant(I64, 1)))
+            if not is_mma(ins):
+                n = len(ins.args[1].items) if ins.parts[1] == "store" else 0
+                a, ld, *src = (self._tag(b.load(self._cslot(first + j)), "coll_in") for j in range(2 + n))
+                self._wmma_ldst(ins, (a, ld, [b.trunc(v, I32) for v in src]))
+                return
+            nd, na, nb, nc = mma_form(ins)[2]
             for j, r in enumerate(ins.args[0].items):
                 v = self._tag(b.load(self._cslot(first + na + nb + nc + j)), "coll_out")
                 self.write(r, b.trunc(v, I32), "b32")
@@ -87,6 +158,66 @@ class MmaOps:
             out()
         else:
             self._when(went, out)
+
+    def _wmma_operands(self, ins: Instr) -> tuple:
+        """(address, stride in elements (i64), the stored registers) of a wmma.load/store"""
+        b = self.b
+        which, typ, space, layout, _, (nr, nc), regs, addr = wmma_ldst_form(ins)
+        _, a = self._address(addr)
+        ld = b.zext(self.read(ins.args[2], "u32"), I64) if len(ins.args) > 2 else None
+        ld = ir.Constant(I64, nc if layout == "row" else nr) if ld is None else ld
+        return a, ld, [] if ins.parts[1] == "load" else [self.read(r, "b32") for r in regs]
+
+    def _wmma_ldst(self, ins: Instr, operands=None, check: bool = False) -> None:
+        """wmma.load/store: the lane's fragment elements from/to memory through the checked accesses, at the
+        interpreter's addresses (ops_mma._compile_wmma_ldst; check mode: the checks only, destinations 0)"""
+        b = self.b
+        which, typ, space, layout, (rows, cols), _, regs, addr = wmma_ldst_form(ins)
+        load = ins.parts[1] == "load"
+        space = self._resolve(space, addr, ins)
+        a, ld, src = operands or self._wmma_operands(ins)
+        r_, c_ = (rows, cols) if layout == "row" else (cols, rows)
+        esize = ELEM_BITS[typ] // 8
+        per, eb = per_reg(typ), ELEM_BITS[typ]
+        what = f"{ins.op} (line {ins.line})"
+        tab, ne = self._mma_table(r_, c_, 1 << 16)  # (row << 16 | col)
+        lane = b.urem(self.t, ir.Constant(I64, 32))
+        it = ir.IntType(8 * esize)
+        vals: list = [ir.Constant(I32, 0)] * len(regs)
+        for e in range(ne):
+            rc = b.zext(b.load(b.gep(tab, [ir.Constant(I32, 0), b.add(b.mul(lane, ir.Constant(I64, ne)),
+                                                                      ir.Constant(I64, e))])), I64)  # fmt: skip
+            off = b.add(b.mul(b.lshr(rc, ir.Constant(I64, 16)), ld), b.and_(rc, ir.Constant(I64, 0xFFFF)))
+            p = self._ptr(space, b.add(a, b.mul(off, ir.Constant(I64, esize))), esize, esize, what, not load,
+                          addr.base)  # fmt: skip
+            if check:
+                continue
+            q, sh = e // per, ir.Constant(I32, (e % per) * eb)
+            ptr = b.bitcast(p, it.as_pointer())
+            if load:
+                v = b.shl(b.zext(self._tag(b.load(ptr, align=esize), space), I32), sh) if per > 1 else \
+                    self._tag(b.load(ptr, align=esize), space)
+                vals[q] = b.or_(vals[q], v) if per > 1 and e % per else v
+            else:
+                self._tag(b.store(b.trunc(b.lshr(src[q], sh), it) if per > 1 else src[q], ptr, align=esize), space)
+        if load:
+            for r, v in zip(regs, vals, strict=True):
+                self.write(r, v, "b32")
+
+    def _mma_check(self, ins: Instr) -> None:
+        """Check mode (each thread alone): a wmma.load/store's accesses checked; the destinations 0 (any value:
+        taint.py keeps addresses and branches off them)"""
+
+        def emit():
+            if ins.parts[0] == "wmma" and ins.parts[1] in ("load", "store"):
+                self._wmma_ldst(ins, check=True)
+            for r in mma_dests(ins):
+                self.write(Reg(r), ir.Constant(I32, 0), "b32")
+
+        if ins.guard is None:
+            emit()
+        else:
+            self._when(self._guard(ins), emit)
 
     def _mma_fault(self, ins: Instr, bad, thread) -> None:
         """ILLEGAL_INSTRUCTION naming `thread` (the interpreter's message, mma_frag.warp_threads)"""
@@ -108,8 +239,6 @@ class MmaOps:
         the lanes executing it, the lanes there, t0, the first slot); or, unless all 32 lanes execute it, the
         fault (the first executing lane + 1 in CP of every lane)."""
         ld, st, each, act, nl, first, cp_slot = env
-        shape, dtyp, atyp, ctyp, (nd, na, nb, nc) = mma_form(ins)
-        m, n, k = dims(shape)
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
         saved = self.b
         self.b = b  # (the decoders and encoders below, and the helpers they call, build with self.b)
@@ -124,6 +253,11 @@ class MmaOps:
             b.branch(join)
             b.position_at_end(yes)
             each(lambda lane: st(cp_slot, lane, c64(0)))
+            if not is_mma(ins):  # wmma.load/store: the lanes go on to their accesses
+                b.branch(join)
+                b.position_at_end(join)
+                return
+            (m, n, k), (dtyp, atyp, ctyp), (nd, na, nb, nc), (l_d, la, lb, lc) = mma_form(ins)
             here = b.block
             b.position_at_start(f.entry_basic_block)
             mats = [b.alloca(ir.ArrayType(F64, r * c)) for r, c in ((m, k), (k, n), (m, n), (m, n))]
@@ -131,9 +265,8 @@ class MmaOps:
             b.position_at_end(here)
             ma, mb, mc, md = mats
             off = first
-            for which, typ, nreg, mat, cols in (("a", atyp, na, ma, k), ("b", atyp, nb, mb, n),
-                                                ("c", ctyp, nc, mc, n)):  # fmt: skip
-                self._mma_gather(b, ld, each, (which, typ, shape, atyp), off, mat, cols)
+            for lay, typ, nreg, mat, cols in ((la, atyp, na, ma, k), (lb, atyp, nb, mb, n), (lc, ctyp, nc, mc, n)):
+                self._mma_gather(b, ld, each, lay, typ, off, mat, cols)
                 off += nreg
 
             def elem(mat, i):
@@ -154,7 +287,7 @@ class MmaOps:
                 self._for(b, c64(n), col)
 
             self._for(b, c64(m), row)
-            self._mma_scatter(b, st, each, (dtyp, shape, atyp), off, md, n)
+            self._mma_scatter(b, st, each, l_d, dtyp, off, md, n)
             b.branch(join)
             b.position_at_end(join)
         finally:
@@ -171,9 +304,8 @@ class MmaOps:
         g.initializer = ir.Constant(ty, vals)
         return g, e
 
-    def _mma_gather(self, b, ld, each, form, first: int, mat, ncols: int) -> None:
-        which, typ, shape, atyp = form
-        rows, cols = _layout(shape, atyp, which)
+    def _mma_gather(self, b, ld, each, lay, typ: str, first: int, mat, ncols: int) -> None:
+        rows, cols = lay
         tab, ne = self._mma_table(rows, cols, ncols)
         per, eb = per_reg(typ), ELEM_BITS[typ]
 
@@ -199,9 +331,8 @@ class MmaOps:
             bits = b.and_(bits, ir.Constant(I32, 0xFFFFE000))
         return b.fpext(b.bitcast(bits, F32), F64)
 
-    def _mma_scatter(self, b, st, each, form, first: int, mat, ncols: int) -> None:
-        typ, shape, atyp = form
-        rows, cols = _layout(shape, atyp, "c")
+    def _mma_scatter(self, b, st, each, lay, typ: str, first: int, mat, ncols: int) -> None:
+        rows, cols = lay
         tab, ne = self._mma_table(rows, cols, ncols)
         per = per_reg(typ)
 

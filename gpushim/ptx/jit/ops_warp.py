@@ -22,7 +22,7 @@ from __future__ import annotations
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
-from gpushim.ptx.jit.ops_mma import MmaOps, mma_dests, mma_form, mma_slots
+from gpushim.ptx.jit.ops_mma import MmaOps, matrix_form, mma_dests, mma_slots
 from gpushim.ptx.nodes import Imm, Instr, PredPair, Reg
 
 _OPS = ("shfl", "vote", "activemask", "match", "redux", "elect")
@@ -32,7 +32,7 @@ CA, CB, CG, CR, CP, CW = range(NSLOTS)
 
 def is_collective(ins: Instr) -> bool:
     p = ins.parts
-    return p[0] in _OPS or p[0] == "mma" or (p[0] == "bar" and len(p) > 1 and p[1] == "warp")
+    return p[0] in _OPS or p[0] in ("mma", "wmma") or (p[0] == "bar" and len(p) > 1 and p[1] == "warp")
 
 
 def coll_form(ins: Instr) -> tuple[str, str]:
@@ -40,8 +40,8 @@ def coll_form(ins: Instr) -> tuple[str, str]:
     p = ins.parts
     s = set(p[1:])
     op = p[0]
-    if op == "mma":  # ops_mma.py: the form is the instruction (its slots are positional)
-        mma_form(ins)
+    if op in ("mma", "wmma"):  # ops_mma.py: the form is the instruction (its slots are positional)
+        matrix_form(ins)
         return "mma", ins.op
     if op == "bar":
         if p[1:] != ["warp", "sync"] or len(ins.args) != 1:
@@ -105,7 +105,7 @@ def red_form(ins: Instr) -> str:
 
 
 def coll_dests(ins: Instr) -> set[str]:
-    if ins.parts[0] == "mma":
+    if ins.parts[0] in ("mma", "wmma"):
         return mma_dests(ins)
     d = ins.args[0] if ins.args and ins.parts[0] != "bar" else None
     if isinstance(d, Reg):
@@ -167,7 +167,7 @@ class WarpOps(MmaOps):
         self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
         self.cbase = len(self.slot_of)
         # mma.sync's operands and results: slots after ops_warp's (ops_mma.py)
-        extra = max((mma_slots(code[i]) for i in self.coll_idx if code[i].parts[0] == "mma"), default=0)
+        extra = max((mma_slots(code[i]) for i in self.coll_idx if code[i].parts[0] in ("mma", "wmma")), default=0)
         self.nspill = self.cbase + NSLOTS + extra
 
     def _cslot(self, j: int):
@@ -235,8 +235,7 @@ class WarpOps(MmaOps):
         b = self.b
         if self.mode == "check":  # no other threads: any value (taint.py keeps addresses and branches off them)
             if kind == "mma":
-                for r in ins.args[0].items:
-                    self._coll_write(ins, "shfl", "", ir.Constant(I64, 0), ir.Constant(I1, 0), check=True, dest=r)
+                self._mma_check(ins)
             elif kind != "syncwarp":
                 self._coll_write(ins, kind, mode, ir.Constant(I64, 0), ir.Constant(I1, 0), check=True)
             return
