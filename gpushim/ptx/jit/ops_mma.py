@@ -238,7 +238,7 @@ class MmaOps:
         """D = A B + C for the warp at t0 (env: the combine's ld/st of a lane's slot, `each` over its lanes,
         the lanes executing it, the lanes there, t0, the first slot); or, unless all 32 lanes execute it, the
         fault (the first executing lane + 1 in CP of every lane)."""
-        ld, st, each, act, nl, first, cp_slot = env
+        ld, st, each, act, nl, t0, first, cp_slot = env
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
         saved = self.b
         self.b = b  # (the decoders and encoders below, and the helpers they call, build with self.b)
@@ -249,7 +249,8 @@ class MmaOps:
             b.cbranch(full, yes, no)
             b.position_at_end(no)
             low = b.call(self._cttz(), [act, ir.Constant(I1, 0)])
-            each(lambda lane: st(cp_slot, lane, b.add(low, c64(1))))
+            bad = b.add(b.add(t0, low), c64(1))  # (the first executing thread + 1)
+            each(lambda lane: st(cp_slot, lane, bad))
             b.branch(join)
             b.position_at_end(yes)
             each(lambda lane: st(cp_slot, lane, c64(0)))

@@ -572,7 +572,7 @@ class WarpOps(MmaOps):
 
                 each(match_any)
             elif kind == "mma":
-                self._mma_case(b, ins, (ld, st, each, cur["act"], nl, NSLOTS, CP))
+                self._mma_case(b, ins, (ld, st, each, cur["act"], nl, t0, NSLOTS, CP))
             elif kind == "match":
 
                 def match_all(lane):
