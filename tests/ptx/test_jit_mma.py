@@ -17,7 +17,7 @@ MMA_SYNC = {"m16n8k16_f32_f16": (4, 2, 4), "m16n8k16_f32_bf16": (4, 2, 4), "m16n
             "m16n8k8_f32_f16": (2, 1, 4), "m16n8k8_f32_bf16": (2, 1, 4), "m16n8k4_f32_tf32": (2, 1, 4),
             "m16n8k16_f16_f16": (4, 2, 2)}  # fmt: skip
 WMMA = ("h16_rc_f32", "h16_rr_f16", "h32x8_cr_f32", "h8x32_rc_f16", "bf16_rc", "bf32x8_rr", "bf8x32_cr",
-        "frag_elementwise", "partial_warp")  # fmt: skip
+        "frag_elementwise", "partial_warp", "tf32_rc", "tf32_raw_cr")  # fmt: skip
 # forms the JIT leaves to the interpreter (integer, f64, fp8, b1 sources; m8n8k4 f16; ldmatrix & co.)
 FALLBACK = ("m16n8k32_s32_s8", "m8n8k4_f64", "m16n8k16_f16_e5m2", "m8n8k128_b1_xor", "v884_rc_f32", "ldm_x4", "movm")
 

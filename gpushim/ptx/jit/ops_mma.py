@@ -126,6 +126,28 @@ def mma_dests(ins: Instr) -> set[str]:
 
 
 class MmaOps:
+    def _cvt_tf32(self, ins: Instr) -> None:
+        """cvt.{rna,rn,rz}{.satfinite}.tf32.f32 as ops_mma.compile_cvt_tf32 (on the bits)"""
+        mods = set(ins.parts[1:-2])
+        rnd = mods & {"rna", "rn", "rz"}
+        if len(rnd) != 1 or mods - rnd - {"satfinite"} or len(ins.args) != 2:
+            raise JitUnsupported(ins.op)
+        b, k = self.b, lambda v: ir.Constant(I32, v)
+        x = self.read(ins.args[1], "u32")
+        mag = b.and_(x, k(0x7FFFFFFF))
+        r = {"rna": lambda: b.add(x, k(0x1000)), "rz": lambda: x,
+             "rn": lambda: b.add(b.add(x, k(0xFFF)), b.and_(b.lshr(x, k(13)), k(1)))}[rnd.pop()]()  # fmt: skip
+        r = b.and_(r, k(0xFFFFE000))
+        finite = b.icmp_unsigned("<", mag, k(0x7F800000))
+        r = b.select(finite, r, x)  # infinities unchanged
+        r = b.select(b.icmp_unsigned(">", mag, k(0x7F800000)), k(0x7FFFFFFF), r)  # NaN: canonical
+        if "satfinite" in mods:
+            big = b.and_(finite, b.icmp_unsigned(">=", b.and_(r, k(0x7FFFFFFF)), k(0x7F800000)))
+            r = b.select(big, b.or_(b.and_(r, k(0x80000000)), k(0x7F7FE000)), r)
+            inf = b.icmp_unsigned("==", mag, k(0x7F800000))
+            r = b.select(inf, b.or_(b.and_(x, k(0x80000000)), k(0x7F7FE000)), r)
+        self.write(ins.args[0], r, "u32")
+
     # -- the thread's side ----------------------------------------------------------------------------------
     def _mma_in(self, ins: Instr, first: int) -> list:
         """(slot, value) of the A, B and C registers (slots from first on; D's follow them)."""
