@@ -60,7 +60,9 @@ def _regs(rng, threads: int, nregs: int, typ: str) -> np.ndarray:
     return _special_bits(rng, threads * nregs, typ)
 
 
-def test_which_kernels_compile():
+@pytest.mark.parametrize("engine", ["interp"], indirect=True)  # (once: it launches nothing)
+@pytest.mark.parametrize("tier", ["off"], indirect=True)  # (tier 1 only: the compiles are what is tested)
+def test_which_kernels_compile(engine, tier):
     ms = Dev(compile_ptx("mma_sync", "sm_90"))
     for k in MMA_SYNC:
         assert ms.mod.jit_kernel(k) is not None, jit_kernel.fallback_reason(ms.mod.source_hash, k)
