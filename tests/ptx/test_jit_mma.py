@@ -17,9 +17,11 @@ MMA_SYNC = {"m16n8k16_f32_f16": (4, 2, 4), "m16n8k16_f32_bf16": (4, 2, 4), "m16n
             "m16n8k8_f32_f16": (2, 1, 4), "m16n8k8_f32_bf16": (2, 1, 4), "m16n8k4_f32_tf32": (2, 1, 4),
             "m16n8k16_f16_f16": (4, 2, 2)}  # fmt: skip
 WMMA = ("h16_rc_f32", "h16_rr_f16", "h32x8_cr_f32", "h8x32_rc_f16", "bf16_rc", "bf32x8_rr", "bf8x32_cr",
-        "frag_elementwise", "partial_warp", "tf32_rc", "tf32_raw_cr")  # fmt: skip
+        "frag_elementwise", "partial_warp", "tf32_rc", "tf32_raw_cr", "s8_rc", "u8_32x8_rr", "s8_8x32_cr")  # fmt: skip
+# integer sources (exact sums; .satfinite clamps)
+INT_SYNC = ("m16n8k32_s32_s8", "m16n8k32_s32_u8s8_sat", "m16n8k16_s32_s8", "m8n8k16_s32_u8")
 # forms the JIT leaves to the interpreter (integer, f64, fp8, b1 sources; m8n8k4 f16; ldmatrix & co.)
-FALLBACK = ("m16n8k32_s32_s8", "m8n8k4_f64", "m16n8k16_f16_e5m2", "m8n8k128_b1_xor", "v884_rc_f32", "ldm_x4", "movm")
+FALLBACK = ("m16n8k32_u4s4_sat", "m8n8k4_f64", "m16n8k16_f16_e5m2", "m8n8k128_b1_xor", "v884_rc_f32", "ldm_x4", "movm")
 
 
 @pytest.fixture
@@ -64,7 +66,7 @@ def _regs(rng, threads: int, nregs: int, typ: str) -> np.ndarray:
 @pytest.mark.parametrize("tier", ["off"], indirect=True)  # (tier 1 only: the compiles are what is tested)
 def test_which_kernels_compile(engine, tier):
     ms = Dev(compile_ptx("mma_sync", "sm_90"))
-    for k in MMA_SYNC:
+    for k in (*MMA_SYNC, *INT_SYNC):
         assert ms.mod.jit_kernel(k) is not None, jit_kernel.fallback_reason(ms.mod.source_hash, k)
     for k in FALLBACK:
         assert ms.mod.jit_kernel(k) is None
@@ -136,3 +138,24 @@ def test_wmma_out_of_bounds_load_faults(tier):
     assert wm.mod.jit_kernel("h16_rc_f32") is not None
     assert errs[0].code == errs[1].code == Err.ILLEGAL_ADDRESS
     assert "wmma.load.a" in str(errs[1]) and "out of bounds" in str(errs[1]), errs
+
+
+@DIFF
+@TIERS
+@pytest.mark.parametrize("kern", INT_SYNC)
+def test_mma_sync_integer_extremes(engine, tier, kern, rng):
+    """s8/u8 sources at their extremes and C at the ends of the s32 range: the sum wraps, or clamps with
+    .satfinite (PTX ISA, "mma": saturation to MAXINT/MININT); "diff" checks bit-identity with the interpreter"""
+    ms = Dev(compile_ptx("mma_sync", "sm_90"))
+    assert ms.mod.jit_kernel(kern) is not None
+    na, nb, nc = {"m8n8k16_s32_u8": (1, 1, 2), "m16n8k16_s32_s8": (2, 1, 4)}.get(kern, (4, 2, 4))
+    threads = 64
+    edge = np.array([0x80, 0x7F, 0xFF, 0x00], np.uint32)
+    ab = [edge[rng.integers(0, 4, threads * n * 4)].reshape(-1, 4) for n in (na, nb)]
+    pa, pb = (ms.array((x[:, 0] | x[:, 1] << 8 | x[:, 2] << 16 | x[:, 3] << 24).astype(np.uint32)) for x in ab)
+    c = np.array([0x7FFFFFFF, 0x80000000, 0x7FFFF000, 0x80000FFF, 5], np.uint32)[rng.integers(0, 5, threads * nc)]
+    pc, pd = ms.array(c), ms.empty(4 * threads * nc)
+    ms.launch(kern, 1, threads, pa, pb, pc, pd)
+    d = ms.get(pd, np.uint32, threads * nc).view(np.int32)
+    if kern.endswith("sat"):  # clamped at the ends (the big sums of 0x7F * 0xFF products push past them)
+        assert (d == 2**31 - 1).any() and (d == -(2**31)).any()

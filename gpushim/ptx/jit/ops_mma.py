@@ -18,10 +18,13 @@ from gpushim.ptx.jit.irtypes import F32, F64, I1, I32, I64, JitUnsupported
 from gpushim.ptx.mma_frag import ELEM_BITS, dims, mma_layout, per_reg, wmma_layout
 from gpushim.ptx.nodes import Addr, Instr, Reg, Vec
 
-_SHAPES = {"f16": ("m16n8k16", "m16n8k8"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4")}
+_SHAPES = {"f16": ("m16n8k16", "m16n8k8"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4"),
+           "s8": ("m16n8k32", "m16n8k16", "m8n8k16"), "u8": ("m16n8k32", "m16n8k16", "m8n8k16")}  # fmt: skip
 _WMMA_SHAPES = {"f16": ("m16n16k16", "m32n8k16", "m8n32k16"), "bf16": ("m16n16k16", "m32n8k16", "m8n32k16"),
-                "tf32": ("m16n16k8",)}  # fmt: skip
-_ACC = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",)}
+                "tf32": ("m16n16k8",), "s8": ("m16n16k16", "m32n8k16", "m8n32k16"),
+                "u8": ("m16n16k16", "m32n8k16", "m8n32k16")}  # fmt: skip
+_ACC = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "s8": ("s32",), "u8": ("s32",)}
+_INT = ("s8", "u8")
 _TYPES = ("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s4", "u4", "b1", "s32", "e4m3", "e5m2")
 
 
@@ -30,9 +33,9 @@ def _shape(parts: list[str]) -> str | None:
 
 
 def mma_form(ins: Instr) -> tuple:
-    """((m, n, k), (dtype, atype, ctype), register counts of D, A, B, C, their layouts ((rows, cols) of each
-    lane's elements, mma_frag.py)) of an mma.sync or wmma.mma the JIT supports; else JitUnsupported naming
-    what it lacks."""
+    """((m, n, k), (dtype, atype, btype, ctype, .satfinite), register counts of D, A, B, C, their layouts ((rows,
+    cols) of each lane's elements, mma_frag.py)) of an mma.sync or wmma.mma the JIT supports; else JitUnsupported
+    naming what it lacks."""
     p = ins.parts
     wmma = p[0] == "wmma"
     types = [x for x in p if x in _TYPES]
@@ -43,9 +46,11 @@ def mma_form(ins: Instr) -> tuple:
         raise JitUnsupported(f"{ins.op} (JIT: form)")
     dtyp, atyp, btyp, ctyp = types
     extra = set(p[1 + wmma :]) - {"sync", "aligned", "row", "col", shape, *types}
+    sat = "satfinite" in extra and atyp in _INT
     shapes = (_WMMA_SHAPES if wmma else _SHAPES).get(atyp, ())
-    if btyp != atyp or shape not in shapes or extra:
-        raise JitUnsupported(f"{ins.op} (JIT: only f16/bf16/tf32 sources)")
+    mixed = btyp != atyp and not {atyp, btyp} <= set(_INT)
+    if mixed or shape not in shapes or extra - ({"satfinite"} if sat else set()):
+        raise JitUnsupported(f"{ins.op} (JIT: only f16/bf16/tf32/s8/u8 sources)")
     lay = [x for x in p if x in ("row", "col")]
     if len(lay) != 2 or (not wmma and lay != ["row", "col"]):
         raise JitUnsupported(f"{ins.op} (JIT: layout)")
@@ -60,10 +65,10 @@ def mma_form(ins: Instr) -> tuple:
         if wmma:
             lays.append(wmma_frag(which, shape, typ, nreg)[0])
         else:
-            lays.append(mma_layout(shape, atyp, "c" if which in "cd" else which))
+            lays.append(mma_layout(shape, btyp if which == "b" else atyp, "c" if which in "cd" else which))
         if lays[-1][0].shape[1] != nreg * per_reg(typ):  # (the interpreter reports the wrong register count)
             raise JitUnsupported(f"{ins.op} (JIT: register counts {counts})")
-    return (m, n, k), (dtyp, atyp, ctyp), counts, lays
+    return (m, n, k), (dtyp, atyp, btyp, ctyp, sat), counts, lays
 
 
 def wmma_frag(which: str, shape: str, typ: str, nreg: int):
@@ -86,7 +91,7 @@ def wmma_ldst_form(ins: Instr) -> tuple:
     if ((load and which not in "abc") or (not load and which != "d") or extra or shape is None
             or len(ins.args) not in (2, 3)):  # fmt: skip
         raise JitUnsupported(f"{ins.op} (JIT: form)")
-    ok = typ in ("f16", "f32") if which in "cd" else shape in _WMMA_SHAPES.get(typ, ())
+    ok = typ in ("f16", "f32", "s32") if which in "cd" else shape in _WMMA_SHAPES.get(typ, ())
     if not ok or shape not in _WMMA_SHAPES["f16"] + _WMMA_SHAPES["tf32"]:
         raise JitUnsupported(f"{ins.op} (JIT: only f16/bf16/tf32 sources, f16/f32 accumulators)")
     frag, addr = (ins.args[0], ins.args[1]) if load else (ins.args[1], ins.args[0])
@@ -280,15 +285,17 @@ class MmaOps:
                 b.branch(join)
                 b.position_at_end(join)
                 return
-            (m, n, k), (dtyp, atyp, ctyp), (nd, na, nb, nc), (l_d, la, lb, lc) = mma_form(ins)
+            (m, n, k), (dtyp, atyp, btyp, ctyp, sat), (nd, na, nb, nc), (l_d, la, lb, lc) = mma_form(ins)
+            ints = atyp in _INT
+            et = I64 if ints else F64
             here = b.block
             b.position_at_start(f.entry_basic_block)
-            mats = [b.alloca(ir.ArrayType(F64, r * c)) for r, c in ((m, k), (k, n), (m, n), (m, n))]
-            acc = b.alloca(F64)
+            mats = [b.alloca(ir.ArrayType(et, r * c)) for r, c in ((m, k), (k, n), (m, n), (m, n))]
+            acc = b.alloca(et)
             b.position_at_end(here)
             ma, mb, mc, md = mats
             off = first
-            for lay, typ, nreg, mat, cols in ((la, atyp, na, ma, k), (lb, atyp, nb, mb, n), (lc, ctyp, nc, mc, n)):
+            for lay, typ, nreg, mat, cols in ((la, atyp, na, ma, k), (lb, btyp, nb, mb, n), (lc, ctyp, nc, mc, n)):
                 self._mma_gather(b, ld, each, lay, typ, off, mat, cols)
                 off += nreg
 
@@ -300,9 +307,10 @@ class MmaOps:
                     b.store(b.load(elem(mc, b.add(b.mul(i, c64(n)), j))), acc)
 
                     def step(q):
-                        x = b.fmul(b.load(elem(ma, b.add(b.mul(i, c64(k)), q))),
-                                   b.load(elem(mb, b.add(b.mul(q, c64(n)), j))))  # fmt: skip
-                        b.store(b.fadd(b.load(acc), x), acc)
+                        mul, add = (b.mul, b.add) if ints else (b.fmul, b.fadd)  # (integers: exact in i64)
+                        x = mul(b.load(elem(ma, b.add(b.mul(i, c64(k)), q))),
+                                b.load(elem(mb, b.add(b.mul(q, c64(n)), j))))  # fmt: skip
+                        b.store(add(b.load(acc), x), acc)
 
                     self._for(b, c64(k), step)
                     b.store(b.load(acc), elem(md, b.add(b.mul(i, c64(n)), j)))
@@ -310,7 +318,7 @@ class MmaOps:
                 self._for(b, c64(n), col)
 
             self._for(b, c64(m), row)
-            self._mma_scatter(b, st, each, l_d, dtyp, off, md, n)
+            self._mma_scatter(b, st, each, l_d, (dtyp, sat), off, md, n)
             b.branch(join)
             b.position_at_end(join)
         finally:
@@ -321,7 +329,8 @@ class MmaOps:
         e = rows.shape[1]
         vals = [int(rows[ln, i]) * ncols + int(cols[ln, i]) for ln in range(32) for i in range(e)]
         ty = ir.ArrayType(I32, len(vals))
-        g = ir.GlobalVariable(self.m, ty, name=f"mmatab_{len(self.m.functions)}_{len(self.m._gvars)}")
+        self.mma_ntab = getattr(self, "mma_ntab", 0) + 1
+        g = ir.GlobalVariable(self.m, ty, name=f"mmatab_{len(self.m.functions)}_{self.mma_ntab}")
         g.global_constant = True
         g.linkage = "internal"
         g.initializer = ir.Constant(ty, vals)
@@ -336,7 +345,7 @@ class MmaOps:
             for e in range(ne):
                 bits = b.trunc(ld(first + e // per, ln), I32)
                 if per > 1:
-                    bits = b.and_(b.lshr(bits, ir.Constant(I32, (e % per) * eb)), ir.Constant(I32, 0xFFFF))
+                    bits = b.and_(b.lshr(bits, ir.Constant(I32, (e % per) * eb)), ir.Constant(I32, (1 << eb) - 1))
                 at = b.load(b.gep(tab, [ir.Constant(I32, 0), b.add(b.mul(ln, ir.Constant(I64, ne)),
                                                                    ir.Constant(I64, e))]))  # fmt: skip
                 b.store(self._mma_decode(bits, typ), b.gep(mat, [ir.Constant(I32, 0), at]))
@@ -344,8 +353,11 @@ class MmaOps:
         each(lane)
 
     def _mma_decode(self, bits, typ: str):
-        """Element bits (i32) -> double, exactly (mma_frag.decode)"""
+        """Element bits (i32) -> double, exactly; integers -> i64 (mma_frag.decode)"""
         b = self.b
+        if typ in ("s8", "u8", "s32"):
+            v = b.trunc(bits, ir.IntType(8)) if typ != "s32" else bits
+            return b.zext(v, I64) if typ == "u8" else b.sext(v, I64)
         if typ == "f16":
             return b.fpext(self._h2f(bits, False), F64)
         if typ == "bf16":
@@ -354,8 +366,9 @@ class MmaOps:
             bits = b.and_(bits, ir.Constant(I32, 0xFFFFE000))
         return b.fpext(b.bitcast(bits, F32), F64)
 
-    def _mma_scatter(self, b, st, each, lay, typ: str, first: int, mat, ncols: int) -> None:
+    def _mma_scatter(self, b, st, each, lay, dtype: tuple, first: int, mat, ncols: int) -> None:
         rows, cols = lay
+        typ, sat = dtype
         tab, ne = self._mma_table(rows, cols, ncols)
         per = per_reg(typ)
 
@@ -364,7 +377,14 @@ class MmaOps:
             for e in range(ne):
                 at = b.load(b.gep(tab, [ir.Constant(I32, 0), b.add(b.mul(ln, ir.Constant(I64, ne)),
                                                                    ir.Constant(I64, e))]))  # fmt: skip
-                f = b.fptrunc(b.load(b.gep(mat, [ir.Constant(I32, 0), at])), F32)  # to nearest even
+                x = b.load(b.gep(mat, [ir.Constant(I32, 0), at]))
+                if typ == "s32":  # wraps, or clamps with .satfinite (mma_frag.encode)
+                    if sat:
+                        lo, hi = ir.Constant(I64, -(2**31)), ir.Constant(I64, 2**31 - 1)
+                        x = b.select(b.icmp_signed("<", x, lo), lo, b.select(b.icmp_signed(">", x, hi), hi, x))
+                    st(first + e, ln, b.zext(b.trunc(x, I32), I64))
+                    continue
+                f = b.fptrunc(x, F32)  # to nearest even
                 if typ == "f16":  # then once more (NaN: 0x7fff)
                     v = b.shl(self._f2h(f), ir.Constant(I32, 16 * (e % per)))
                 else:
@@ -373,6 +393,7 @@ class MmaOps:
                 q = e // per
                 regs[q] = v if regs[q] is None else b.or_(regs[q], v)
             for q, v in enumerate(regs):
-                st(first + q, ln, b.zext(v, I64))
+                if v is not None:
+                    st(first + q, ln, b.zext(v, I64))
 
         each(lane)
