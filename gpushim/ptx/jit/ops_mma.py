@@ -210,26 +210,34 @@ class MmaOps:
         tab, ne = self._mma_table(r_, c_, 1 << 16)  # (row << 16 | col)
         lane = b.urem(self.t, ir.Constant(I64, 32))
         it = ir.IntType(8 * esize)
-        vals: list = [ir.Constant(I32, 0)] * len(regs)
-        for e in range(ne):
-            rc = b.zext(b.load(b.gep(tab, [ir.Constant(I32, 0), b.add(b.mul(lane, ir.Constant(I64, ne)),
-                                                                      ir.Constant(I64, e))])), I64)  # fmt: skip
-            off = b.add(b.mul(b.lshr(rc, ir.Constant(I64, 16)), ld), b.and_(rc, ir.Constant(I64, 0xFFFF)))
-            p = self._ptr(space, b.add(a, b.mul(off, ir.Constant(I64, esize))), esize, esize, what, not load,
-                          addr.base)  # fmt: skip
+        c64, c32 = (lambda v: ir.Constant(I64, v)), (lambda v: ir.Constant(I32, v))
+        here = b.block  # the registers as an array (the elements in a loop: one checked access site, less IR)
+        b.position_at_start(self.entry)
+        arr = b.alloca(ir.ArrayType(I32, len(regs)))
+        b.position_at_end(here)
+        for q in range(len(regs)):
+            b.store(c32(0) if load else src[q], b.gep(arr, [c32(0), c32(q)]))
+
+        def elem(e):
+            rc = b.zext(b.load(b.gep(tab, [c32(0), b.add(b.mul(lane, c64(ne)), e)])), I64)
+            off = b.add(b.mul(b.lshr(rc, c64(16)), ld), b.and_(rc, c64(0xFFFF)))
+            p = self._ptr(space, b.add(a, b.mul(off, c64(esize))), esize, esize, what, not load, addr.base)
             if check:
-                continue
-            q, sh = e // per, ir.Constant(I32, (e % per) * eb)
+                return
+            reg = b.gep(arr, [c32(0), b.trunc(b.udiv(e, c64(per)), I32)])
+            sh = b.trunc(b.mul(b.urem(e, c64(per)), c64(eb)), I32)
             ptr = b.bitcast(p, it.as_pointer())
             if load:
-                v = b.shl(b.zext(self._tag(b.load(ptr, align=esize), space), I32), sh) if per > 1 else \
-                    self._tag(b.load(ptr, align=esize), space)
-                vals[q] = b.or_(vals[q], v) if per > 1 and e % per else v
+                v = self._tag(b.load(ptr, align=esize), space)
+                b.store(b.or_(b.load(reg), b.shl(b.zext(v, I32), sh) if per > 1 else v), reg)
             else:
-                self._tag(b.store(b.trunc(b.lshr(src[q], sh), it) if per > 1 else src[q], ptr, align=esize), space)
-        if load:
-            for r, v in zip(regs, vals, strict=True):
-                self.write(r, v, "b32")
+                v = b.load(reg)
+                self._tag(b.store(b.trunc(b.lshr(v, sh), it) if per > 1 else v, ptr, align=esize), space)
+
+        self._for(b, c64(ne), elem)
+        if load and not check:
+            for q, r in enumerate(regs):
+                self.write(r, b.load(b.gep(arr, [c32(0), c32(q)])), "b32")
 
     def _mma_check(self, ins: Instr) -> None:
         """Check mode (each thread alone): a wmma.load/store's accesses checked; the destinations 0 (any value:
