@@ -246,7 +246,7 @@ class MmaOps:
         def emit():
             if ins.parts[0] == "wmma" and ins.parts[1] in ("load", "store"):
                 self._wmma_ldst(ins, check=True)
-            for r in mma_dests(ins):
+            for r in sorted(mma_dests(ins)):  # (sorted: the same IR in every process)
                 self.write(Reg(r), ir.Constant(I32, 0), "b32")
 
         if ins.guard is None:
