@@ -637,7 +637,7 @@ class Codegen(
             return
         if op == "cvt" and half_type(ins) and self._half_cvt(ins):
             return
-        if op == "cvt" and DIRECTED & set(ins.parts):
+        if op == "cvt" and DIRECTED & set(ins.parts) and ins.parts[-2] != "tf32":  # (tf32: op_cvt)
             self._cvt_directed(ins)  # ops_round.py
             return
         if op in ("addc", "subc", "madc") or (op in ("add", "sub", "mad") and "cc" in ins.parts):

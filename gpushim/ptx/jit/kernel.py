@@ -538,7 +538,7 @@ class JitKernel:
         if code == Err.LAUNCH_TIMEOUT:
             return CudaError(code, f"kernel {self.kernel} ran past the watchdog deadline ({watchdog_s:g} s)")
         addr = int(ctx[L.ERR_ADDR]) & (2**64 - 1)
-        if msg.startswith("trap"):
+        if "{who}" in msg:  # (trap, a partial warp at a matrix instruction)
             return CudaError(code, msg.replace("{who}", who))
         if msg.startswith("="):  # the interpreter's st.error_for: the message alone (ops_mbarrier.py)
             return CudaError(code, msg[1:])

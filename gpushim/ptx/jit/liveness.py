@@ -9,6 +9,11 @@ _NO_DEST = {"st", "red", "bra", "ret", "exit", "bar", "barrier", "membar", "fenc
             "nanosleep", "pmevent", "discard"}  # fmt: skip
 
 
+def no_dest(ins: Instr) -> bool:
+    """Whether the instruction's first operand is not written (a store's address, ...)"""
+    return ins.parts[0] in _NO_DEST or ins.parts[:2] == ["wmma", "store"]
+
+
 def _regs(x, out: set[str]) -> None:
     if isinstance(x, Reg):
         out.add(x.name)
@@ -30,7 +35,7 @@ def _use_def(ins: Instr) -> tuple[set[str], set[str]]:
     defs: set[str] = set()
     if ins.guard is not None:
         uses.add(ins.guard[0])
-    if ins.parts[0] in _NO_DEST or not ins.args:
+    if no_dest(ins) or not ins.args:
         for a in ins.args:
             _regs(a, uses)
         return uses, defs

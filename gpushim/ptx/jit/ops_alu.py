@@ -174,6 +174,9 @@ class AluOps:
         self.write(ins.args[0], t if inside else b.not_(t), "pred")
 
     def op_cvt(self, ins: Instr) -> None:
+        if ins.parts[-2:] == ["tf32", "f32"]:
+            self._cvt_tf32(ins)  # (ops_mma.py)
+            return
         b = self.b
         types = [p for p in ins.parts[1:] if p in TYPES]
         if len(types) != 2:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
+from gpushim.ptx.jit.ops_mma import MmaOps, matrix_form, mma_dests, mma_slots
 from gpushim.ptx.nodes import Imm, Instr, PredPair, Reg
 
 _OPS = ("shfl", "vote", "activemask", "match", "redux", "elect")
@@ -31,7 +32,7 @@ CA, CB, CG, CR, CP, CW = range(NSLOTS)
 
 def is_collective(ins: Instr) -> bool:
     p = ins.parts
-    return p[0] in _OPS or (p[0] == "bar" and len(p) > 1 and p[1] == "warp")
+    return p[0] in _OPS or p[0] in ("mma", "wmma") or (p[0] == "bar" and len(p) > 1 and p[1] == "warp")
 
 
 def coll_form(ins: Instr) -> tuple[str, str]:
@@ -39,6 +40,9 @@ def coll_form(ins: Instr) -> tuple[str, str]:
     p = ins.parts
     s = set(p[1:])
     op = p[0]
+    if op in ("mma", "wmma"):  # ops_mma.py: the form is the instruction (its slots are positional)
+        matrix_form(ins)
+        return "mma", ins.op
     if op == "bar":
         if p[1:] != ["warp", "sync"] or len(ins.args) != 1:
             raise JitUnsupported(ins.op)
@@ -101,6 +105,8 @@ def red_form(ins: Instr) -> str:
 
 
 def coll_dests(ins: Instr) -> set[str]:
+    if ins.parts[0] in ("mma", "wmma"):
+        return mma_dests(ins)
     d = ins.args[0] if ins.args and ins.parts[0] != "bar" else None
     if isinstance(d, Reg):
         return {d.name}
@@ -138,7 +144,7 @@ class _Fold:
                 "lshr": self.b.lshr}[name](x, y)  # fmt: skip
 
 
-class WarpOps:
+class WarpOps(MmaOps):
     # -- the thread's side ----------------------------------------------------------------------------------
     def _coll_setup(self) -> None:
         """After the spill slots of the registers: the collective slots (only in kernels with collectives).
@@ -160,7 +166,9 @@ class WarpOps:
         across = set().union(*(sp for _, sp in self.bar_plan.values()))
         self.slot_of = {r: j for j, r in enumerate(r for r in self.regs if r in across)}
         self.cbase = len(self.slot_of)
-        self.nspill = self.cbase + NSLOTS
+        # mma.sync's operands and results: slots after ops_warp's (ops_mma.py)
+        extra = max((mma_slots(code[i]) for i in self.coll_idx if code[i].parts[0] in ("mma", "wmma")), default=0)
+        self.nspill = self.cbase + NSLOTS + extra
 
     def _cslot(self, j: int):
         return self._spill_slot(self.cbase + j)
@@ -226,7 +234,9 @@ class WarpOps:
         kind, mode = coll_form(ins)
         b = self.b
         if self.mode == "check":  # no other threads: any value (taint.py keeps addresses and branches off them)
-            if kind != "syncwarp":
+            if kind == "mma":
+                self._mma_check(ins)
+            elif kind != "syncwarp":
                 self._coll_write(ins, kind, mode, ir.Constant(I64, 0), ir.Constant(I1, 0), check=True)
             return
         if ins.guard is None:
@@ -247,7 +257,8 @@ class WarpOps:
             typ = ins.parts[-1]
             ca = b.zext(self.read(ins.args[1], typ), I64) if typ != "b64" else self.read(ins.args[1], typ)
             cb = self._mask_word(ins, 2)
-        stores = [(CA, ca)] if kind in ("shfl", "vote", "match", "redux") else []
+        stores = self._mma_in(ins, NSLOTS) if kind == "mma" else []
+        stores += [(CA, ca)] if kind in ("shfl", "vote", "match", "redux") else []
         stores += [(CB, cb)] if kind in ("shfl", "vote", "match", "redux", "elect") else []
         stores += [(CG, b.zext(g, I64))] if ins.guard is not None else []  # (unguarded: @combine knows)
         for j, v in stores:
@@ -255,6 +266,11 @@ class WarpOps:
         # stop like at a barrier: save the live registers, return the resume point
         self.coll_at[self._stop()] = self.i
         if kind == "syncwarp":
+            return
+        if kind == "mma":
+            went = None if ins.guard is None else b.icmp_unsigned("!=", self._tag(b.load(self._cslot(CG)),
+                                                                                  "coll_in"), ir.Constant(I64, 0))
+            self._mma_out(ins, NSLOTS, self._tag(b.load(self._cslot(CP)), "coll_out"), went)
             return
         # the results, for a lane that executed it (its guard held)
         r = self._tag(b.load(self._cslot(CR)), "coll_out")
@@ -309,13 +325,13 @@ class WarpOps:
         j = b.select(pv, j, lane)
         return a, b.or_(j, b.shl(b.zext(pv, I64), c64(32)))
 
-    def _coll_write(self, ins: Instr, kind: str, mode: str, r, p, check: bool = False) -> None:
-        """Write a collective's results (r: i64 value, p: i1 predicate) to its destinations."""
+    def _coll_write(self, ins: Instr, kind: str, mode: str, r, p, check: bool = False, dest=None) -> None:
+        """Write a collective's results (r: i64 value, p: i1 predicate) to its destinations (or to dest)."""
         b = self.b
         if check and ins.guard is not None:
-            self._when(self._guard(ins), lambda: self._coll_write(ins, kind, mode, r, p))
+            self._when(self._guard(ins), lambda: self._coll_write(ins, kind, mode, r, p, dest=dest))
             return
-        d = ins.args[0]
+        d = ins.args[0] if dest is None else dest
         if kind == "vote" and mode != "ballot":
             self.write(d, b.icmp_unsigned("!=", r, ir.Constant(I64, 0)), "pred")
             return
@@ -555,6 +571,8 @@ class WarpOps:
                     st(CR, lane, b.and_(hits, ld(CB, lane)))
 
                 each(match_any)
+            elif kind == "mma":
+                self._mma_case(b, ins, (ld, st, each, cur["act"], nl, t0, NSLOTS, CP))
             elif kind == "match":
 
                 def match_all(lane):

@@ -11,7 +11,7 @@ accesses instead of gathers.
 
 from __future__ import annotations
 
-from gpushim.ptx.jit.liveness import _NO_DEST, _regs, successors
+from gpushim.ptx.jit.liveness import _regs, no_dest, successors
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Reg, Sym
 
@@ -88,7 +88,7 @@ class Remat:
         code = prog.code
         defs: dict[str, list[int]] = {}
         for i, ins in enumerate(code):
-            if ins.parts[0] in _NO_DEST or not ins.args:
+            if no_dest(ins) or not ins.args:
                 continue
             d: set[str] = set()
             _regs(ins.args[0], d)

@@ -9,7 +9,7 @@ Kernel parameters and constant memory do not change during a launch: reading the
 
 from __future__ import annotations
 
-from gpushim.ptx.jit.liveness import _NO_DEST, _regs
+from gpushim.ptx.jit.liveness import _regs, no_dest
 from gpushim.ptx.jit.ops_sys import HOST_OPS
 from gpushim.ptx.jit.ops_warp import is_bar_red, is_collective
 from gpushim.ptx.link import Program
@@ -38,7 +38,7 @@ def _reads_memory(ins: Instr) -> bool:
 
 def _dests(ins: Instr) -> set[str]:
     d: set[str] = set()
-    if (ins.parts[0] not in _NO_DEST or is_bar_red(ins)) and ins.args:
+    if (not no_dest(ins) or is_bar_red(ins)) and ins.args:
         _regs(ins.args[0], d)
     return d
 
@@ -47,7 +47,7 @@ def _sources(ins: Instr) -> set[str]:
     s: set[str] = set()
     if ins.guard is not None:
         s.add(ins.guard[0])
-    args = ins.args if ins.parts[0] in _NO_DEST else ins.args[1:]
+    args = ins.args if no_dest(ins) else ins.args[1:]
     for a in args:
         _regs(a, s)
     return s
@@ -73,9 +73,10 @@ def why_unchecked(prog: Program) -> str | None:
             return f"line {ins.line}: mbarrier"
         if op in HOST_OPS:  # (a malloc'd address is memory-derived; printf's output must not run twice)
             return f"line {ins.line}: {op[1:]}"
-        if ins.guard is not None and ins.guard[0] in tainted and (op in _MEM or op in ("bra", "ret", "exit")):
+        mem = op in _MEM or op == "wmma"  # (wmma.load/store: ops_mma.py)
+        if ins.guard is not None and ins.guard[0] in tainted and (mem or op in ("bra", "ret", "exit")):
             return f"line {ins.line}: a guard read from memory"
-        if op in _MEM:
+        if mem:
             for a in ins.args:
                 if isinstance(a, Addr) and isinstance(a.base, Reg) and a.base.name in tainted:
                     return f"line {ins.line}: an address read from memory"

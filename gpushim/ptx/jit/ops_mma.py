@@ -1,0 +1,407 @@
+"""mma.sync in the compiling engine (a mixin of codegen.Codegen): a warp collective (ops_warp.py) whose lanes
+deposit their A, B and C fragment registers in collective slots after ops_warp's; `@combine` gathers the warp's
+matrices (doubles, by the interpreter's fragment layouts: mma_frag.py), computes D = A B + C as the interpreter
+does (ops_mma.matmul_acc: products exact in f64, summed in f64 in order of k from c, rounded once to f32, then
+to f16 for an f16 D; NaN results canonical) and writes each lane's D registers to its slots.
+
+Supported: .row.col, f16/bf16/tf32 sources, m16n8k16, m16n8k8 and m16n8k4 (tf32), f32 or (f16 sources) f16
+C and D. Everything else (integer, f64, fp8, b1 sources; m8n8k4 f16; ldmatrix, wmma) stays on the interpreter,
+with the reason. As in the interpreter, the instruction needs all 32 lanes of the warp executing it: otherwise
+ILLEGAL_INSTRUCTION, naming the first executing thread of the warp (mma_frag.warp_threads).
+"""
+
+from __future__ import annotations
+
+from gpushim.cuda_errors import Err
+from gpushim.ptx.jit import textir as ir
+from gpushim.ptx.jit.irtypes import F32, F64, I1, I32, I64, JitUnsupported
+from gpushim.ptx.mma_frag import ELEM_BITS, dims, mma_layout, per_reg, wmma_layout
+from gpushim.ptx.nodes import Addr, Instr, Reg, Vec
+
+_SHAPES = {"f16": ("m16n8k16", "m16n8k8"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4"),
+           "s8": ("m16n8k32", "m16n8k16", "m8n8k16"), "u8": ("m16n8k32", "m16n8k16", "m8n8k16")}  # fmt: skip
+_WMMA_SHAPES = {"f16": ("m16n16k16", "m32n8k16", "m8n32k16"), "bf16": ("m16n16k16", "m32n8k16", "m8n32k16"),
+                "tf32": ("m16n16k8",), "s8": ("m16n16k16", "m32n8k16", "m8n32k16"),
+                "u8": ("m16n16k16", "m32n8k16", "m8n32k16")}  # fmt: skip
+_ACC = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "s8": ("s32",), "u8": ("s32",)}
+_INT = ("s8", "u8")
+_TYPES = ("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s4", "u4", "b1", "s32", "e4m3", "e5m2")
+
+
+def _shape(parts: list[str]) -> str | None:
+    return next((x for x in parts if x.startswith("m") and x[1:2].isdigit()), None)
+
+
+def mma_form(ins: Instr) -> tuple:
+    """((m, n, k), (dtype, atype, btype, ctype, .satfinite), register counts of D, A, B, C, their layouts ((rows,
+    cols) of each lane's elements, mma_frag.py)) of an mma.sync or wmma.mma the JIT supports; else JitUnsupported
+    naming what it lacks."""
+    p = ins.parts
+    wmma = p[0] == "wmma"
+    types = [x for x in p if x in _TYPES]
+    shape = _shape(p)
+    if wmma and len(types) == 2:
+        types = [types[0], "f16", "f16", types[1]]
+    if "sync" not in p or "aligned" not in p or len(types) != 4 or shape is None:
+        raise JitUnsupported(f"{ins.op} (JIT: form)")
+    dtyp, atyp, btyp, ctyp = types
+    extra = set(p[1 + wmma :]) - {"sync", "aligned", "row", "col", shape, *types}
+    sat = "satfinite" in extra and atyp in _INT
+    shapes = (_WMMA_SHAPES if wmma else _SHAPES).get(atyp, ())
+    mixed = btyp != atyp and not {atyp, btyp} <= set(_INT)
+    if mixed or shape not in shapes or extra - ({"satfinite"} if sat else set()):
+        raise JitUnsupported(f"{ins.op} (JIT: only f16/bf16/tf32/s8/u8 sources)")
+    lay = [x for x in p if x in ("row", "col")]
+    if len(lay) != 2 or (not wmma and lay != ["row", "col"]):
+        raise JitUnsupported(f"{ins.op} (JIT: layout)")
+    if dtyp not in _ACC[atyp] or ctyp not in _ACC[atyp] or (not wmma and dtyp != ctyp):
+        raise JitUnsupported(f"{ins.op} (JIT: accumulators)")
+    if len(ins.args) != 4 or not all(isinstance(a, Vec) for a in ins.args):
+        raise JitUnsupported(f"{ins.op} (JIT: operands)")
+    m, n, k = dims(shape)
+    counts = tuple(len(a.items) for a in ins.args)
+    lays = []
+    for which, typ, nreg in zip("dabc", (dtyp, atyp, btyp, ctyp), counts, strict=True):
+        if wmma:
+            lays.append(wmma_frag(which, shape, typ, nreg)[0])
+        else:
+            lays.append(mma_layout(shape, btyp if which == "b" else atyp, "c" if which in "cd" else which))
+        if lays[-1][0].shape[1] != nreg * per_reg(typ):  # (the interpreter reports the wrong register count)
+            raise JitUnsupported(f"{ins.op} (JIT: register counts {counts})")
+    return (m, n, k), (dtyp, atyp, btyp, ctyp, sat), counts, lays
+
+
+def wmma_frag(which: str, shape: str, typ: str, nreg: int):
+    """(rows, cols) of each lane's elements of a wmma fragment, and the matrix's (rows, cols) (ops_mma._wmma_frag)"""
+    m, n, k = dims(shape)
+    nr, nc = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[which]
+    want = 16 if typ == "f16" and which in "ab" else nr * nc // 32
+    if nreg * per_reg(typ) != want:  # (the interpreter reports the wrong register count)
+        raise JitUnsupported(f"wmma .{which} fragment of {nreg} registers (JIT)")
+    return wmma_layout(shape, typ, which, nr, nc, want), (nr, nc)
+
+
+def wmma_ldst_form(ins: Instr) -> tuple:
+    """(which, typ, space, layout, fragment layout, matrix (rows, cols), fragment registers, address operand) of a
+    wmma.load/store the JIT supports (the shapes and types wmma_form takes)"""
+    p = ins.parts
+    load = p[1] == "load"
+    which, typ, shape = p[2], p[-1], _shape(p)
+    extra = set(p[3:-1]) - {"sync", "aligned", "row", "col", shape, "global", "shared"}
+    if ((load and which not in "abc") or (not load and which != "d") or extra or shape is None
+            or len(ins.args) not in (2, 3)):  # fmt: skip
+        raise JitUnsupported(f"{ins.op} (JIT: form)")
+    ok = typ in ("f16", "f32", "s32") if which in "cd" else shape in _WMMA_SHAPES.get(typ, ())
+    if not ok or shape not in _WMMA_SHAPES["f16"] + _WMMA_SHAPES["tf32"]:
+        raise JitUnsupported(f"{ins.op} (JIT: only f16/bf16/tf32 sources, f16/f32 accumulators)")
+    frag, addr = (ins.args[0], ins.args[1]) if load else (ins.args[1], ins.args[0])
+    if not isinstance(frag, Vec) or not isinstance(addr, Addr):
+        raise JitUnsupported(f"{ins.op} (JIT: operands)")
+    lay, mat = wmma_frag(which, shape, typ, len(frag.items))
+    space = "shared" if "shared" in p else "global" if "global" in p else None
+    return which, typ, space, "col" if "col" in p else "row", lay, mat, frag.items, addr
+
+
+def mma_slots(ins: Instr) -> int:
+    """Collective slots the instruction uses after ops_warp's: A, B, C in, D out (wmma.load/store: none)."""
+    if is_mma(ins):
+        return sum(mma_form(ins)[2])
+    return 2 + (len(ins.args[1].items) if ins.parts[1] == "store" else 0)  # address, stride (, the fragment)
+
+
+def is_mma(ins: Instr) -> bool:
+    return ins.parts[0] == "mma" or ins.parts[1] == "mma"
+
+
+def matrix_form(ins: Instr) -> None:
+    """Whether the JIT supports the matrix instruction (JitUnsupported with the reason otherwise)"""
+    if is_mma(ins):
+        mma_form(ins)
+    elif ins.parts[1] in ("load", "store"):
+        wmma_ldst_form(ins)
+    else:
+        raise JitUnsupported(ins.op)
+
+
+def mma_dests(ins: Instr) -> set[str]:
+    if ins.parts[0] == "wmma" and ins.parts[1] == "store":
+        return set()
+    d = ins.args[0]
+    return {r.name for r in d.items if hasattr(r, "name")} if isinstance(d, Vec) else set()
+
+
+class MmaOps:
+    def _cvt_tf32(self, ins: Instr) -> None:
+        """cvt.{rna,rn,rz}{.satfinite}.tf32.f32 as ops_mma.compile_cvt_tf32 (on the bits)"""
+        mods = set(ins.parts[1:-2])
+        rnd = mods & {"rna", "rn", "rz"}
+        if len(rnd) != 1 or mods - rnd - {"satfinite"} or len(ins.args) != 2:
+            raise JitUnsupported(ins.op)
+        b, k = self.b, lambda v: ir.Constant(I32, v)
+        x = self.read(ins.args[1], "u32")
+        mag = b.and_(x, k(0x7FFFFFFF))
+        r = {"rna": lambda: b.add(x, k(0x1000)), "rz": lambda: x,
+             "rn": lambda: b.add(b.add(x, k(0xFFF)), b.and_(b.lshr(x, k(13)), k(1)))}[rnd.pop()]()  # fmt: skip
+        r = b.and_(r, k(0xFFFFE000))
+        finite = b.icmp_unsigned("<", mag, k(0x7F800000))
+        r = b.select(finite, r, x)  # infinities unchanged
+        r = b.select(b.icmp_unsigned(">", mag, k(0x7F800000)), k(0x7FFFFFFF), r)  # NaN: canonical
+        if "satfinite" in mods:
+            big = b.and_(finite, b.icmp_unsigned(">=", b.and_(r, k(0x7FFFFFFF)), k(0x7F800000)))
+            r = b.select(big, b.or_(b.and_(r, k(0x80000000)), k(0x7F7FE000)), r)
+            inf = b.icmp_unsigned("==", mag, k(0x7F800000))
+            r = b.select(inf, b.or_(b.and_(x, k(0x80000000)), k(0x7F7FE000)), r)
+        self.write(ins.args[0], r, "u32")
+
+    # -- the thread's side ----------------------------------------------------------------------------------
+    def _mma_in(self, ins: Instr, first: int) -> list:
+        """(slot, value) of the A, B and C registers (slots from first on; D's follow them)."""
+        if not is_mma(ins):  # the operands, read before the stop (registers dead after it are not restored)
+            a, ld, src = self._wmma_operands(ins)
+            return [(first + j, v) for j, v in enumerate([a, ld, *(self.b.zext(v, I64) for v in src)])]
+        nd, na, nb, nc = mma_form(ins)[2]
+        regs = [*ins.args[1].items, *ins.args[2].items, *ins.args[3].items]
+        return [(first + j, self.b.zext(self.read(r, "b32"), I64)) for j, r in enumerate(regs)]
+
+    def _mma_out(self, ins: Instr, first: int, cp, went) -> None:
+        """After the stop, for a lane that executed it: the fault the combine found (cp: the thread + 1), or the
+        D registers from their slots."""
+        b = self.b
+
+        def out():
+            bad = b.icmp_unsigned("!=", cp, ir.Constant(I64, 0))
+            self._mma_fault(ins, bad, b.sub(cp, ir.Constant(I64, 1)))
+            if not is_mma(ins):
+                n = len(ins.args[1].items) if ins.parts[1] == "store" else 0
+                a, ld, *src = (self._tag(b.load(self._cslot(first + j)), "coll_in") for j in range(2 + n))
+                self._wmma_ldst(ins, (a, ld, [b.trunc(v, I32) for v in src]))
+                return
+            nd, na, nb, nc = mma_form(ins)[2]
+            for j, r in enumerate(ins.args[0].items):
+                v = self._tag(b.load(self._cslot(first + na + nb + nc + j)), "coll_out")
+                self.write(r, b.trunc(v, I32), "b32")
+
+        if went is None:
+            out()
+        else:
+            self._when(went, out)
+
+    def _wmma_operands(self, ins: Instr) -> tuple:
+        """(address, stride in elements (i64), the stored registers) of a wmma.load/store"""
+        b = self.b
+        which, typ, space, layout, _, (nr, nc), regs, addr = wmma_ldst_form(ins)
+        _, a = self._address(addr)
+        ld = b.zext(self.read(ins.args[2], "u32"), I64) if len(ins.args) > 2 else None
+        ld = ir.Constant(I64, nc if layout == "row" else nr) if ld is None else ld
+        return a, ld, [] if ins.parts[1] == "load" else [self.read(r, "b32") for r in regs]
+
+    def _wmma_ldst(self, ins: Instr, operands=None, check: bool = False) -> None:
+        """wmma.load/store: the lane's fragment elements from/to memory through the checked accesses, at the
+        interpreter's addresses (ops_mma._compile_wmma_ldst; check mode: the checks only, destinations 0)"""
+        b = self.b
+        which, typ, space, layout, (rows, cols), _, regs, addr = wmma_ldst_form(ins)
+        load = ins.parts[1] == "load"
+        space = self._resolve(space, addr, ins)
+        a, ld, src = operands or self._wmma_operands(ins)
+        r_, c_ = (rows, cols) if layout == "row" else (cols, rows)
+        esize = ELEM_BITS[typ] // 8
+        per, eb = per_reg(typ), ELEM_BITS[typ]
+        what = f"{ins.op} (line {ins.line})"
+        tab, ne = self._mma_table(r_, c_, 1 << 16)  # (row << 16 | col)
+        lane = b.urem(self.t, ir.Constant(I64, 32))
+        it = ir.IntType(8 * esize)
+        c64, c32 = (lambda v: ir.Constant(I64, v)), (lambda v: ir.Constant(I32, v))
+        here = b.block  # the registers as an array (the elements in a loop: one checked access site, less IR)
+        b.position_at_start(self.entry)
+        arr = b.alloca(ir.ArrayType(I32, len(regs)))
+        b.position_at_end(here)
+        for q in range(len(regs)):
+            b.store(c32(0) if load else src[q], b.gep(arr, [c32(0), c32(q)]))
+
+        def elem(e):
+            rc = b.zext(b.load(b.gep(tab, [c32(0), b.add(b.mul(lane, c64(ne)), e)])), I64)
+            off = b.add(b.mul(b.lshr(rc, c64(16)), ld), b.and_(rc, c64(0xFFFF)))
+            p = self._ptr(space, b.add(a, b.mul(off, c64(esize))), esize, esize, what, not load, addr.base)
+            if check:
+                return
+            reg = b.gep(arr, [c32(0), b.trunc(b.udiv(e, c64(per)), I32)])
+            sh = b.trunc(b.mul(b.urem(e, c64(per)), c64(eb)), I32)
+            ptr = b.bitcast(p, it.as_pointer())
+            if load:
+                v = self._tag(b.load(ptr, align=esize), space)
+                b.store(b.or_(b.load(reg), b.shl(b.zext(v, I32), sh) if per > 1 else v), reg)
+            else:
+                v = b.load(reg)
+                self._tag(b.store(b.trunc(b.lshr(v, sh), it) if per > 1 else v, ptr, align=esize), space)
+
+        self._for(b, c64(ne), elem)
+        if load and not check:
+            for q, r in enumerate(regs):
+                self.write(r, b.load(b.gep(arr, [c32(0), c32(q)])), "b32")
+
+    def _mma_check(self, ins: Instr) -> None:
+        """Check mode (each thread alone): a wmma.load/store's accesses checked; the destinations 0 (any value:
+        taint.py keeps addresses and branches off them)"""
+
+        def emit():
+            if ins.parts[0] == "wmma" and ins.parts[1] in ("load", "store"):
+                self._wmma_ldst(ins, check=True)
+            for r in sorted(mma_dests(ins)):  # (sorted: the same IR in every process)
+                self.write(Reg(r), ir.Constant(I32, 0), "b32")
+
+        if ins.guard is None:
+            emit()
+        else:
+            self._when(self._guard(ins), emit)
+
+    def _mma_fault(self, ins: Instr, bad, thread) -> None:
+        """ILLEGAL_INSTRUCTION naming `thread` (the interpreter's message, mma_frag.warp_threads)"""
+        b = self.b
+        what = f"{ins.op} (line {ins.line})"
+        site = self._site(Err.ILLEGAL_INSTRUCTION, f"{what}: a warp-collective matrix instruction needs all 32 "
+                          "threads of the warp; {who} ran it in a partial or diverged warp")  # fmt: skip
+        okb, failb = self.f.append_basic_block(), self.f.append_basic_block()
+        b.cbranch(bad, failb, okb).set_weights([1, 1 << 20])
+        b.position_at_end(failb)
+        self._record_fault(b, self.ctx, ir.Constant(I64, Err.ILLEGAL_INSTRUCTION), ir.Constant(I64, site),
+                           ir.Constant(I64, 0), thread, self.blk)  # fmt: skip
+        b.branch(self.fail_blk)
+        b.position_at_end(okb)
+
+    # -- @combine's case ------------------------------------------------------------------------------------
+    def _mma_case(self, b, ins: Instr, env) -> None:
+        """D = A B + C for the warp at t0 (env: the combine's ld/st of a lane's slot, `each` over its lanes,
+        the lanes executing it, the lanes there, t0, the first slot); or, unless all 32 lanes execute it, the
+        fault (the first executing lane + 1 in CP of every lane)."""
+        ld, st, each, act, nl, t0, first, cp_slot = env
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        saved = self.b
+        self.b = b  # (the decoders and encoders below, and the helpers they call, build with self.b)
+        try:
+            f = b.function
+            full = b.and_(b.icmp_unsigned("==", act, c64(0xFFFFFFFF)), b.icmp_unsigned("==", nl, c64(32)))
+            yes, no, join = (f.append_basic_block(x) for x in ("mma", "mma_partial", "mma_done"))
+            b.cbranch(full, yes, no)
+            b.position_at_end(no)
+            low = b.call(self._cttz(), [act, ir.Constant(I1, 0)])
+            bad = b.add(b.add(t0, low), c64(1))  # (the first executing thread + 1)
+            each(lambda lane: st(cp_slot, lane, bad))
+            b.branch(join)
+            b.position_at_end(yes)
+            each(lambda lane: st(cp_slot, lane, c64(0)))
+            if not is_mma(ins):  # wmma.load/store: the lanes go on to their accesses
+                b.branch(join)
+                b.position_at_end(join)
+                return
+            (m, n, k), (dtyp, atyp, btyp, ctyp, sat), (nd, na, nb, nc), (l_d, la, lb, lc) = mma_form(ins)
+            ints = atyp in _INT
+            et = I64 if ints else F64
+            here = b.block
+            b.position_at_start(f.entry_basic_block)
+            mats = [b.alloca(ir.ArrayType(et, r * c)) for r, c in ((m, k), (k, n), (m, n), (m, n))]
+            acc = b.alloca(et)
+            b.position_at_end(here)
+            ma, mb, mc, md = mats
+            off = first
+            for lay, typ, nreg, mat, cols in ((la, atyp, na, ma, k), (lb, btyp, nb, mb, n), (lc, ctyp, nc, mc, n)):
+                self._mma_gather(b, ld, each, lay, typ, off, mat, cols)
+                off += nreg
+
+            def elem(mat, i):
+                return b.gep(mat, [ir.Constant(I32, 0), i])
+
+            def row(i):
+                def col(j):
+                    b.store(b.load(elem(mc, b.add(b.mul(i, c64(n)), j))), acc)
+
+                    def step(q):
+                        mul, add = (b.mul, b.add) if ints else (b.fmul, b.fadd)  # (integers: exact in i64)
+                        x = mul(b.load(elem(ma, b.add(b.mul(i, c64(k)), q))),
+                                b.load(elem(mb, b.add(b.mul(q, c64(n)), j))))  # fmt: skip
+                        b.store(add(b.load(acc), x), acc)
+
+                    self._for(b, c64(k), step)
+                    b.store(b.load(acc), elem(md, b.add(b.mul(i, c64(n)), j)))
+
+                self._for(b, c64(n), col)
+
+            self._for(b, c64(m), row)
+            self._mma_scatter(b, st, each, l_d, (dtyp, sat), off, md, n)
+            b.branch(join)
+            b.position_at_end(join)
+        finally:
+            self.b = saved
+
+    def _mma_table(self, rows, cols, ncols: int):
+        """A constant i32 table: lane * E + e -> the flat index of lane's element e"""
+        e = rows.shape[1]
+        vals = [int(rows[ln, i]) * ncols + int(cols[ln, i]) for ln in range(32) for i in range(e)]
+        ty = ir.ArrayType(I32, len(vals))
+        self.mma_ntab = getattr(self, "mma_ntab", 0) + 1
+        g = ir.GlobalVariable(self.m, ty, name=f"mmatab_{len(self.m.functions)}_{self.mma_ntab}")
+        g.global_constant = True
+        g.linkage = "internal"
+        g.initializer = ir.Constant(ty, vals)
+        return g, e
+
+    def _mma_gather(self, b, ld, each, lay, typ: str, first: int, mat, ncols: int) -> None:
+        rows, cols = lay
+        tab, ne = self._mma_table(rows, cols, ncols)
+        per, eb = per_reg(typ), ELEM_BITS[typ]
+
+        def lane(ln):
+            for e in range(ne):
+                bits = b.trunc(ld(first + e // per, ln), I32)
+                if per > 1:
+                    bits = b.and_(b.lshr(bits, ir.Constant(I32, (e % per) * eb)), ir.Constant(I32, (1 << eb) - 1))
+                at = b.load(b.gep(tab, [ir.Constant(I32, 0), b.add(b.mul(ln, ir.Constant(I64, ne)),
+                                                                   ir.Constant(I64, e))]))  # fmt: skip
+                b.store(self._mma_decode(bits, typ), b.gep(mat, [ir.Constant(I32, 0), at]))
+
+        each(lane)
+
+    def _mma_decode(self, bits, typ: str):
+        """Element bits (i32) -> double, exactly; integers -> i64 (mma_frag.decode)"""
+        b = self.b
+        if typ in ("s8", "u8", "s32"):
+            v = b.trunc(bits, ir.IntType(8)) if typ != "s32" else bits
+            return b.zext(v, I64) if typ == "u8" else b.sext(v, I64)
+        if typ == "f16":
+            return b.fpext(self._h2f(bits, False), F64)
+        if typ == "bf16":
+            return b.fpext(b.bitcast(b.shl(bits, ir.Constant(I32, 16)), F32), F64)
+        if typ == "tf32":
+            bits = b.and_(bits, ir.Constant(I32, 0xFFFFE000))
+        return b.fpext(b.bitcast(bits, F32), F64)
+
+    def _mma_scatter(self, b, st, each, lay, dtype: tuple, first: int, mat, ncols: int) -> None:
+        rows, cols = lay
+        typ, sat = dtype
+        tab, ne = self._mma_table(rows, cols, ncols)
+        per = per_reg(typ)
+
+        def lane(ln):
+            regs: list = [None] * (ne // per)
+            for e in range(ne):
+                at = b.load(b.gep(tab, [ir.Constant(I32, 0), b.add(b.mul(ln, ir.Constant(I64, ne)),
+                                                                   ir.Constant(I64, e))]))  # fmt: skip
+                x = b.load(b.gep(mat, [ir.Constant(I32, 0), at]))
+                if typ == "s32":  # wraps, or clamps with .satfinite (mma_frag.encode)
+                    if sat:
+                        lo, hi = ir.Constant(I64, -(2**31)), ir.Constant(I64, 2**31 - 1)
+                        x = b.select(b.icmp_signed("<", x, lo), lo, b.select(b.icmp_signed(">", x, hi), hi, x))
+                    st(first + e, ln, b.zext(b.trunc(x, I32), I64))
+                    continue
+                f = b.fptrunc(x, F32)  # to nearest even
+                if typ == "f16":  # then once more (NaN: 0x7fff)
+                    v = b.shl(self._f2h(f), ir.Constant(I32, 16 * (e % per)))
+                else:
+                    nan = b.fcmp_unordered("uno", f, f)
+                    v = b.select(nan, ir.Constant(I32, 0x7FFFFFFF), b.bitcast(f, I32))
+                q = e // per
+                regs[q] = v if regs[q] is None else b.or_(regs[q], v)
+            for q, v in enumerate(regs):
+                if v is not None:
+                    st(first + q, ln, b.zext(v, I64))
+
+        each(lane)
