@@ -107,3 +107,17 @@ class Dev:
 
     def text(self) -> str:
         return b"".join(self.out).decode()
+
+
+def assert_compiled_as_configured(dev: Dev, kernel: str) -> None:
+    """The kernel ran on the JIT (no fallback), by the code generator and tier dev.config = (GPUSHIM_PTX_JIT_T1,
+    GPUSHIM_PTX_JIT_TIER2) asked for: tier 2 ran it when the second is "now"."""
+    from gpushim.ptx.jit import kernel as jit_kernel
+
+    assert jit_kernel.fallback_reason(dev.mod.source_hash, kernel) is None
+    jk = dev.mod.jit_kernel(kernel)
+    assert jk is not None
+    t1, tier2 = dev.config
+    assert (jk.tier2_runs > 0) == (tier2 == "now")
+    if t1 != "auto":
+        assert jk.t1.codegen == t1

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from harness import ENGINE, Dev, compile_ptx
+from harness import ENGINE, Dev, assert_compiled_as_configured, compile_ptx
 
 from gpushim.cuda_errors import CudaError
 from gpushim.ptx.jit import kernel as jit_kernel
@@ -45,13 +45,7 @@ def _both(dev: Dev, kernel: str, ins: list[np.ndarray], per: int, n: int, dt) ->
     it = np.uint64 if np.dtype(dt).itemsize == 8 else np.uint32
     assert np.array_equal(outs["interp"].view(it), outs["jit"].view(it))
     assert np.array_equal(outs["jit"].view(it), outs["diff"].view(it))
-    assert jit_kernel.fallback_reason(dev.mod.source_hash, kernel) is None
-    jk = dev.mod.jit_kernel(kernel)
-    assert jk is not None
-    t1, tier2 = dev.config
-    assert (jk.tier2_runs > 0) == (tier2 == "now")
-    if t1 != "auto":
-        assert jk.t1.codegen == t1
+    assert_compiled_as_configured(dev, kernel)
     return outs["jit"]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import ENGINE, Dev, compile_ptx
+from harness import ENGINE, Dev, assert_compiled_as_configured, compile_ptx
 
 from gpushim.cuda_errors import CudaError
 from gpushim.ptx.jit import kernel as jit_kernel
@@ -55,13 +55,7 @@ def _engines(dev: Dev, kernel: str, launch) -> dict[str, object]:
     for eng in ("interp", "jit", "diff"):
         ENGINE["name"] = eng
         outs[eng] = launch()
-    assert jit_kernel.fallback_reason(dev.mod.source_hash, kernel) is None
-    jk = dev.mod.jit_kernel(kernel)
-    assert jk is not None
-    t1, tier2 = dev.config
-    assert (jk.tier2_runs > 0) == (tier2 == "now")
-    if t1 != "auto":
-        assert jk.t1.codegen == t1
+    assert_compiled_as_configured(dev, kernel)
     return outs
 
 
