@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -68,8 +69,12 @@ def _child(what: str) -> dict:
         if pid == 0:
             ok = False
             try:
+                # the JIT's fork handler starts no thread (a child running other code, a worker or a test's peer
+                # that is SIGKILLed, must stay one thread); the child's first launch starts its watchdog
+                ok = len(os.listdir("/proc/self/task")) == 1
                 kernel._cache.clear()
-                ok = _launch_all({"halfOps": Dev(compile_ptx("jithalf", "sm_90"))}) == digest
+                ok = ok and _launch_all({"halfOps": Dev(compile_ptx("jithalf", "sm_90"))}) == digest
+                ok = ok and any(t.name == "ptx-jit-watchdog" for t in threading.enumerate())
                 ok = ok and rtlib.stats()["compiles"] == before  # (the parent's library, not compiled again)
                 _launch_all({"directed32": Dev(compile_ptx("jitround"))})
                 ok = ok and rtlib.stats()["compiles"] > before
@@ -77,8 +82,6 @@ def _child(what: str) -> dict:
                 os._exit(0 if ok else 1)
         res["child_status"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     elif what == "threads":  # kernels needing the same new helpers compile at once in several threads
-        import threading
-
         devs = [Dev(compile_ptx("jithalf", "sm_90")) for _ in range(3)]
         mods = [d.mod for d in devs]
         for i, m in enumerate(mods):

@@ -152,10 +152,17 @@ class _Watchdog:
         cell = [0.0]
         with self._start:
             self._watched.append((cell, weakref.ref(ctx)))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
-                self._thread.start()
+        self.running()
         return cell
+
+    def running(self) -> None:
+        """Starts the thread unless it runs (at the first registration, and at a launch in a forked child: the
+        fork handler starts no thread, since a child that only runs other code must not get one)."""
+        if self._thread is None:
+            with self._start:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="ptx-jit-watchdog", daemon=True)
+                    self._thread.start()
 
     def _loop(self) -> None:
         while True:  # checks four times a second: deadlines are met within 0.25 s
@@ -492,6 +499,7 @@ class JitKernel:
                 mv[L.SKIPCHECK] = 0
             deadline = ws["deadline"]
             deadline[0] = time.monotonic() + watchdog_s
+            _watchdog.running()
             if host is not None:
                 host.begin(memory, output, psize, plan.geo.grid, plan.geo.block)
             try:
@@ -681,10 +689,7 @@ def _after_fork_in_child() -> None:
             if hit.t2_state == "queued":
                 hit.t2_state = "none"
     tierup.__init__()  # (the launches it watched ran in the parent)
-    _watchdog._start, _watchdog._thread = threading.Lock(), None
-    if _watchdog._watched:
-        _watchdog._thread = threading.Thread(target=_watchdog._loop, name="ptx-jit-watchdog", daemon=True)
-        _watchdog._thread.start()
+    _watchdog._start, _watchdog._thread = threading.Lock(), None  # (started by the child's next launch)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
