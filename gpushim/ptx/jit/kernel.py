@@ -112,12 +112,10 @@ def _thread_tm(cheap: bool) -> tuple:
     return made[cheap]
 
 
-def _optimise(ref, tm, tier: int, pb=None) -> None:
+def _optimise(ref, tier: int, pb) -> None:
     """Tier 1: a short pipeline (inlining, SROA, instcombine, CFG simplification: a few ms per kernel; a DCE
     pass after them changed the object code of 3 of 132 test kernels, not its size); tier 2: LLVM's O2 (loop
-    invariants, vectorisation, unrolling: 10x the compile time)."""
-    if pb is None:
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+    invariants, vectorisation, unrolling: 10x the compile time). pb: the thread's pass builder (_thread_tm)."""
     if tier == 1 and os.environ.get("GPUSHIM_PTX_JIT_T1", "auto").strip().lower() != "o2":
         mpm = llvm.create_new_module_pass_manager()
         mpm.add_always_inliner_pass()
@@ -133,7 +131,7 @@ def compile_object(ref, tier: int, cheap: bool) -> bytes:
     """The module optimised for its tier and compiled to object code by this thread's target machine (loaded
     by an MCJIT engine as the disk cache's objects are: _Code)."""
     tm, pb = _thread_tm(cheap)
-    _optimise(ref, tm, tier, pb)
+    _optimise(ref, tier, pb)
     return tm.emit_object(ref)
 
 

@@ -95,27 +95,22 @@ def _disk_key(text: str) -> str:
     return "rtlib-" + hashlib.sha256(f"{host}\n{text}".encode()).hexdigest()[:32]
 
 
-def _engine(text: str | None, obj: bytes | None, notify=None):
-    """An MCJIT engine of the chunk (IR text compiled, or its object code from the disk cache), finalised."""
+def _engine(text: str | None, obj: bytes | None) -> tuple:
+    """(engine, context, object code) of the chunk, finalised: its object code from the disk cache, or its IR text
+    compiled by the full code generator (kernel.compile_object; always-inline: a helper's helpers are inlined into
+    it), loaded as kernels' objects are (kernel._load)."""
     from llvmlite import binding as llvm
 
-    from gpushim.ptx.jit.kernel import _optimise, _tm
+    from gpushim.ptx.jit.kernel import _load, compile_object
 
     context = llvm.create_context()
-    tm = _tm(1)  # the full code generator
-    if obj is not None:
-        ref = llvm.parse_assembly("", context=context)
-        engine = llvm.create_mcjit_compiler(ref, tm)
-        engine.set_object_cache(getbuffer_func=lambda _m: obj)
-    else:
+    if obj is None:
         ref = llvm.parse_assembly(text, context=context)
         ref.verify()
-        _optimise(ref, tm, 1)  # (always-inline: a helper's helpers are inlined into it)
-        engine = llvm.create_mcjit_compiler(ref, tm)
-        if notify is not None:
-            engine.set_object_cache(notify_func=notify)
+        obj = compile_object(ref, 1, False)
+    engine = _load(obj, context, 1)
     engine.finalize_object()
-    return engine, context
+    return engine, context, obj
 
 
 def _register(engine, context, exports: dict[str, int], where: str) -> bool:
@@ -143,7 +138,7 @@ def _from_disk(k: str) -> bool:
     if meta.get("sha256") != hashlib.sha256(obj).hexdigest() or not isinstance(exports, dict):
         log.warning("the PTX JIT's runtime library chunk %s in the disk cache is corrupt: compiling it again", k)
         return False
-    engine, context = _engine(None, obj)
+    engine, context, _ = _engine(None, obj)
     if not _register(engine, context, exports, k):
         log.warning("the PTX JIT's runtime library chunk %s lacks functions: compiling it again", k)
         return False
@@ -165,12 +160,9 @@ def load(chunk: Chunk | None) -> None:
         if k and _from_disk(k):
             _lib.load_cpu_s += chunk.ir_cpu_s + time.thread_time() - c0  # (the IR: to know its key)
             return
-
-        def notify(_m, buf) -> None:
-            obj = bytes(buf)
+        engine, context, obj = _engine(text, None)
+        if k:
             diskcache.store(k, {"exports": exports, "sha256": hashlib.sha256(obj).hexdigest()}, obj)
-
-        engine, context = _engine(text, None, notify if k else None)
         if not _register(engine, context, exports, k):
             raise RuntimeError("the PTX JIT's runtime library lacks a function it compiled")
         _lib.compiles += 1
