@@ -15,6 +15,7 @@ from __future__ import annotations
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import F32, F64, I1, I32, I64, JitUnsupported
+from gpushim.ptx.jit.wmma_track import partial_msg
 from gpushim.ptx.mma_frag import ELEM_BITS, dims, mma_layout, per_reg, wmma_layout
 from gpushim.ptx.nodes import Addr, Instr, Reg, Vec
 
@@ -170,7 +171,7 @@ class MmaOps:
 
         def out():
             bad = b.icmp_unsigned("!=", cp, ir.Constant(I64, 0))
-            self._mma_fault(ins, bad, b.sub(cp, ir.Constant(I64, 1)))
+            self._mma_fault(ins, bad, cp)
             if not is_mma(ins):
                 n = len(ins.args[1].items) if ins.parts[1] == "store" else 0
                 a, ld, *src = (self._tag(b.load(self._cslot(first + j)), "coll_in") for j in range(2 + n))
@@ -254,17 +255,19 @@ class MmaOps:
         else:
             self._when(self._guard(ins), emit)
 
-    def _mma_fault(self, ins: Instr, bad, thread) -> None:
-        """ILLEGAL_INSTRUCTION naming `thread` (the interpreter's message, mma_frag.warp_threads)"""
+    def _mma_fault(self, ins: Instr, bad, cp) -> None:
+        """ILLEGAL_INSTRUCTION naming the thread cp - 1 (the interpreter's message, mma_frag.warp_threads); the
+        site is this instruction's, or (site + 1) << 32 in cp: a wmma.load/store's (wmma_track.py)"""
         b = self.b
-        what = f"{ins.op} (line {ins.line})"
-        site = self._site(Err.ILLEGAL_INSTRUCTION, f"{what}: a warp-collective matrix instruction needs all 32 "
-                          "threads of the warp; {who} ran it in a partial or diverged warp")  # fmt: skip
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        site = self._site(Err.ILLEGAL_INSTRUCTION, partial_msg(ins))
         okb, failb = self.f.append_basic_block(), self.f.append_basic_block()
         b.cbranch(bad, failb, okb).set_weights([1, 1 << 20])
         b.position_at_end(failb)
-        self._record_fault(b, self.ctx, ir.Constant(I64, Err.ILLEGAL_INSTRUCTION), ir.Constant(I64, site),
-                           ir.Constant(I64, 0), thread, self.blk)  # fmt: skip
+        hi = b.lshr(cp, c64(32))
+        site_v = b.select(b.icmp_unsigned("==", hi, c64(0)), c64(site), b.sub(hi, c64(1)))
+        thread = b.sub(b.and_(cp, c64(0xFFFFFFFF)), c64(1))
+        self._record_fault(b, self.ctx, c64(Err.ILLEGAL_INSTRUCTION), site_v, c64(0), thread, self.blk)
         b.branch(self.fail_blk)
         b.position_at_end(okb)
 
@@ -278,6 +281,7 @@ class MmaOps:
         saved = self.b
         self.b = b  # (the decoders and encoders below, and the helpers they call, build with self.b)
         try:
+            self._wrec_case(b, env)  # the warp's wmma.load/store records first (wmma_track.py)
             f = b.function
             full = b.and_(b.icmp_unsigned("==", act, c64(0xFFFFFFFF)), b.icmp_unsigned("==", nl, c64(32)))
             yes, no, join = (f.append_basic_block(x) for x in ("mma", "mma_partial", "mma_done"))
