@@ -21,7 +21,8 @@ from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import I64
 from gpushim.ptx.nodes import Instr
 
-NREC = 3  # a lane's record, in its collective slots: count, hash of the site sequence, first site + 1
+LOG = 8  # the sites of a lane's first LOG loads/stores since the last check (then the hash alone tells)
+NREC = 3 + LOG  # a lane's record, in its collective slots: count, hash, LOG sites + 1, a slot for the rest
 _HASH = 0x100000001B3  # (FNV's prime: h = h * P + site + 1)
 
 
@@ -61,12 +62,16 @@ class WmmaTrack:
     def _wrec_note(self, site: int) -> None:
         b = self.b
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
-        slots = [self._cslot(self.rec0 + j) for j in range(NREC)]
-        n, h, first = (self._tag(b.load(p), "coll_in") for p in slots)
-        vals = (b.add(n, c64(1)), b.add(b.mul(h, c64(_HASH)), c64(site + 1)),
-                b.select(b.icmp_unsigned("==", n, c64(0)), c64(site + 1), first))  # fmt: skip
-        for p, v in zip(slots, vals, strict=True):
-            self._tag(b.store(v, p), "coll_in")
+        pn, ph = self._cslot(self.rec0), self._cslot(self.rec0 + 1)
+        n, h = self._tag(b.load(pn), "coll_in"), self._tag(b.load(ph), "coll_in")
+        self._tag(b.store(b.add(n, c64(1)), pn), "coll_in")
+        self._tag(b.store(b.add(b.mul(h, c64(_HASH)), c64(site + 1)), ph), "coll_in")
+        j = b.add(b.select(b.icmp_unsigned("<", n, c64(LOG)), n, c64(LOG)), c64(self.cbase + self.rec0 + 2))
+        if self.thread_major:
+            p = b.gep(self.spill_row, [j])
+        else:
+            p = b.gep(self.spill, [b.add(b.mul(j, self.tpb), self.t)])
+        self._tag(b.store(c64(site + 1), p), "coll_in")
 
     # -- the warp's check -----------------------------------------------------------------------------------
     def _wrec_fn(self) -> ir.Function:
@@ -85,46 +90,74 @@ class WmmaTrack:
         spill, tpb, t0 = f.args
         b = ir.IRBuilder(f.append_basic_block("e"))
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
-        accs = [b.alloca(I64) for _ in range(4)]  # any record, any difference, the lowest first site, its lane
-        for a, v in zip(accs, (0, 0, 2**64 - 1, 0), strict=True):
-            b.store(c64(v), a)
-        anyr, diff, best, who = accs
+        anyr, diff, best, who = (b.alloca(I64) for _ in range(4))
         nl = b.sub(tpb, t0)
         nl = b.select(b.icmp_signed("<", nl, c64(32)), nl, c64(32))
+        partial = b.icmp_unsigned("<", nl, c64(32))
 
-        def rec(lane):
-            return [self._tag(b.load(self.slot_addr(b, spill, tpb, self.cbase + self.rec0 + j, b.add(t0, lane))),
-                              "coll_in") for j in range(NREC)]  # fmt: skip
+        def rec(ln, j):
+            return self._tag(b.load(self.slot_addr(b, spill, tpb, self.cbase + self.rec0 + j, b.add(t0, ln))),
+                             "coll_in")  # fmt: skip
 
-        r0 = rec(c64(0))
+        def fault():  # (best: a site + 1, who: the lane)
+            return b.or_(b.shl(b.load(best), c64(32)), b.add(b.add(t0, b.load(who)), c64(1)))
 
-        def lane(ln):
-            r = rec(ln)
-            has = b.icmp_unsigned("!=", r[0], c64(0))
-            b.store(b.or_(b.load(anyr), b.zext(has, I64)), anyr)
-            d = b.or_(b.or_(b.xor(r[0], r0[0]), b.xor(r[1], r0[1])), b.xor(r[2], r0[2]))
-            b.store(b.or_(b.load(diff), d), diff)
-            lower = b.and_(has, b.icmp_unsigned("<", r[2], b.load(best)))
-            b.store(b.select(lower, r[2], b.load(best)), best)
-            b.store(b.select(lower, ln, b.load(who)), who)
+        def scan(entry):
+            """Over the lanes: diff |= entry != lane 0's, anyr |= entry != 0, (best, who) the lowest nonzero
+            entry and its first lane"""
+            for a, v in ((anyr, 0), (diff, 0), (best, 2**64 - 1), (who, 0)):
+                b.store(c64(v), a)
+            e0 = entry(c64(0))
 
-        self._for(b, nl, lane)
-        same = b.and_(b.icmp_unsigned("==", nl, c64(32)), b.icmp_unsigned("==", b.load(diff), c64(0)))
-        ok = b.or_(b.icmp_unsigned("==", b.load(anyr), c64(0)), same)
+            def lane(ln):
+                e = entry(ln)
+                has = b.icmp_unsigned("!=", e, c64(0))
+                b.store(b.or_(b.load(anyr), b.zext(has, I64)), anyr)
+                b.store(b.or_(b.load(diff), b.xor(e, e0)), diff)
+                lower = b.and_(has, b.icmp_unsigned("<", e, b.load(best)))
+                b.store(b.select(lower, e, b.load(best)), best)
+                b.store(b.select(lower, ln, b.load(who)), who)
+
+            self._for(b, nl, lane)
+
+        def position(i):  # the first position where the lanes' sites differ (a lane not there has none)
+            at = c64(self.cbase + self.rec0 + 2)
+            scan(lambda ln: b.select(b.icmp_unsigned(">", rec(ln, 0), i), self._tag(b.load(self.slot_addr_dyn(
+                b, spill, tpb, b.add(at, i), b.add(t0, ln))), "coll_in"), c64(0)))  # fmt: skip
+            differs = b.or_(b.icmp_unsigned("!=", b.load(diff), c64(0)),
+                            b.and_(partial, b.icmp_unsigned("!=", b.load(anyr), c64(0))))  # fmt: skip
+            bad, go = f.append_basic_block("wrec_at"), f.append_basic_block("wrec_next")
+            b.cbranch(differs, bad, go)
+            b.position_at_end(bad)
+            b.ret(fault())
+            b.position_at_end(go)
+
+        self._for(b, c64(LOG), position)
+        # the first LOG sites agree (so a partial warp has no records): then the counts and hashes tell; a
+        # fault names the earliest first site
+        scan(lambda ln: b.xor(b.mul(rec(ln, 0), c64(_HASH)), rec(ln, 1)))
+        bad_n = b.icmp_unsigned("!=", b.load(diff), c64(0))
+        scan(lambda ln: b.select(b.icmp_unsigned("!=", rec(ln, 0), c64(0)), rec(ln, 2), c64(0)))
         yes, no = f.append_basic_block("pass"), f.append_basic_block("fault")
-        b.cbranch(ok, yes, no)
+        b.cbranch(bad_n, no, yes)
         b.position_at_end(no)
-        b.ret(b.or_(b.shl(b.load(best), c64(32)), b.add(b.add(t0, b.load(who)), c64(1))))
+        b.ret(fault())
         b.position_at_end(yes)
 
         def reset(ln):
-            for j in range(NREC):
+            for j in range(2):
                 self._tag(b.store(c64(0), self.slot_addr(b, spill, tpb, self.cbase + self.rec0 + j,
                                                          b.add(t0, ln))), "coll_in")  # fmt: skip
 
         self._for(b, nl, reset)
         b.ret(c64(0))
         return f
+
+    def slot_addr_dyn(self, b: ir.IRBuilder, spill, tpb, j, t):
+        """stops.slot_addr with j an i64 value"""
+        if self.thread_major:
+            return b.gep(spill, [b.add(b.mul(t, ir.Constant(I64, self.nspill)), j)])
+        return b.gep(spill, [b.add(b.mul(j, tpb), t)])
 
     def _wrec_case(self, b: ir.IRBuilder, env) -> None:
         """At a wmma.mma's @combine case, before its own check: a failing warp's fault in every lane's CP slot
@@ -148,8 +181,8 @@ class WmmaTrack:
         if not getattr(self, "wmma_inline", False):
             return blk_next
 
-        def reset(t):
-            for j in range(NREC):
+        def reset(t):  # (the count and hash: a lane's sites are read only below its count)
+            for j in range(2):
                 self._tag(b.store(ir.Constant(I64, 0), self.slot_addr(b, spill, tpb, self.cbase + self.rec0 + j,
                                                                       t)), "coll_in")  # fmt: skip
 
