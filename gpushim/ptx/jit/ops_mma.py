@@ -15,7 +15,6 @@ from __future__ import annotations
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import F32, F64, I1, I32, I64, JitUnsupported
-from gpushim.ptx.jit.wmma_track import partial_msg
 from gpushim.ptx.mma_frag import ELEM_BITS, dims, mma_layout, per_reg, wmma_layout
 from gpushim.ptx.nodes import Addr, Instr, Reg, Vec
 
@@ -101,6 +100,12 @@ def wmma_ldst_form(ins: Instr) -> tuple:
     lay, mat = wmma_frag(which, shape, typ, len(frag.items))
     space = "shared" if "shared" in p else "global" if "global" in p else None
     return which, typ, space, "col" if "col" in p else "row", lay, mat, frag.items, addr
+
+
+def partial_msg(ins: Instr) -> str:
+    """The interpreter's message of a matrix instruction in a partial or diverged warp ({who}: the thread)"""
+    return (f"{ins.op} (line {ins.line}): a warp-collective matrix instruction needs all 32 threads of the warp; "
+            "{who} ran it in a partial or diverged warp")  # fmt: skip
 
 
 def mma_slots(ins: Instr) -> int:
@@ -200,32 +205,44 @@ class MmaOps:
         """wmma.load/store: the lane's fragment elements from/to memory through the checked accesses, at the
         interpreter's addresses (ops_mma._compile_wmma_ldst; check mode: the checks only, destinations 0)"""
         b = self.b
-        which, typ, space, layout, (rows, cols), _, regs, addr = wmma_ldst_form(ins)
+        regs = wmma_ldst_form(ins)[6]
         load = ins.parts[1] == "load"
-        space = self._resolve(space, addr, ins)
         a, ld, src = operands or self._wmma_operands(ins)
-        r_, c_ = (rows, cols) if layout == "row" else (cols, rows)
-        esize = ELEM_BITS[typ] // 8
-        per, eb = per_reg(typ), ELEM_BITS[typ]
-        what = f"{ins.op} (line {ins.line})"
-        tab, ne = self._mma_table(r_, c_, 1 << 16)  # (row << 16 | col)
-        lane = b.urem(self.t, ir.Constant(I64, 32))
-        it = ir.IntType(8 * esize)
-        c64, c32 = (lambda v: ir.Constant(I64, v)), (lambda v: ir.Constant(I32, v))
+        c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         here = b.block  # the registers as an array (the elements in a loop: one checked access site, less IR)
         b.position_at_start(self.entry)
         arr = b.alloca(ir.ArrayType(I32, len(regs)))
         b.position_at_end(here)
         for q in range(len(regs)):
             b.store(c32(0) if load else src[q], b.gep(arr, [c32(0), c32(q)]))
+        self._wmma_elems(ins, a, ld, b.bitcast(arr, I32.as_pointer()), check)
+        if load and not check:
+            for q, r in enumerate(regs):
+                self.write(r, b.load(b.gep(arr, [c32(0), c32(q)])), "b32")
+
+    def _wmma_elems(self, ins: Instr, a, ld, arr, check: bool = False, table=None) -> None:
+        """The element loop of a wmma.load/store of the lane (self.t): its registers in arr (i32*; a load ORs
+        the elements into them: zero before). table: (i32* to _wmma_table's, its elements per lane) as values."""
+        b = self.b
+        which, typ, space, layout, _, _, regs, addr = wmma_ldst_form(ins)
+        load = ins.parts[1] == "load"
+        space = self._resolve(space, addr, ins)
+        esize = ELEM_BITS[typ] // 8
+        per, eb = per_reg(typ), ELEM_BITS[typ]
+        what = f"{ins.op} (line {ins.line})"
+        tab, ne = table or self._wmma_table(ins)
+        lane = b.urem(self.t, ir.Constant(I64, 32))
+        it = ir.IntType(8 * esize)
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        ne = c64(ne) if isinstance(ne, int) else ne
 
         def elem(e):
-            rc = b.zext(b.load(b.gep(tab, [c32(0), b.add(b.mul(lane, c64(ne)), e)])), I64)
+            rc = b.zext(b.load(b.gep(tab, [b.add(b.mul(lane, ne), e)])), I64)
             off = b.add(b.mul(b.lshr(rc, c64(16)), ld), b.and_(rc, c64(0xFFFF)))
             p = self._ptr(space, b.add(a, b.mul(off, c64(esize))), esize, esize, what, not load, addr.base)
             if check:
                 return
-            reg = b.gep(arr, [c32(0), b.trunc(b.udiv(e, c64(per)), I32)])
+            reg = b.gep(arr, [b.udiv(e, c64(per))])
             sh = b.trunc(b.mul(b.urem(e, c64(per)), c64(eb)), I32)
             ptr = b.bitcast(p, it.as_pointer())
             if load:
@@ -235,10 +252,14 @@ class MmaOps:
                 v = b.load(reg)
                 self._tag(b.store(b.trunc(b.lshr(v, sh), it) if per > 1 else v, ptr, align=esize), space)
 
-        self._for(b, c64(ne), elem)
-        if load and not check:
-            for q, r in enumerate(regs):
-                self.write(r, b.load(b.gep(arr, [c32(0), c32(q)])), "b32")
+        self._for(b, ne, elem)
+
+    def _wmma_table(self, ins: Instr) -> tuple:
+        """(i32* to the table lane * E + e -> row << 16 | col of the lane's element e (in the memory's layout), E)"""
+        _, _, _, layout, (rows, cols), _, _, _ = wmma_ldst_form(ins)
+        r_, c_ = (rows, cols) if layout == "row" else (cols, rows)
+        tab, ne = self._mma_table(r_, c_, 1 << 16)
+        return self.b.bitcast(tab, I32.as_pointer()), ne
 
     def _mma_check(self, ins: Instr) -> None:
         """Check mode (each thread alone): a wmma.load/store's accesses checked; the destinations 0 (any value:

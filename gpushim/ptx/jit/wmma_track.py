@@ -17,12 +17,15 @@ in cases PTX leaves undefined, are in jit/README.md ("wmma.load/store").
 from __future__ import annotations
 
 from gpushim.cuda_errors import Err
+from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit import textir as ir
-from gpushim.ptx.jit.irtypes import I64
+from gpushim.ptx.jit.irtypes import I32, I64, P8, P64
+from gpushim.ptx.jit.ops_mma import partial_msg, wmma_ldst_form
 from gpushim.ptx.nodes import Instr
 
 LOG = 8  # the sites of a lane's first LOG loads/stores since the last check (then the hash alone tells)
 NREC = 3 + LOG  # a lane's record, in its collective slots: count, hash, LOG sites + 1, a slot for the rest
+_MAXREGS = 16  # fragment registers of a wmma.load/store at most
 _HASH = 0x100000001B3  # (FNV's prime: h = h * P + site + 1)
 
 
@@ -35,12 +38,6 @@ def ldst_inline(code: list[Instr]) -> bool:
     return any(ins.parts[:2] == ["wmma", "mma"] for ins in code)
 
 
-def partial_msg(ins: Instr) -> str:
-    """The interpreter's message of a matrix instruction in a partial or diverged warp ({who}: the thread)"""
-    return (f"{ins.op} (line {ins.line}): a warp-collective matrix instruction needs all 32 threads of the warp; "
-            "{who} ran it in a partial or diverged warp")  # fmt: skip
-
-
 class WmmaTrack:
     # -- the thread's side ----------------------------------------------------------------------------------
     def _wmma_inline(self, ins: Instr) -> None:
@@ -51,13 +48,112 @@ class WmmaTrack:
         site = self._site(Err.ILLEGAL_INSTRUCTION, partial_msg(ins))
 
         def emit():
-            self._wmma_ldst(ins)
+            self._wmma_call(ins)
             self._wrec_note(site)
 
         if ins.guard is None:
             emit()
         else:
             self._when(self._guard(ins), emit)
+
+    def _wmma_call(self, ins: Instr) -> None:
+        """The lane's accesses by a call of the function of the instruction's form (_wmma_fn; its registers in
+        an array): the element loops, their checked accesses and fault exits once per form, not per instance"""
+        b = self.b
+        regs = wmma_ldst_form(ins)[6]
+        load = ins.parts[1] == "load"
+        a, ld, src = self._wmma_operands(ins)
+        if getattr(self, "_wmma_arr", (None,))[0] is not self.f:  # (one array per thread function)
+            here = b.block
+            b.position_at_start(self.entry)
+            self._wmma_arr = self.f, b.bitcast(b.alloca(ir.ArrayType(I32, _MAXREGS)), I32.as_pointer()), None
+            b.position_at_end(here)
+        arr = self._wmma_arr[1]
+        for q, v in enumerate(src):
+            b.store(v, b.gep(arr, [ir.Constant(I64, q)]))
+        fn, delta = self._wmma_fn(ins)
+        tab, ne = self._wmma_table(ins)
+        args = [self.ctx, self.t, self.blk, a, ld, arr, self.acache, self.kc, self.kparam, tab, ir.Constant(I64, ne)]
+        bad = b.call(fn, args)
+        if self.mode != "fast":  # (fast: no checks, no faults)
+            fix = self._wmma_fix()
+            ok = self.f.append_basic_block()
+            b.cbranch(bad, fix[0], ok).set_weights([1, 1 << 20])
+            fix[1].add_incoming(ir.Constant(I64, delta), b.block)
+            b.position_at_end(ok)
+        if load:
+            for q, r in enumerate(regs):
+                self.write(r, b.load(b.gep(arr, [ir.Constant(I64, q)])), "b32")
+
+    def _wmma_fix(self):
+        """The thread function's exit of a fault in a form's function: the site it recorded moved to the
+        instance's copy of its sites (a phi of the distance), then the fault exit"""
+        fix = getattr(self, "_wmma_fixblk", None)
+        if fix is None or fix[0].function is not self.f:
+            blk = self.f.append_basic_block("wmma_fault")
+            fb = ir.IRBuilder(blk)
+            delta = fb.phi(I64)
+            p = fb.gep(self.ctx, [ir.Constant(I32, L.ERR_SITE)])
+            fb.store(fb.add(fb.load(p), delta), p)
+            fb.branch(self.fail_blk)
+            fix = self._wmma_fixblk = blk, delta
+        return fix
+
+    def _wmma_fn(self, ins: Instr) -> tuple:
+        """(i1 @wmma_ldst(ctx, t, blk, a, ld, regs, acache, kc, kparam, table, E): 1 after recording a fault, of
+        the instruction's load/store, element type and space and the code generator's mode (the table of its
+        elements per lane an argument); the distance from the sites it records to this instance's copy of them
+        (the messages name the instruction and its line))"""
+        form = wmma_ldst_form(ins)
+        key = (id(self.m), self.mode, ins.parts[1], form[1], self._resolve(form[2], form[7], ins))
+        cache = self.__dict__.setdefault("_wmma_fns", {})
+        if key not in cache:
+            s0 = len(self.sites)
+            fn = self._wmma_build(ins)
+            cache[key] = fn, s0, self.sites[s0:], f"{ins.op} (line {ins.line})"
+            return fn, 0
+        fn, s0, sites, what = cache[key]
+        mine = f"{ins.op} (line {ins.line})"
+        first = len(self.sites)
+        for code, msg in sites:
+            self._site(code, msg.replace(what, mine, 1))
+        return fn, first - s0
+
+    def _wmma_build(self, ins: Instr) -> ir.Function:
+        names = ("f", "b", "entry", "ctx", "t", "blk", "acache", "kc", "kparam", "arena", "base", "param", "psize",
+                 "shsize", "losize", "shbuf", "lobuf", "fail_blk", "_fault", "_bounds", "_bounds_b", "_caches",
+                 "_bounds_fault")  # fmt: skip
+        saved = {k: getattr(self, k) for k in names}
+        fty = ir.FunctionType(ir.IntType(1), [P64, I64, I64, I64, I64, I32.as_pointer(), P64, P64, P8,
+                                               I32.as_pointer(), I64])  # fmt: skip
+        f = ir.Function(self.m, fty, name=f"wmma_ldst_{len(self.m.functions)}")
+        f.linkage = "internal"
+        if self.mode != "fast":  # (tier 1: one copy; tier 2's fast code may inline it)
+            f.attributes.add("noinline")
+        try:
+            self.f = f
+            self.ctx, self.t, self.blk, a, ld, arr, self.acache, self.kc, self.kparam, tab, ne = f.args
+            self.entry = f.append_basic_block("entry")
+            b = self.b = ir.IRBuilder(self.entry)
+            self.arena, self.base = self._ctx_ptr(L.ARENA), self._ctx(L.BASE)
+            self.param, self.psize = self._ctx_ptr(L.PARAM), self._ctx(L.PSIZE)
+            self.shsize, self.losize, self.shbuf = self._ctx(L.SHSIZE), self._ctx(L.LOSIZE), self._ctx_ptr(L.SHBUF)
+            self.lobuf = b.gep(self._ctx_ptr(L.LOBUF), [b.mul(self.t, self._ctx(L.LOSTRIDE))])
+            self._fault = None
+            self.fail_blk = f.append_basic_block("fail")
+            ir.IRBuilder(self.fail_blk).ret(ir.Constant(ir.IntType(1), 1))
+            body = f.append_basic_block("body")
+            self._bounds_block(b).branch(body)
+            b = self.b = ir.IRBuilder(body)
+            if ins.parts[1] == "load":  # (the forms that share it load up to _MAXREGS registers)
+                for q in range(_MAXREGS):
+                    b.store(ir.Constant(I32, 0), b.gep(arr, [ir.Constant(I64, q)]))
+            self._wmma_elems(ins, a, ld, arr, table=(tab, ne))
+            self.b.ret(ir.Constant(ir.IntType(1), 0))
+        finally:
+            for k, v in saved.items():
+                setattr(self, k, v)
+        return f
 
     def _wrec_note(self, site: int) -> None:
         b = self.b
