@@ -140,6 +140,19 @@ def test_wmma_out_of_bounds_load_faults(tier):
     assert "wmma.load.a" in str(errs[1]) and "out of bounds" in str(errs[1]), errs
 
 
+
+@TIERS
+def test_wmma_out_of_bounds_second_load_names_it(tier):
+    """The loads of A and B share one function of their form in the JIT (wmma_track.py): a fault at the load of
+    B names the load of B and its line, as the interpreter does (the address and thread may differ, above)"""
+    wm = Dev(compile_ptx("mma_wmma", "sm_80"))
+    pa, pb, pc = wm.array(np.zeros(256, np.float16)), wm.array(np.zeros(16, np.float16)), wm.empty(4 * 256)
+    errs = [_error(e, lambda: wm.launch("h16_rc_f32", 1, 32, pa, pb, pc, 16, 16, 16, 0, 0, 0))
+            for e in ("interp", "jit")]  # fmt: skip
+    assert wm.mod.jit_kernel("h16_rc_f32") is not None
+    assert errs[0].code == errs[1].code == Err.ILLEGAL_ADDRESS
+    assert "wmma.load.b" in str(errs[0]) and str(errs[0]).split(" at ")[0] == str(errs[1]).split(" at ")[0], errs
+
 @DIFF
 @TIERS
 @pytest.mark.parametrize("kern", INT_SYNC)
