@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import layout as L
+from gpushim.ptx.jit import rtlib
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import I32, I64, P8, P64
 from gpushim.ptx.jit.ops_mma import partial_msg, wmma_ldst_form
@@ -171,89 +172,35 @@ class WmmaTrack:
 
     # -- the warp's check -----------------------------------------------------------------------------------
     def _wrec_fn(self) -> ir.Function:
-        """i64 @wrec(spill, tpb, t0): 0 when the warp at t0 passes (its records reset), else (site + 1) << 32 |
-        (thread + 1) of the fault (the module docstring). One per module and spill layout."""
-        key = (id(self.m), self.thread_major, self.cbase, self.rec0, self.nspill)
-        cache = self.__dict__.setdefault("_wrec_cache", {})
-        if key not in cache:
-            cache[key] = self._wrec_build()
-        return cache[key]
-
-    def _wrec_build(self) -> ir.Function:
-        fty = ir.FunctionType(I64, [I64.as_pointer(), I64, I64])
-        f = ir.Function(self.m, fty, name=f"wrec_{len(self.m.functions)}")
-        f.linkage = "internal"
-        spill, tpb, t0 = f.args
-        b = ir.IRBuilder(f.append_basic_block("e"))
-        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
-        anyr, diff, best, who = (b.alloca(I64) for _ in range(4))
-        nl = b.sub(tpb, t0)
-        nl = b.select(b.icmp_signed("<", nl, c64(32)), nl, c64(32))
-        partial = b.icmp_unsigned("<", nl, c64(32))
-
-        def rec(ln, j):
-            return self._tag(b.load(self.slot_addr(b, spill, tpb, self.cbase + self.rec0 + j, b.add(t0, ln))),
-                             "coll_in")  # fmt: skip
-
-        def fault():  # (best: a site + 1, who: the lane)
-            return b.or_(b.shl(b.load(best), c64(32)), b.add(b.add(t0, b.load(who)), c64(1)))
-
-        def scan(entry):
-            """Over the lanes: diff |= entry != lane 0's, anyr |= entry != 0, (best, who) the lowest nonzero
-            entry and its first lane"""
-            for a, v in ((anyr, 0), (diff, 0), (best, 2**64 - 1), (who, 0)):
-                b.store(c64(v), a)
-            e0 = entry(c64(0))
-
-            def lane(ln):
-                e = entry(ln)
-                has = b.icmp_unsigned("!=", e, c64(0))
-                b.store(b.or_(b.load(anyr), b.zext(has, I64)), anyr)
-                b.store(b.or_(b.load(diff), b.xor(e, e0)), diff)
-                lower = b.and_(has, b.icmp_unsigned("<", e, b.load(best)))
-                b.store(b.select(lower, e, b.load(best)), best)
-                b.store(b.select(lower, ln, b.load(who)), who)
-
-            self._for(b, nl, lane)
-
-        def position(i):  # the first position where the lanes' sites differ (a lane not there has none)
-            at = c64(self.cbase + self.rec0 + 2)
-            scan(lambda ln: b.select(b.icmp_unsigned(">", rec(ln, 0), i), self._tag(b.load(self.slot_addr_dyn(
-                b, spill, tpb, b.add(at, i), b.add(t0, ln))), "coll_in"), c64(0)))  # fmt: skip
-            differs = b.or_(b.icmp_unsigned("!=", b.load(diff), c64(0)),
-                            b.and_(partial, b.icmp_unsigned("!=", b.load(anyr), c64(0))))  # fmt: skip
-            bad, go = f.append_basic_block("wrec_at"), f.append_basic_block("wrec_next")
-            b.cbranch(differs, bad, go)
-            b.position_at_end(bad)
-            b.ret(fault())
-            b.position_at_end(go)
-
-        self._for(b, c64(LOG), position)
-        # the first LOG sites agree (so a partial warp has no records): then the counts and hashes tell; a
-        # fault names the earliest first site
-        scan(lambda ln: b.xor(b.mul(rec(ln, 0), c64(_HASH)), rec(ln, 1)))
-        bad_n = b.icmp_unsigned("!=", b.load(diff), c64(0))
-        scan(lambda ln: b.select(b.icmp_unsigned("!=", rec(ln, 0), c64(0)), rec(ln, 2), c64(0)))
-        yes, no = f.append_basic_block("pass"), f.append_basic_block("fault")
-        b.cbranch(bad_n, no, yes)
-        b.position_at_end(no)
-        b.ret(fault())
-        b.position_at_end(yes)
-
-        def reset(ln):
-            for j in range(2):
-                self._tag(b.store(c64(0), self.slot_addr(b, spill, tpb, self.cbase + self.rec0 + j,
-                                                         b.add(t0, ln))), "coll_in")  # fmt: skip
-
-        self._for(b, nl, reset)
-        b.ret(c64(0))
+        """i64 @wrec (_wrec_define): the runtime library's (built into the kernel's chunk when the process lacks
+        it), or without the library a definition in the module (as ops_mem._mem_miss_fn)"""
+        key = ("wmma_rec", LOG, NREC)
+        nm = rtlib.name(key) if rtlib.enabled() else "wmma_rec"
+        try:
+            return self.m.get_global(nm)
+        except KeyError:
+            pass
+        if not rtlib.enabled():
+            f = _wrec_define(self.m, nm, self._for)
+            f.linkage = "internal"
+            return f
+        if rtlib.size(nm) is None:
+            chunk = self.rt_chunk = self.rt_chunk or rtlib.Chunk()
+            chunk.define(key, lambda m, name: _wrec_define(m, name, self._for))
+        f = ir.Function(self.m, _WREC, name=nm)
+        f.attributes.add("nounwind")
+        self.rt_used[nm] = key
         return f
 
-    def slot_addr_dyn(self, b: ir.IRBuilder, spill, tpb, j, t):
-        """stops.slot_addr with j an i64 value"""
-        if self.thread_major:
-            return b.gep(spill, [b.add(b.mul(t, ir.Constant(I64, self.nspill)), j)])
-        return b.gep(spill, [b.add(b.mul(j, tpb), t)])
+    def _wrec_call(self, b: ir.IRBuilder, spill, tpb, t0):
+        """The check of the warp at t0 (_wrec_define): 0, or (site + 1) << 32 | (thread + 1) of its fault"""
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        j = self.cbase + self.rec0
+        if self.thread_major:  # (stops.slot_addr: slot j of thread t)
+            ts, js, p = c64(self.nspill), c64(1), b.gep(spill, [c64(j)])
+        else:
+            ts, js, p = c64(1), tpb, b.gep(spill, [b.mul(c64(j), tpb)])
+        return b.call(self._wrec_fn(), [p, ts, js, tpb, t0])
 
     def _wrec_case(self, b: ir.IRBuilder, env) -> None:
         """At a wmma.mma's @combine case, before its own check: a failing warp's fault in every lane's CP slot
@@ -262,7 +209,7 @@ class WmmaTrack:
             return
         ld, st, each, act, nl, t0, first, cp_slot = env
         spill, tpb = b.function.args[1], b.function.args[2]
-        r = b.call(self._wrec_fn(), [spill, tpb, t0])
+        r = self._wrec_call(b, spill, tpb, t0)
         bad, go = b.function.append_basic_block("wrec_fault"), b.function.append_basic_block("wrec_ok")
         b.cbranch(b.icmp_unsigned("!=", r, ir.Constant(I64, 0)), bad, go)
         b.position_at_end(bad)
@@ -294,7 +241,7 @@ class WmmaTrack:
         f = b.function
 
         def warp(w):
-            r = b.call(self._wrec_fn(), [spill, tpb, b.mul(w, c64(32))])
+            r = self._wrec_call(b, spill, tpb, b.mul(w, c64(32)))
             bad, go = f.append_basic_block("wend_fault"), f.append_basic_block("wend_ok")
             b.cbranch(b.icmp_unsigned("!=", r, c64(0)), bad, go)
             b.position_at_end(bad)
@@ -306,3 +253,78 @@ class WmmaTrack:
 
         self._for(b, nw, warp)
         b.branch(blk_next)
+
+
+_WREC = ir.FunctionType(I64, [P64, I64, I64, I64, I64])
+
+
+def _wrec_define(m: ir.Module, name: str, loop) -> ir.Function:
+    """i64 @wrec(rec, ts, js, tpb, t0): 0 when the warp at t0 passes (its records reset), else (site + 1) << 32 |
+    (thread + 1) of the fault (the module docstring). Slot j of thread t's record is at rec + t * ts + j * js
+    (the spill area's layout). Kernel-independent (the runtime library); loop: ops_warp's _for."""
+    f = ir.Function(m, _WREC, name=name)
+    f.attributes.add("noinline")
+    rec0, ts, js, tpb, t0 = f.args
+    b = ir.IRBuilder(f.append_basic_block("e"))
+    c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+    anyr, diff, best, who = (b.alloca(I64) for _ in range(4))
+    nl = b.sub(tpb, t0)
+    nl = b.select(b.icmp_signed("<", nl, c64(32)), nl, c64(32))
+    partial = b.icmp_unsigned("<", nl, c64(32))
+
+    def slot(ln, j):
+        return b.gep(rec0, [b.add(b.mul(b.add(t0, ln), ts), b.mul(j if not isinstance(j, int) else c64(j), js))])
+
+    def rec(ln, j):
+        return b.load(slot(ln, j))
+
+    def fault():  # (best: a site + 1, who: the lane)
+        return b.or_(b.shl(b.load(best), c64(32)), b.add(b.add(t0, b.load(who)), c64(1)))
+
+    def scan(entry):
+        """Over the lanes: diff |= entry != lane 0's, anyr |= entry != 0, (best, who) the lowest nonzero entry
+        and its first lane"""
+        for a, v in ((anyr, 0), (diff, 0), (best, 2**64 - 1), (who, 0)):
+            b.store(c64(v), a)
+        e0 = entry(c64(0))
+
+        def lane(ln):
+            e = entry(ln)
+            has = b.icmp_unsigned("!=", e, c64(0))
+            b.store(b.or_(b.load(anyr), b.zext(has, I64)), anyr)
+            b.store(b.or_(b.load(diff), b.xor(e, e0)), diff)
+            lower = b.and_(has, b.icmp_unsigned("<", e, b.load(best)))
+            b.store(b.select(lower, e, b.load(best)), best)
+            b.store(b.select(lower, ln, b.load(who)), who)
+
+        loop(b, nl, lane)
+
+    def position(i):  # the first position where the lanes' sites differ (a lane not there has none)
+        scan(lambda ln: b.select(b.icmp_unsigned(">", rec(ln, 0), i), rec(ln, b.add(c64(2), i)), c64(0)))
+        differs = b.or_(b.icmp_unsigned("!=", b.load(diff), c64(0)),
+                        b.and_(partial, b.icmp_unsigned("!=", b.load(anyr), c64(0))))  # fmt: skip
+        bad, go = f.append_basic_block("wrec_at"), f.append_basic_block("wrec_next")
+        b.cbranch(differs, bad, go)
+        b.position_at_end(bad)
+        b.ret(fault())
+        b.position_at_end(go)
+
+    loop(b, c64(LOG), position)
+    # the first LOG sites agree (so a partial warp has no records): then the counts and hashes tell; a fault
+    # names the earliest first site
+    scan(lambda ln: b.xor(b.mul(rec(ln, 0), c64(_HASH)), rec(ln, 1)))
+    bad_n = b.icmp_unsigned("!=", b.load(diff), c64(0))
+    scan(lambda ln: b.select(b.icmp_unsigned("!=", rec(ln, 0), c64(0)), rec(ln, 2), c64(0)))
+    yes, no = f.append_basic_block("pass"), f.append_basic_block("fault")
+    b.cbranch(bad_n, no, yes)
+    b.position_at_end(no)
+    b.ret(fault())
+    b.position_at_end(yes)
+
+    def reset(ln):
+        for j in range(2):
+            b.store(c64(0), slot(ln, j))
+
+    loop(b, nl, reset)
+    b.ret(c64(0))
+    return f
