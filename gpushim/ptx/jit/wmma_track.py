@@ -2,16 +2,19 @@
 
 The interpreter runs a wmma.load/store once per warp and fails a partial or diverged warp with
 ILLEGAL_INSTRUCTION naming the load/store (PTX leaves that undefined). A stop per load/store (a warp collective)
-costs tier 1 a save and restore of every live register and blocks: half the compile time of the wmma kernels.
-Here each lane does its own accesses in place (its own address, as after the stop) and keeps a record in its
-collective slots: how many loads/stores it executed since the warp was last checked, a hash of their sites in
-order, and the first site. The warp is checked at each `wmma.mma`'s `@combine` case (before its own full-warp
-check) and when the block ends: it passes when no lane has a record, or when all 32 lanes exist and their
-records are equal (then they are reset). Otherwise ILLEGAL_INSTRUCTION with the interpreter's message of the
-load/store at the earliest first site among the lanes, naming the first lane whose record starts there.
+cost tier 1 a save and restore of every live register and blocks: half the compile time of the wmma kernels.
+Here each lane does its own accesses in place (its own address, as after the stop), by a call of one function
+per load/store, element type and space in the module (the element loop, its checked accesses and fault exits),
+and keeps a record in its collective slots: how many loads/stores it executed since the warp was last checked,
+a hash of their sites in order, and its first LOG sites. The warp is checked (the runtime library's `wmma_rec`)
+at each `wmma.mma`'s `@combine` case, before its own full-warp check, and when the block ends: it passes when
+no lane has a record, or when all 32 lanes exist and their records agree (then they are reset). Otherwise
+ILLEGAL_INSTRUCTION with the interpreter's message of the load/store at the first position where the lanes'
+site sequences differ (a missing lane has none), naming the first lane that has it there: the load/store and
+thread the interpreter reports.
 
 Kernels without a `wmma.mma` keep the stop (ops_warp.py; they are small). Differences from the interpreter, all
-in cases PTX leaves undefined, are in jit/README.md ("wmma.load/store").
+in cases PTX leaves undefined, are in jit/README.md ("wmma.load/store in a kernel with a wmma.mma").
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ class WmmaTrack:
         if getattr(self, "_wmma_arr", (None,))[0] is not self.f:  # (one array per thread function)
             here = b.block
             b.position_at_start(self.entry)
-            self._wmma_arr = self.f, b.bitcast(b.alloca(ir.ArrayType(I32, _MAXREGS)), I32.as_pointer()), None
+            self._wmma_arr = self.f, b.bitcast(b.alloca(ir.ArrayType(I32, _MAXREGS)), I32.as_pointer())
             b.position_at_end(here)
         arr = self._wmma_arr[1]
         for q, v in enumerate(src):
