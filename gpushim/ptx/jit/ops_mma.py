@@ -278,18 +278,25 @@ class MmaOps:
 
     def _mma_fault(self, ins: Instr, bad, cp) -> None:
         """ILLEGAL_INSTRUCTION naming the thread cp - 1 (the interpreter's message, mma_frag.warp_threads); the
-        site is this instruction's, or (site + 1) << 32 in cp: a wmma.load/store's (wmma_track.py)"""
+        site is this instruction's, or (site + 1) << 32 in cp: a wmma.load/store's (wmma_track.py). One fault
+        exit per thread function (cp and the site in its phis: a block less per matrix instruction)."""
         b = self.b
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
         site = self._site(Err.ILLEGAL_INSTRUCTION, partial_msg(ins))
-        okb, failb = self.f.append_basic_block(), self.f.append_basic_block()
-        b.cbranch(bad, failb, okb).set_weights([1, 1 << 20])
-        b.position_at_end(failb)
-        hi = b.lshr(cp, c64(32))
-        site_v = b.select(b.icmp_unsigned("==", hi, c64(0)), c64(site), b.sub(hi, c64(1)))
-        thread = b.sub(b.and_(cp, c64(0xFFFFFFFF)), c64(1))
-        self._record_fault(b, self.ctx, c64(Err.ILLEGAL_INSTRUCTION), site_v, c64(0), thread, self.blk)
-        b.branch(self.fail_blk)
+        fx = getattr(self, "_mma_exit", None)
+        if fx is None or fx[0].function is not self.f:
+            fb = ir.IRBuilder(self.f.append_basic_block("mma_fault"))
+            cpv, own = fb.phi(I64), fb.phi(I64)
+            hi = fb.lshr(cpv, c64(32))
+            site_v = fb.select(fb.icmp_unsigned("==", hi, c64(0)), own, fb.sub(hi, c64(1)))
+            thread = fb.sub(fb.and_(cpv, c64(0xFFFFFFFF)), c64(1))
+            self._record_fault(fb, self.ctx, c64(Err.ILLEGAL_INSTRUCTION), site_v, c64(0), thread, self.blk)
+            fb.branch(self.fail_blk)
+            fx = self._mma_exit = fb.block, cpv, own
+        okb = self.f.append_basic_block()
+        b.cbranch(bad, fx[0], okb).set_weights([1, 1 << 20])
+        fx[1].add_incoming(cp, b.block)
+        fx[2].add_incoming(c64(site), b.block)
         b.position_at_end(okb)
 
     # -- @combine's case ------------------------------------------------------------------------------------
