@@ -140,6 +140,19 @@ def test_wmma_out_of_bounds_load_faults(tier):
     assert "wmma.load.a" in str(errs[1]) and "out of bounds" in str(errs[1]), errs
 
 
+
+@TIERS
+def test_wmma_out_of_bounds_second_load_names_it(tier):
+    """The loads of A and B share one function of their form in the JIT (wmma_track.py): a fault at the load of
+    B names the load of B and its line, as the interpreter does (the address and thread may differ, above)"""
+    wm = Dev(compile_ptx("mma_wmma", "sm_80"))
+    pa, pb, pc = wm.array(np.zeros(256, np.float16)), wm.array(np.zeros(16, np.float16)), wm.empty(4 * 256)
+    errs = [_error(e, lambda: wm.launch("h16_rc_f32", 1, 32, pa, pb, pc, 16, 16, 16, 0, 0, 0))
+            for e in ("interp", "jit")]  # fmt: skip
+    assert wm.mod.jit_kernel("h16_rc_f32") is not None
+    assert errs[0].code == errs[1].code == Err.ILLEGAL_ADDRESS
+    assert "wmma.load.b" in str(errs[0]) and str(errs[0]).split(" at ")[0] == str(errs[1]).split(" at ")[0], errs
+
 @DIFF
 @TIERS
 @pytest.mark.parametrize("kern", INT_SYNC)
@@ -159,3 +172,69 @@ def test_mma_sync_integer_extremes(engine, tier, kern, rng):
     d = ms.get(pd, np.uint32, threads * nc).view(np.int32)
     if kern.endswith("sat"):  # clamped at the ends (the big sums of 0x7F * 0xFF products push past them)
         assert (d == 2**31 - 1).any() and (d == -(2**31)).any()
+
+
+# wmma.load/store in kernels with a wmma.mma run in place, without a stop; each lane's record of them is checked
+# for the warp at the next wmma.mma and at the block's end (gpushim/ptx/jit/wmma_track.py). PTX leaves a partial
+# or diverged warp at a wmma undefined ("all threads in the warp must execute the same wmma"); the interpreter fails
+# the launch with ILLEGAL_INSTRUCTION naming the load/store and the first thread executing it, and so does the JIT.
+# Each kernel takes `lim`: lanes >= lim go another way; lim = 32 is the control (a whole warp: no fault).
+_FRAG = "{%r3, %r4, %r5, %r6, %r7, %r8, %r9, %r10}", "{%r11, %r12, %r13, %r14, %r15, %r16, %r17, %r18}"
+_D = "{%f2, %f3, %f4, %f5, %f6, %f7, %f8, %f9}"
+_WMMA_HEAD = """
+.visible .entry {name}(.param .u64 pa, .param .u64 pc, .param .u32 lim)
+{{
+  .reg .pred %p<3>;
+  .reg .f32 %f<10>;
+  .reg .b32 %r<22>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [pa];
+  ld.param.u64 %rd2, [pc];
+  ld.param.u32 %r19, [lim];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, 16;
+  mov.f32 %f1, 0f00000000;
+  setp.ge.u32 %p1, %r1, %r19;
+"""
+_LOAD_A = f"  wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {_FRAG[0]}, [%rd1], %r2;\n"
+_LOAD_B = f"  wmma.load.b.sync.aligned.col.m16n16k16.global.f16 {_FRAG[1]}, [%rd1], %r2;\n"
+_C = "{" + ", ".join(["%f1"] * 8) + "}"
+_MMA = f"  wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {_D}, {_FRAG[0]}, {_FRAG[1]}, {_C};\n"
+_STORE = f"  wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd2], {_D}, %r2;\n"
+TRACK_PTX = ".version 7.8\n.target sm_80\n.address_size 64\n" + "".join(
+    _WMMA_HEAD.format(name=name) + body + "  ret;\n}\n"
+    for name, body in (
+        # lanes >= lim skip the store (no wmma.mma after it: the block-end check)
+        ("store_partial", _LOAD_A + _LOAD_B + _MMA + "  @%p1 bra DONE;\n" + _STORE + "DONE:\n"),
+        # all lanes load A; lanes >= lim skip the load of B; all meet again at the mma
+        ("diverge_load", _LOAD_A + "  @%p1 bra SKIP;\n" + _LOAD_B + "SKIP:\n" + _MMA + _STORE),
+        # lanes >= lim load A twice
+        ("loop_load", "  selp.u32 %r20, 2, 1, %p1;\nAGAIN:\n" + _LOAD_A + "  sub.u32 %r20, %r20, 1;\n"
+         "  setp.ne.u32 %p2, %r20, 0;\n  @%p2 bra AGAIN;\n" + _LOAD_B + _MMA + _STORE),
+    )
+)
+
+
+@TIERS
+@pytest.mark.parametrize(("kern", "what", "who"), [("store_partial", "wmma.store.d", 0),
+                                                   ("diverge_load", "wmma.load.b", 0),
+                                                   ("loop_load", "wmma.load.a", 16)])  # fmt: skip
+def test_wmma_ldst_in_a_partial_warp_fails_as_on_the_interpreter(tier, kern, what, who):
+    """Lanes 16..31 skip the store / skip a load between the load of A and the mma / load A once more: both engines
+    fail with ILLEGAL_INSTRUCTION and the same message (the load/store, the first thread executing it). Then the
+    same kernel with the whole warp on that path (a fresh launch: the records start at 0) runs, bit-identical."""
+    dev = Dev(TRACK_PTX)
+    rng = np.random.default_rng(7)
+    pa = dev.array(rng.standard_normal(256).astype(np.float16))
+    errs = [_error(e, lambda e=e: dev.launch(kern, 1, 32, pa, dev.empty(1024), 16)) for e in ("interp", "jit")]
+    assert dev.mod.jit_kernel(kern) is not None
+    assert errs[0].code == errs[1].code == Err.ILLEGAL_INSTRUCTION, errs
+    assert str(errs[0]) == str(errs[1]), errs
+    assert what in str(errs[1]) and f"thread ({who},0,0)" in str(errs[1]), errs
+    outs = []
+    for e in ("interp", "jit"):
+        ENGINE["name"] = e
+        pc = dev.empty(1024)
+        dev.launch(kern, 1, 32, pa, pc, 32)
+        outs.append(dev.get(pc, np.uint32, 256))
+    assert (outs[0] == outs[1]).all() and outs[0].any()

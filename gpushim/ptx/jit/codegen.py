@@ -49,6 +49,7 @@ from gpushim.ptx.jit.pure import PureHelpers
 from gpushim.ptx.jit.remat import Remat, dominators
 from gpushim.ptx.jit.stops import StopOps
 from gpushim.ptx.jit.taint import why_unchecked
+from gpushim.ptx.jit.wmma_track import WmmaTrack, is_wmma_ldst, ldst_inline
 from gpushim.ptx.link import Program
 from gpushim.ptx.nodes import Addr, Imm, Instr, Module, Neg, Reg, Sym
 from gpushim.ptx.operands import TIMERS
@@ -60,7 +61,7 @@ _FIXED_SPECIALS = {"%nsmid": 132, "%gridid": 1, "%nwarpid": 64}  # the interpret
 
 class Codegen(
     AluOps, FloatOps, HalfOps, DirectedOps, HwRoundOps, IntExtraOps, MemOps, WarpOps, SysOps, TimerOps, VideoOps,
-    LaunchOps, PureHelpers, AsyncCopyOps, StopOps, NamedBarOps, MbarrierOps,
+    LaunchOps, PureHelpers, AsyncCopyOps, StopOps, NamedBarOps, MbarrierOps, WmmaTrack,
 ):
     def __init__(self, mod: Module, prog: Program, name: str) -> None:
         self.mod = mod
@@ -165,8 +166,10 @@ class Codegen(
         self.entry = entry = f.append_basic_block("entry")
         self.b = b = ir.IRBuilder(entry)
         code = self.prog.code
+        self.wmma_inline = ldst_inline(code)  # wmma.load/store in place, not stops (wmma_track.py)
         self.bar_idx = [i for i, ins in enumerate(code)
-                        if ins.parts[0] in ("bar", "barrier") or is_collective(ins) or is_mbar_wait(ins)]
+                        if ins.parts[0] in ("bar", "barrier") or is_mbar_wait(ins)
+                        or (is_collective(ins) and not (self.wmma_inline and is_wmma_ldst(ins)))]
         # registers (zero at the start where some path may read one before writing it: the interpreter's value)
         self.regs: dict[str, tuple] = {}
         unset = self.read_first = self._liveness()[-1] & set(self.prog.regs)  # (not the special registers)
@@ -538,6 +541,9 @@ class Codegen(
         op = ins.parts[0]
         if op in ("bra", "ret", "exit"):
             self._control(ins)
+            return
+        if self.wmma_inline and is_wmma_ldst(ins):
+            self._wmma_inline(ins)
             return
         if is_collective(ins):
             self._collective(ins)

@@ -102,6 +102,12 @@ def wmma_ldst_form(ins: Instr) -> tuple:
     return which, typ, space, "col" if "col" in p else "row", lay, mat, frag.items, addr
 
 
+def partial_msg(ins: Instr) -> str:
+    """The interpreter's message of a matrix instruction in a partial or diverged warp ({who}: the thread)"""
+    return (f"{ins.op} (line {ins.line}): a warp-collective matrix instruction needs all 32 threads of the warp; "
+            "{who} ran it in a partial or diverged warp")  # fmt: skip
+
+
 def mma_slots(ins: Instr) -> int:
     """Collective slots the instruction uses after ops_warp's: A, B, C in, D out (wmma.load/store: none)."""
     if is_mma(ins):
@@ -170,7 +176,7 @@ class MmaOps:
 
         def out():
             bad = b.icmp_unsigned("!=", cp, ir.Constant(I64, 0))
-            self._mma_fault(ins, bad, b.sub(cp, ir.Constant(I64, 1)))
+            self._mma_fault(ins, bad, cp)
             if not is_mma(ins):
                 n = len(ins.args[1].items) if ins.parts[1] == "store" else 0
                 a, ld, *src = (self._tag(b.load(self._cslot(first + j)), "coll_in") for j in range(2 + n))
@@ -199,32 +205,44 @@ class MmaOps:
         """wmma.load/store: the lane's fragment elements from/to memory through the checked accesses, at the
         interpreter's addresses (ops_mma._compile_wmma_ldst; check mode: the checks only, destinations 0)"""
         b = self.b
-        which, typ, space, layout, (rows, cols), _, regs, addr = wmma_ldst_form(ins)
+        regs = wmma_ldst_form(ins)[6]
         load = ins.parts[1] == "load"
-        space = self._resolve(space, addr, ins)
         a, ld, src = operands or self._wmma_operands(ins)
-        r_, c_ = (rows, cols) if layout == "row" else (cols, rows)
-        esize = ELEM_BITS[typ] // 8
-        per, eb = per_reg(typ), ELEM_BITS[typ]
-        what = f"{ins.op} (line {ins.line})"
-        tab, ne = self._mma_table(r_, c_, 1 << 16)  # (row << 16 | col)
-        lane = b.urem(self.t, ir.Constant(I64, 32))
-        it = ir.IntType(8 * esize)
-        c64, c32 = (lambda v: ir.Constant(I64, v)), (lambda v: ir.Constant(I32, v))
+        c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         here = b.block  # the registers as an array (the elements in a loop: one checked access site, less IR)
         b.position_at_start(self.entry)
         arr = b.alloca(ir.ArrayType(I32, len(regs)))
         b.position_at_end(here)
         for q in range(len(regs)):
             b.store(c32(0) if load else src[q], b.gep(arr, [c32(0), c32(q)]))
+        self._wmma_elems(ins, a, ld, b.bitcast(arr, I32.as_pointer()), check)
+        if load and not check:
+            for q, r in enumerate(regs):
+                self.write(r, b.load(b.gep(arr, [c32(0), c32(q)])), "b32")
+
+    def _wmma_elems(self, ins: Instr, a, ld, arr, check: bool = False, table=None) -> None:
+        """The element loop of a wmma.load/store of the lane (self.t): its registers in arr (i32*; a load ORs
+        the elements into them: zero before). table: (i32* to _wmma_table's, its elements per lane) as values."""
+        b = self.b
+        which, typ, space, layout, _, _, regs, addr = wmma_ldst_form(ins)
+        load = ins.parts[1] == "load"
+        space = self._resolve(space, addr, ins)
+        esize = ELEM_BITS[typ] // 8
+        per, eb = per_reg(typ), ELEM_BITS[typ]
+        what = f"{ins.op} (line {ins.line})"
+        tab, ne = table or self._wmma_table(ins)
+        lane = b.urem(self.t, ir.Constant(I64, 32))
+        it = ir.IntType(8 * esize)
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        ne = c64(ne) if isinstance(ne, int) else ne
 
         def elem(e):
-            rc = b.zext(b.load(b.gep(tab, [c32(0), b.add(b.mul(lane, c64(ne)), e)])), I64)
+            rc = b.zext(b.load(b.gep(tab, [b.add(b.mul(lane, ne), e)])), I64)
             off = b.add(b.mul(b.lshr(rc, c64(16)), ld), b.and_(rc, c64(0xFFFF)))
             p = self._ptr(space, b.add(a, b.mul(off, c64(esize))), esize, esize, what, not load, addr.base)
             if check:
                 return
-            reg = b.gep(arr, [c32(0), b.trunc(b.udiv(e, c64(per)), I32)])
+            reg = b.gep(arr, [b.udiv(e, c64(per))])
             sh = b.trunc(b.mul(b.urem(e, c64(per)), c64(eb)), I32)
             ptr = b.bitcast(p, it.as_pointer())
             if load:
@@ -234,10 +252,14 @@ class MmaOps:
                 v = b.load(reg)
                 self._tag(b.store(b.trunc(b.lshr(v, sh), it) if per > 1 else v, ptr, align=esize), space)
 
-        self._for(b, c64(ne), elem)
-        if load and not check:
-            for q, r in enumerate(regs):
-                self.write(r, b.load(b.gep(arr, [c32(0), c32(q)])), "b32")
+        self._for(b, ne, elem)
+
+    def _wmma_table(self, ins: Instr) -> tuple:
+        """(i32* to the table lane * E + e -> row << 16 | col of the lane's element e (in the memory's layout), E)"""
+        _, _, _, layout, (rows, cols), _, _, _ = wmma_ldst_form(ins)
+        r_, c_ = (rows, cols) if layout == "row" else (cols, rows)
+        tab, ne = self._mma_table(r_, c_, 1 << 16)
+        return self.b.bitcast(tab, I32.as_pointer()), ne
 
     def _mma_check(self, ins: Instr) -> None:
         """Check mode (each thread alone): a wmma.load/store's accesses checked; the destinations 0 (any value:
@@ -254,18 +276,27 @@ class MmaOps:
         else:
             self._when(self._guard(ins), emit)
 
-    def _mma_fault(self, ins: Instr, bad, thread) -> None:
-        """ILLEGAL_INSTRUCTION naming `thread` (the interpreter's message, mma_frag.warp_threads)"""
+    def _mma_fault(self, ins: Instr, bad, cp) -> None:
+        """ILLEGAL_INSTRUCTION naming the thread cp - 1 (the interpreter's message, mma_frag.warp_threads); the
+        site is this instruction's, or (site + 1) << 32 in cp: a wmma.load/store's (wmma_track.py). One fault
+        exit per thread function (cp and the site in its phis: a block less per matrix instruction)."""
         b = self.b
-        what = f"{ins.op} (line {ins.line})"
-        site = self._site(Err.ILLEGAL_INSTRUCTION, f"{what}: a warp-collective matrix instruction needs all 32 "
-                          "threads of the warp; {who} ran it in a partial or diverged warp")  # fmt: skip
-        okb, failb = self.f.append_basic_block(), self.f.append_basic_block()
-        b.cbranch(bad, failb, okb).set_weights([1, 1 << 20])
-        b.position_at_end(failb)
-        self._record_fault(b, self.ctx, ir.Constant(I64, Err.ILLEGAL_INSTRUCTION), ir.Constant(I64, site),
-                           ir.Constant(I64, 0), thread, self.blk)  # fmt: skip
-        b.branch(self.fail_blk)
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        site = self._site(Err.ILLEGAL_INSTRUCTION, partial_msg(ins))
+        fx = getattr(self, "_mma_exit", None)
+        if fx is None or fx[0].function is not self.f:
+            fb = ir.IRBuilder(self.f.append_basic_block("mma_fault"))
+            cpv, own = fb.phi(I64), fb.phi(I64)
+            hi = fb.lshr(cpv, c64(32))
+            site_v = fb.select(fb.icmp_unsigned("==", hi, c64(0)), own, fb.sub(hi, c64(1)))
+            thread = fb.sub(fb.and_(cpv, c64(0xFFFFFFFF)), c64(1))
+            self._record_fault(fb, self.ctx, c64(Err.ILLEGAL_INSTRUCTION), site_v, c64(0), thread, self.blk)
+            fb.branch(self.fail_blk)
+            fx = self._mma_exit = fb.block, cpv, own
+        okb = self.f.append_basic_block()
+        b.cbranch(bad, fx[0], okb).set_weights([1, 1 << 20])
+        fx[1].add_incoming(cp, b.block)
+        fx[2].add_incoming(c64(site), b.block)
         b.position_at_end(okb)
 
     # -- @combine's case ------------------------------------------------------------------------------------
@@ -278,6 +309,7 @@ class MmaOps:
         saved = self.b
         self.b = b  # (the decoders and encoders below, and the helpers they call, build with self.b)
         try:
+            self._wrec_case(b, env)  # the warp's wmma.load/store records first (wmma_track.py)
             f = b.function
             full = b.and_(b.icmp_unsigned("==", act, c64(0xFFFFFFFF)), b.icmp_unsigned("==", nl, c64(32)))
             yes, no, join = (f.append_basic_block(x) for x in ("mma", "mma_partial", "mma_done"))

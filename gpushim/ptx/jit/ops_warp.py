@@ -23,6 +23,7 @@ from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
 from gpushim.ptx.jit.ops_mma import MmaOps, matrix_form, mma_dests, mma_slots
+from gpushim.ptx.jit.wmma_track import NREC
 from gpushim.ptx.nodes import Imm, Instr, PredPair, Reg
 
 _OPS = ("shfl", "vote", "activemask", "match", "redux", "elect")
@@ -168,7 +169,8 @@ class WarpOps(MmaOps):
         self.cbase = len(self.slot_of)
         # mma.sync's operands and results: slots after ops_warp's (ops_mma.py)
         extra = max((mma_slots(code[i]) for i in self.coll_idx if code[i].parts[0] in ("mma", "wmma")), default=0)
-        self.nspill = self.cbase + NSLOTS + extra
+        self.rec0 = NSLOTS + extra  # then the records of wmma.load/store run in place (wmma_track.py)
+        self.nspill = self.cbase + NSLOTS + extra + (NREC if self.wmma_inline else 0)
 
     def _cslot(self, j: int):
         return self._spill_slot(self.cbase + j)
@@ -652,6 +654,7 @@ class WarpOps(MmaOps):
         tpb = b.mul(b.mul(bx, by), bz)
         nw = b.udiv(b.add(tpb, c64(31)), c64(32))
         spill = b.inttoptr(self._slot(b, ctx, L.SPILL), I64.as_pointer())
+        blk_after, blk_next = blk_next, self._wrec_begin(f, b, spill, tpb, blk_next)  # (wmma_track.py)
         here = b.block
         b.position_at_start(f.entry_basic_block)  # (allocas in the entry block: once per launch, promoted)
         prog_a, kmin_a, nlive_a = b.alloca(I32), b.alloca(I32), b.alloca(I32)
@@ -786,7 +789,8 @@ class WarpOps(MmaOps):
 
         self._for(b, nw, forced)
         b.branch(rnd)
-        b.position_at_end(blk_next)
+        self._wrec_end(b, ctx, spill, tpb, nw, bi, failed, blk_next, blk_after)
+        b.position_at_end(blk_after)
 
     def _coll_regions(self, f, b, ctx, thread, ids, bufs, state, blocks, nres: int, env) -> None:
         """Tier 2: while every live thread of the block stops at the same point k (a barrier, or a collective
