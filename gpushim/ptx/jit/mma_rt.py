@@ -1,0 +1,208 @@
+"""@combine's mma case as one kernel-independent function of the runtime library (rtlib.py):
+
+    void @mma_warp(i64* slots, i64 lane_stride, i64 slot_stride, i32* desc)
+
+D = A B + C of a whole warp, as the interpreter computes it (ops_mma.matmul_acc, mma_frag.decode/encode): the
+A, B and C elements of the 32 lanes gathered from their collective slots (slot j of lane l at slots + l *
+lane_stride + j * slot_stride: tier 1's spill area is thread-major, tier 2's slot-major, stops.slot_addr),
+decoded to doubles (exact for every source type; integers too: their sums stay below 2**53), each D element
+summed in f64 in order of k starting from C, then encoded (f32: rounded once, NaN canonical; f16: rounded from
+that f32 once more, NaN 0x7fff; s32: wraps, or clamps with .satfinite) and scattered to the lanes' D slots.
+
+What differs between forms is data: `desc`, a constant i32 array in the kernel's module (one per form, `desc`
+below) holding m, n, k, .satfinite, per operand its type, elements per lane, first slot, and its fragment
+layout as a table (lane * E + e -> row * cols + col of lane's element e, mma_frag.py). So one function serves
+every mma.sync and wmma.mma form, compiled once per machine (disk-cached) with the full code generator; a
+kernel's combine only calls it (a few IR instructions instead of 800-1500 and 30-60 blocks per form).
+$GPUSHIM_PTX_JIT_RTLIB=off: the function is defined in the module (as ops_mem's mem_miss)."""
+
+from __future__ import annotations
+
+from gpushim.ptx.jit import rtlib
+from gpushim.ptx.jit import textir as ir
+from gpushim.ptx.jit.irtypes import F32, F64, I32, I64
+from gpushim.ptx.mma_frag import ELEM_BITS, per_reg
+
+CODES = {"f16": 0, "bf16": 1, "tf32": 2, "f32": 3, "s8": 4, "u8": 5, "s32": 6}
+MAXE = 512  # elements of the largest matrix of the supported forms (m16n8k32's A, m8n32k16's B, m32n8k16's A)
+FIELDS = 6  # per operand: type code, elements per lane, first slot, table offset, log2(per register), bits
+HEAD = 4 + 4 * FIELDS  # m, n, k, .satfinite, then A, B, C, D
+_FTY = ir.FunctionType(ir.VoidType(), [I64.as_pointer(), I64, I64, I32.as_pointer()])
+_KEY = ("mma_warp",)
+
+
+def descriptor(form: tuple) -> list[int]:
+    """The desc array of an mma form (ops_mma.mma_form)."""
+    (m, n, k), (dtyp, atyp, btyp, ctyp, sat), (nd, na, nb, nc), (l_d, la, lb, lc) = form
+    head, tabs = [m, n, k, int(sat)], []
+    ops = ((atyp, la, 0, k), (btyp, lb, na, n), (ctyp, lc, na + nb, n), (dtyp, l_d, na + nb + nc, n))
+    for typ, (rows, cols), first, ncols in ops:
+        e = rows.shape[1]
+        if rows.shape[0] != 32 or rows.max() * ncols + cols.max() >= MAXE:
+            raise ValueError(f"mma fragment layout {rows.shape} of {typ} exceeds mma_warp's buffers")
+        head += [CODES[typ], e, first, HEAD + len(tabs), per_reg(typ).bit_length() - 1, ELEM_BITS[typ]]
+        tabs += [int(rows[ln, i]) * ncols + int(cols[ln, i]) for ln in range(32) for i in range(e)]
+    return head + tabs
+
+
+def desc_global(g, form: tuple):
+    """The kernel module's constant desc of the form (one per form), as an i32*."""
+    vals = descriptor(form)
+    cache = g.__dict__.setdefault("_mma_descs", {})
+    gv = cache.get(tuple(vals))
+    if gv is None:
+        ty = ir.ArrayType(I32, len(vals))
+        gv = ir.GlobalVariable(g.m, ty, name=f"mmadesc_{len(g.m.functions)}_{len(cache)}")
+        gv.global_constant = True
+        gv.linkage = "internal"
+        gv.initializer = ir.Constant(ty, vals)
+        cache[tuple(vals)] = gv
+    return gv
+
+
+def function(g) -> ir.Function:
+    """mma_warp: the runtime library's (built into the kernel's chunk when the process lacks it), or without the
+    library a definition in the module (as ops_mem._mem_miss_fn)."""
+    nm = rtlib.name(_KEY) if rtlib.enabled() else "mma_warp"
+    try:
+        return g.m.get_global(nm)
+    except KeyError:
+        pass
+    if not rtlib.enabled():
+        f = _define(g, g.m, nm)
+        f.linkage = "internal"
+        return f
+    if rtlib.size(nm) is None:
+        chunk = g.rt_chunk = g.rt_chunk or rtlib.Chunk()
+        with g._switch_module(chunk):  # (its f16 helpers: the chunk's, pure.py)
+            chunk.define(_KEY, lambda m, name: _define(g, m, name))
+    f = ir.Function(g.m, _FTY, name=nm)
+    f.attributes.add("nounwind")
+    g.rt_used[nm] = _KEY
+    return f
+
+
+def _define(g, m: ir.Module, name: str) -> ir.Function:
+    """The function, built with g's emitters (f16 conversions: ops_half.py; loops: ops_warp._for)."""
+    f = ir.Function(m, _FTY, name=name)
+    f.attributes.add("noinline")
+    saved = g.b, g.f, g._known, g._known_blk, g.inlined_extra
+    g.f, g._known, g._known_blk = f, {}, None
+    g.b = b = ir.IRBuilder(f.append_basic_block("e"))
+    try:
+        _body(g, b, f)
+    finally:
+        g.b, g.f, g._known, g._known_blk, g.inlined_extra = saved
+    return f
+
+
+def _body(g, b: ir.IRBuilder, f: ir.Function) -> None:
+    slots, lstride, sstride, desc = f.args
+    c64, c32 = (lambda v: ir.Constant(I64, v)), (lambda v: ir.Constant(I32, v))
+    ty = ir.ArrayType(F64, MAXE)
+    ma, mb, mc = (b.alloca(ty) for _ in range(3))  # (D replaces C in mc)
+
+    def d(i):  # desc[i] (i: an int or an i64)
+        return b.zext(b.load(b.gep(desc, [c64(i) if isinstance(i, int) else i])), I64)
+
+    def at(mat, i):
+        return b.gep(mat, [c32(0), i])
+
+    def operand(o: int):
+        """(type, elements per lane, first slot, table, log2(per register), bits) of operand o (A B C D)"""
+        typ, ne, first, toff, lp, eb = (d(4 + o * FIELDS + j) for j in range(FIELDS))
+        return b.trunc(typ, I32), ne, first, b.gep(desc, [toff]), lp, eb
+
+    def element(o: int, body) -> None:
+        """body(pointer to lane's slot holding element e, its shift in the slot, index in the matrix, e & per-1)
+        for every element e of every lane"""
+        typ, ne, first, tab, lp, eb = operand(o)
+        pmask = b.sub(b.shl(c64(1), lp), c64(1))
+
+        def lane(ln):
+            row = b.gep(slots, [b.mul(ln, lstride)])
+
+            def elem(e):
+                p = b.gep(row, [b.mul(b.add(first, b.lshr(e, lp)), sstride)])
+                part = b.and_(e, pmask)
+                idx = b.zext(b.load(b.gep(tab, [b.add(b.mul(ln, ne), e)])), I64)
+                body(typ, p, b.mul(part, eb), idx, part)
+
+            g._for(b, ne, elem)
+
+        g._for(b, c64(32), lane)
+
+    def switch(typ, codes: dict, ret, emit):
+        """emit(type name) per type code in codes (the first also the default): a phi of the values"""
+        join = f.append_basic_block("typ_done")
+        blocks = {t: f.append_basic_block(t) for t in codes}
+        sw = b.switch(typ, blocks[next(iter(codes))])
+        vals = []
+        for t, blk in blocks.items():
+            sw.add_case(c32(CODES[t]), blk)
+            b.position_at_end(blk)
+            vals.append((emit(t), b.block))
+            b.branch(join)
+        b.position_at_end(join)
+        phi = b.phi(ret)
+        for v, blk in vals:
+            phi.add_incoming(v, blk)
+        return phi
+
+    def decode(t: str, bits):  # element bits (i32) -> double, exactly (mma_frag.decode)
+        if t in ("s8", "u8"):
+            v = b.trunc(bits, ir.IntType(8))
+            return b.sitofp(v, F64) if t == "s8" else b.uitofp(v, F64)
+        if t == "s32":
+            return b.sitofp(bits, F64)
+        if t == "f16":
+            return b.fpext(g._h2f(b.and_(bits, c32(0xFFFF)), False), F64)
+        if t == "bf16":
+            return b.fpext(b.bitcast(b.shl(bits, c32(16)), F32), F64)
+        return b.fpext(b.bitcast(b.and_(bits, c32(0xFFFFE000)) if t == "tf32" else bits, F32), F64)
+
+    for o, mat in enumerate((ma, mb, mc)):
+
+        def gather(typ, p, sh, idx, part, mat=mat):
+            bits = b.trunc(b.lshr(b.load(p), sh), I32)
+            b.store(switch(typ, {t: 0 for t in CODES}, F64, lambda t: decode(t, bits)), at(mat, idx))
+
+        element(o, gather)
+
+    mm, nn, kk, sat = (d(i) for i in range(4))
+    acc = b.alloca(F64)
+
+    def row(i):
+        def col(j):
+            ij = b.add(b.mul(i, nn), j)
+            b.store(b.load(at(mc, ij)), acc)
+
+            def step(q):  # (products exact in f64; summed in order of k)
+                x = b.fmul(b.load(at(ma, b.add(b.mul(i, kk), q))), b.load(at(mb, b.add(b.mul(q, nn), j))))
+                b.store(b.fadd(b.load(acc), x), acc)
+
+            g._for(b, kk, step)
+            b.store(b.load(acc), at(mc, ij))
+
+        g._for(b, nn, col)
+
+    g._for(b, mm, row)
+    lo, hi = c64(-(2**31)), c64(2**31 - 1)
+
+    def encode(t: str, x):  # double -> the element's bits (i32) (mma_frag.encode)
+        if t == "s32":  # exact integers: wraps, or clamps with .satfinite
+            v = b.fptosi(x, I64)
+            clamped = b.select(b.icmp_signed("<", v, lo), lo, b.select(b.icmp_signed(">", v, hi), hi, v))
+            return b.trunc(b.select(b.icmp_unsigned("!=", sat, c64(0)), clamped, v), I32)
+        r = b.fptrunc(x, F32)  # to nearest even
+        if t == "f16":  # then once more (NaN: 0x7fff)
+            return g._f2h(r)
+        return b.select(b.fcmp_unordered("uno", r, r), c32(0x7FFFFFFF), b.bitcast(r, I32))
+
+    def scatter(typ, p, sh, idx, part):
+        bits = switch(typ, {"f32": 0, "f16": 0, "s32": 0}, I32, lambda t: encode(t, b.load(at(mc, idx))))
+        old = b.select(b.icmp_unsigned("==", part, c64(0)), c64(0), b.load(p))  # (a slot's first element: fresh)
+        b.store(b.or_(old, b.shl(b.zext(bits, I64), sh)), p)
+
+    element(3, scatter)
+    b.ret_void()
