@@ -1,8 +1,9 @@
 """mma.sync in the compiling engine (a mixin of codegen.Codegen): a warp collective (ops_warp.py) whose lanes
-deposit their A, B and C fragment registers in collective slots after ops_warp's; `@combine` gathers the warp's
-matrices (doubles, by the interpreter's fragment layouts: mma_frag.py), computes D = A B + C as the interpreter
-does (ops_mma.matmul_acc: products exact in f64, summed in f64 in order of k from c, rounded once to f32, then
-to f16 for an f16 D; NaN results canonical) and writes each lane's D registers to its slots.
+deposit their A, B and C fragment registers in collective slots after ops_warp's; `@combine` calls the runtime
+library's mma_warp (mma_rt.py), which gathers the warp's matrices (doubles, by the interpreter's fragment layouts:
+mma_frag.py), computes D = A B + C as the interpreter does (ops_mma.matmul_acc: products exact in f64, summed in
+f64 in order of k from c, rounded once to f32, then to f16 for an f16 D; NaN results canonical) and writes each
+lane's D registers to its slots.
 
 Supported: .row.col, f16/bf16/tf32 sources, m16n8k16, m16n8k8 and m16n8k4 (tf32), f32 or (f16 sources) f16
 C and D. Everything else (integer, f64, fp8, b1 sources; m8n8k4 f16; ldmatrix, wmma) stays on the interpreter,
@@ -277,7 +278,7 @@ class MmaOps:
         ld, st, each, act, nl, t0, first, cp_slot = env
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
         saved = self.b
-        self.b = b  # (the decoders and encoders below, and the helpers they call, build with self.b)
+        self.b = b  # (code built with self.b lands in @combine)
         try:
             f = b.function
             full = b.and_(b.icmp_unsigned("==", act, c64(0xFFFFFFFF)), b.icmp_unsigned("==", nl, c64(32)))
