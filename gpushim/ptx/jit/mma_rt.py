@@ -25,7 +25,7 @@ from gpushim.ptx.mma_frag import ELEM_BITS, per_reg
 
 CODES = {"f16": 0, "bf16": 1, "tf32": 2, "f32": 3, "s8": 4, "u8": 5, "s32": 6}
 MAXE = 512  # elements of the largest matrix of the supported forms (m16n8k32's A, m8n32k16's B, m32n8k16's A)
-FIELDS = 6  # per operand: type code, elements per lane, first slot, table offset, log2(per register), bits
+FIELDS = 4  # per operand: type code, elements per lane, first slot, table offset
 HEAD = 4 + 4 * FIELDS  # m, n, k, .satfinite, then A, B, C, D
 _FTY = ir.FunctionType(ir.VoidType(), [I64.as_pointer(), I64, I64, I32.as_pointer()])
 _KEY = ("mma_warp",)
@@ -40,7 +40,7 @@ def descriptor(form: tuple) -> list[int]:
         e = rows.shape[1]
         if rows.shape[0] != 32 or rows.max() * ncols + cols.max() >= MAXE:
             raise ValueError(f"mma fragment layout {rows.shape} of {typ} exceeds mma_warp's buffers")
-        head += [CODES[typ], e, first, HEAD + len(tabs), per_reg(typ).bit_length() - 1, ELEM_BITS[typ]]
+        head += [CODES[typ], e, first, HEAD + len(tabs)]
         tabs += [int(rows[ln, i]) * ncols + int(cols[ln, i]) for ln in range(32) for i in range(e)]
     return head + tabs
 
@@ -97,6 +97,9 @@ def _define(g, m: ir.Module, name: str) -> ir.Function:
 
 
 def _body(g, b: ir.IRBuilder, f: ir.Function) -> None:
+    """Per operand a switch on its type into that type's loops (constant shifts; LLVM's short pipeline that
+    compiles the library has no loop unswitching); the product's innermost loop runs over D's columns (independent
+    sums, each still in order of k)."""
     slots, lstride, sstride, desc = f.args
     c64, c32 = (lambda v: ir.Constant(I64, v)), (lambda v: ir.Constant(I32, v))
     ty = ir.ArrayType(F64, MAXE)
@@ -108,46 +111,34 @@ def _body(g, b: ir.IRBuilder, f: ir.Function) -> None:
     def at(mat, i):
         return b.gep(mat, [c32(0), i])
 
-    def operand(o: int):
-        """(type, elements per lane, first slot, table, log2(per register), bits) of operand o (A B C D)"""
-        typ, ne, first, toff, lp, eb = (d(4 + o * FIELDS + j) for j in range(FIELDS))
-        return b.trunc(typ, I32), ne, first, b.gep(desc, [toff]), lp, eb
-
-    def element(o: int, body) -> None:
-        """body(pointer to lane's slot holding element e, its shift in the slot, index in the matrix, e & per-1)
-        for every element e of every lane"""
-        typ, ne, first, tab, lp, eb = operand(o)
-        pmask = b.sub(b.shl(c64(1), lp), c64(1))
-
-        def lane(ln):
-            row = b.gep(slots, [b.mul(ln, lstride)])
-
-            def elem(e):
-                p = b.gep(row, [b.mul(b.add(first, b.lshr(e, lp)), sstride)])
-                part = b.and_(e, pmask)
-                idx = b.zext(b.load(b.gep(tab, [b.add(b.mul(ln, ne), e)])), I64)
-                body(typ, p, b.mul(part, eb), idx, part)
-
-            g._for(b, ne, elem)
-
-        g._for(b, c64(32), lane)
-
-    def switch(typ, codes: dict, ret, emit):
-        """emit(type name) per type code in codes (the first also the default): a phi of the values"""
+    def by_type(o: int, types: tuple, nest) -> None:
+        """nest(type name, elements per lane, first slot, table) in a switch on operand o's type (A B C D)"""
+        typ, ne, first, toff = (d(4 + o * FIELDS + j) for j in range(4))
+        tab = b.gep(desc, [toff])
         join = f.append_basic_block("typ_done")
-        blocks = {t: f.append_basic_block(t) for t in codes}
-        sw = b.switch(typ, blocks[next(iter(codes))])
-        vals = []
+        blocks = {t: f.append_basic_block(t) for t in types}
+        sw = b.switch(b.trunc(typ, I32), blocks[types[0]])  # (the descriptor names one of types)
         for t, blk in blocks.items():
             sw.add_case(c32(CODES[t]), blk)
             b.position_at_end(blk)
-            vals.append((emit(t), b.block))
+            nest(t, ne, first, tab)
             b.branch(join)
         b.position_at_end(join)
-        phi = b.phi(ret)
-        for v, blk in vals:
-            phi.add_incoming(v, blk)
-        return phi
+
+    def regs(t: str, ne, first, tab, body) -> None:
+        """body(pointer to the slot, lane's table row, its first element) for every fragment register of every lane"""
+        per = per_reg(t)
+
+        def lane(ln):
+            row = b.gep(slots, [b.mul(ln, lstride)])
+            trow = b.gep(tab, [b.mul(ln, ne)])
+            g._for(b, b.udiv(ne, c64(per)), lambda r: body(
+                b.gep(row, [b.mul(b.add(first, r), sstride)]), trow, b.mul(r, c64(per))))  # fmt: skip
+
+        g._for(b, c64(32), lane)
+
+    def index(trow, e0, p: int):  # lane's element e0 + p: its index in the matrix
+        return b.zext(b.load(b.gep(trow, [b.add(e0, c64(p))])), I64)
 
     def decode(t: str, bits):  # element bits (i32) -> double, exactly (mma_frag.decode)
         if t in ("s8", "u8"):
@@ -163,46 +154,55 @@ def _body(g, b: ir.IRBuilder, f: ir.Function) -> None:
 
     for o, mat in enumerate((ma, mb, mc)):
 
-        def gather(typ, p, sh, idx, part, mat=mat):
-            bits = b.trunc(b.lshr(b.load(p), sh), I32)
-            b.store(switch(typ, {t: 0 for t in CODES}, F64, lambda t: decode(t, bits)), at(mat, idx))
+        def gather(t, ne, first, tab, mat=mat):
+            def reg(p, trow, e0):
+                word = b.load(p)
+                for q in range(per_reg(t)):
+                    bits = b.trunc(b.lshr(word, c64(q * ELEM_BITS[t])) if q else word, I32)
+                    b.store(decode(t, bits), at(mat, index(trow, e0, q)))
 
-        element(o, gather)
+            regs(t, ne, first, tab, reg)
+
+        by_type(o, ("f16", "bf16", "tf32", "s8", "u8") if o < 2 else ("f32", "f16", "s32"), gather)
 
     mm, nn, kk, sat = (d(i) for i in range(4))
-    acc = b.alloca(F64)
 
     def row(i):
-        def col(j):
-            ij = b.add(b.mul(i, nn), j)
-            b.store(b.load(at(mc, ij)), acc)
+        def step(q):  # (products exact in f64; each sum in order of k, from C)
+            x = b.load(at(ma, b.add(b.mul(i, kk), q)))
 
-            def step(q):  # (products exact in f64; summed in order of k)
-                x = b.fmul(b.load(at(ma, b.add(b.mul(i, kk), q))), b.load(at(mb, b.add(b.mul(q, nn), j))))
-                b.store(b.fadd(b.load(acc), x), acc)
+            def col(j):
+                p = at(mc, b.add(b.mul(i, nn), j))
+                b.store(b.fadd(b.load(p), b.fmul(x, b.load(at(mb, b.add(b.mul(q, nn), j))))), p)
 
-            g._for(b, kk, step)
-            b.store(b.load(acc), at(mc, ij))
+            g._for(b, nn, col)
 
-        g._for(b, nn, col)
+        g._for(b, kk, step)
 
     g._for(b, mm, row)
     lo, hi = c64(-(2**31)), c64(2**31 - 1)
+    satb = b.icmp_unsigned("!=", sat, c64(0))
 
     def encode(t: str, x):  # double -> the element's bits (i32) (mma_frag.encode)
         if t == "s32":  # exact integers: wraps, or clamps with .satfinite
             v = b.fptosi(x, I64)
             clamped = b.select(b.icmp_signed("<", v, lo), lo, b.select(b.icmp_signed(">", v, hi), hi, v))
-            return b.trunc(b.select(b.icmp_unsigned("!=", sat, c64(0)), clamped, v), I32)
+            return b.trunc(b.select(satb, clamped, v), I32)
         r = b.fptrunc(x, F32)  # to nearest even
         if t == "f16":  # then once more (NaN: 0x7fff)
             return g._f2h(r)
         return b.select(b.fcmp_unordered("uno", r, r), c32(0x7FFFFFFF), b.bitcast(r, I32))
 
-    def scatter(typ, p, sh, idx, part):
-        bits = switch(typ, {"f32": 0, "f16": 0, "s32": 0}, I32, lambda t: encode(t, b.load(at(mc, idx))))
-        old = b.select(b.icmp_unsigned("==", part, c64(0)), c64(0), b.load(p))  # (a slot's first element: fresh)
-        b.store(b.or_(old, b.shl(b.zext(bits, I64), sh)), p)
+    def scatter(t, ne, first, tab):
+        def reg(p, trow, e0):
+            word = None
+            for q in range(per_reg(t)):
+                v = b.zext(encode(t, b.load(at(mc, index(trow, e0, q)))), I64)
+                v = b.shl(v, c64(q * ELEM_BITS[t])) if q else v
+                word = v if word is None else b.or_(word, v)
+            b.store(word, p)
 
-    element(3, scatter)
+        regs(t, ne, first, tab, reg)
+
+    by_type(3, ("f32", "f16", "s32"), scatter)
     b.ret_void()
