@@ -1,8 +1,9 @@
 """mma.sync in the compiling engine (a mixin of codegen.Codegen): a warp collective (ops_warp.py) whose lanes
-deposit their A, B and C fragment registers in collective slots after ops_warp's; `@combine` gathers the warp's
-matrices (doubles, by the interpreter's fragment layouts: mma_frag.py), computes D = A B + C as the interpreter
-does (ops_mma.matmul_acc: products exact in f64, summed in f64 in order of k from c, rounded once to f32, then
-to f16 for an f16 D; NaN results canonical) and writes each lane's D registers to its slots.
+deposit their A, B and C fragment registers in collective slots after ops_warp's; `@combine` calls the runtime
+library's mma_warp (mma_rt.py), which gathers the warp's matrices (doubles, by the interpreter's fragment layouts:
+mma_frag.py), computes D = A B + C as the interpreter does (ops_mma.matmul_acc: products exact in f64, summed in
+f64 in order of k from c, rounded once to f32, then to f16 for an f16 D; NaN results canonical) and writes each
+lane's D registers to its slots.
 
 Supported: .row.col, f16/bf16/tf32 sources, m16n8k16, m16n8k8 and m16n8k4 (tf32), f32 or (f16 sources) f16
 C and D. Everything else (integer, f64, fp8, b1 sources; m8n8k4 f16; ldmatrix, wmma) stays on the interpreter,
@@ -13,8 +14,9 @@ ILLEGAL_INSTRUCTION, naming the first executing thread of the warp (mma_frag.war
 from __future__ import annotations
 
 from gpushim.cuda_errors import Err
+from gpushim.ptx.jit import mma_rt
 from gpushim.ptx.jit import textir as ir
-from gpushim.ptx.jit.irtypes import F32, F64, I1, I32, I64, JitUnsupported
+from gpushim.ptx.jit.irtypes import I1, I32, I64, JitUnsupported
 from gpushim.ptx.mma_frag import ELEM_BITS, dims, mma_layout, per_reg, wmma_layout
 from gpushim.ptx.nodes import Addr, Instr, Reg, Vec
 
@@ -307,7 +309,7 @@ class MmaOps:
         ld, st, each, act, nl, t0, first, cp_slot = env
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
         saved = self.b
-        self.b = b  # (the decoders and encoders below, and the helpers they call, build with self.b)
+        self.b = b  # (code built with self.b lands in @combine)
         try:
             self._wrec_case(b, env)  # the warp's wmma.load/store records first (wmma_track.py)
             f = b.function
@@ -325,40 +327,12 @@ class MmaOps:
                 b.branch(join)
                 b.position_at_end(join)
                 return
-            (m, n, k), (dtyp, atyp, btyp, ctyp, sat), (nd, na, nb, nc), (l_d, la, lb, lc) = mma_form(ins)
-            ints = atyp in _INT
-            et = I64 if ints else F64
-            here = b.block
-            b.position_at_start(f.entry_basic_block)
-            mats = [b.alloca(ir.ArrayType(et, r * c)) for r, c in ((m, k), (k, n), (m, n), (m, n))]
-            acc = b.alloca(et)
-            b.position_at_end(here)
-            ma, mb, mc, md = mats
-            off = first
-            for lay, typ, nreg, mat, cols in ((la, atyp, na, ma, k), (lb, btyp, nb, mb, n), (lc, ctyp, nc, mc, n)):
-                self._mma_gather(b, ld, each, lay, typ, off, mat, cols)
-                off += nreg
-
-            def elem(mat, i):
-                return b.gep(mat, [ir.Constant(I32, 0), i])
-
-            def row(i):
-                def col(j):
-                    b.store(b.load(elem(mc, b.add(b.mul(i, c64(n)), j))), acc)
-
-                    def step(q):
-                        mul, add = (b.mul, b.add) if ints else (b.fmul, b.fadd)  # (integers: exact in i64)
-                        x = mul(b.load(elem(ma, b.add(b.mul(i, c64(k)), q))),
-                                b.load(elem(mb, b.add(b.mul(q, c64(n)), j))))  # fmt: skip
-                        b.store(add(b.load(acc), x), acc)
-
-                    self._for(b, c64(k), step)
-                    b.store(b.load(acc), elem(md, b.add(b.mul(i, c64(n)), j)))
-
-                self._for(b, c64(n), col)
-
-            self._for(b, c64(m), row)
-            self._mma_scatter(b, st, each, l_d, (dtyp, sat), off, md, n)
+            # one call of the runtime library's mma_warp (mma_rt.py); slot j of lane l: base + l * ls + j * ss
+            spill, tpb = f.args[1], f.args[2]  # (@combine's, ops_warp._combine_fn)
+            base = self.slot_addr(b, spill, tpb, self.cbase + first, t0)
+            ls, ss = (c64(self.nspill), c64(1)) if self.thread_major else (c64(1), tpb)
+            desc = mma_rt.desc_global(self, mma_form(ins))
+            b.call(mma_rt.function(self), [base, ls, ss, b.gep(desc, [ir.Constant(I32, 0), ir.Constant(I32, 0)])])
             b.branch(join)
             b.position_at_end(join)
         finally:
@@ -375,65 +349,3 @@ class MmaOps:
         g.linkage = "internal"
         g.initializer = ir.Constant(ty, vals)
         return g, e
-
-    def _mma_gather(self, b, ld, each, lay, typ: str, first: int, mat, ncols: int) -> None:
-        rows, cols = lay
-        tab, ne = self._mma_table(rows, cols, ncols)
-        per, eb = per_reg(typ), ELEM_BITS[typ]
-
-        def lane(ln):
-            for e in range(ne):
-                bits = b.trunc(ld(first + e // per, ln), I32)
-                if per > 1:
-                    bits = b.and_(b.lshr(bits, ir.Constant(I32, (e % per) * eb)), ir.Constant(I32, (1 << eb) - 1))
-                at = b.load(b.gep(tab, [ir.Constant(I32, 0), b.add(b.mul(ln, ir.Constant(I64, ne)),
-                                                                   ir.Constant(I64, e))]))  # fmt: skip
-                b.store(self._mma_decode(bits, typ), b.gep(mat, [ir.Constant(I32, 0), at]))
-
-        each(lane)
-
-    def _mma_decode(self, bits, typ: str):
-        """Element bits (i32) -> double, exactly; integers -> i64 (mma_frag.decode)"""
-        b = self.b
-        if typ in ("s8", "u8", "s32"):
-            v = b.trunc(bits, ir.IntType(8)) if typ != "s32" else bits
-            return b.zext(v, I64) if typ == "u8" else b.sext(v, I64)
-        if typ == "f16":
-            return b.fpext(self._h2f(bits, False), F64)
-        if typ == "bf16":
-            return b.fpext(b.bitcast(b.shl(bits, ir.Constant(I32, 16)), F32), F64)
-        if typ == "tf32":
-            bits = b.and_(bits, ir.Constant(I32, 0xFFFFE000))
-        return b.fpext(b.bitcast(bits, F32), F64)
-
-    def _mma_scatter(self, b, st, each, lay, dtype: tuple, first: int, mat, ncols: int) -> None:
-        rows, cols = lay
-        typ, sat = dtype
-        tab, ne = self._mma_table(rows, cols, ncols)
-        per = per_reg(typ)
-
-        def lane(ln):
-            regs: list = [None] * (ne // per)
-            for e in range(ne):
-                at = b.load(b.gep(tab, [ir.Constant(I32, 0), b.add(b.mul(ln, ir.Constant(I64, ne)),
-                                                                   ir.Constant(I64, e))]))  # fmt: skip
-                x = b.load(b.gep(mat, [ir.Constant(I32, 0), at]))
-                if typ == "s32":  # wraps, or clamps with .satfinite (mma_frag.encode)
-                    if sat:
-                        lo, hi = ir.Constant(I64, -(2**31)), ir.Constant(I64, 2**31 - 1)
-                        x = b.select(b.icmp_signed("<", x, lo), lo, b.select(b.icmp_signed(">", x, hi), hi, x))
-                    st(first + e, ln, b.zext(b.trunc(x, I32), I64))
-                    continue
-                f = b.fptrunc(x, F32)  # to nearest even
-                if typ == "f16":  # then once more (NaN: 0x7fff)
-                    v = b.shl(self._f2h(f), ir.Constant(I32, 16 * (e % per)))
-                else:
-                    nan = b.fcmp_unordered("uno", f, f)
-                    v = b.select(nan, ir.Constant(I32, 0x7FFFFFFF), b.bitcast(f, I32))
-                q = e // per
-                regs[q] = v if regs[q] is None else b.or_(regs[q], v)
-            for q, v in enumerate(regs):
-                if v is not None:
-                    st(first + q, ln, b.zext(v, I64))
-
-        each(lane)
