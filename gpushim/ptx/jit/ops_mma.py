@@ -13,12 +13,36 @@ ILLEGAL_INSTRUCTION, naming the first executing thread of the warp (mma_frag.war
 
 from __future__ import annotations
 
+import functools
+
 from gpushim.cuda_errors import Err
 from gpushim.ptx.jit import mma_rt
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import I1, I32, I64, JitUnsupported
-from gpushim.ptx.mma_frag import ELEM_BITS, dims, mma_layout, per_reg, wmma_layout
+from gpushim.ptx.mma_frag import ELEM_BITS, dims, per_reg
+from gpushim.ptx.mma_frag import mma_layout as _mma_layout
+from gpushim.ptx.mma_frag import wmma_layout as _wmma_layout
 from gpushim.ptx.nodes import Addr, Instr, Reg, Vec
+
+# The layouts and forms are asked for several times per instruction and were a third of the Python side of a
+# wmma kernel's compile: memoised (the layouts' arrays are shared: read only)
+mma_layout = functools.cache(_mma_layout)
+wmma_layout = functools.cache(_wmma_layout)
+
+
+def _memo(fn):
+    """fn(ins) kept in the instruction (its result, not its JitUnsupported: that is raised again)"""
+    key = f"_jit_{fn.__name__}"
+
+    @functools.wraps(fn)
+    def cached(ins: Instr):
+        hit = ins.__dict__.get(key)
+        if hit is None:
+            hit = ins.__dict__[key] = fn(ins)
+        return hit
+
+    return cached
+
 
 _SHAPES = {"f16": ("m16n8k16", "m16n8k8"), "bf16": ("m16n8k16", "m16n8k8"), "tf32": ("m16n8k8", "m16n8k4"),
            "s8": ("m16n8k32", "m16n8k16", "m8n8k16"), "u8": ("m16n8k32", "m16n8k16", "m8n8k16")}  # fmt: skip
@@ -34,6 +58,7 @@ def _shape(parts: list[str]) -> str | None:
     return next((x for x in parts if x.startswith("m") and x[1:2].isdigit()), None)
 
 
+@_memo
 def mma_form(ins: Instr) -> tuple:
     """((m, n, k), (dtype, atype, btype, ctype, .satfinite), register counts of D, A, B, C, their layouts ((rows,
     cols) of each lane's elements, mma_frag.py)) of an mma.sync or wmma.mma the JIT supports; else JitUnsupported
@@ -83,6 +108,7 @@ def wmma_frag(which: str, shape: str, typ: str, nreg: int):
     return wmma_layout(shape, typ, which, nr, nc, want), (nr, nc)
 
 
+@_memo
 def wmma_ldst_form(ins: Instr) -> tuple:
     """(which, typ, space, layout, fragment layout, matrix (rows, cols), fragment registers, address operand) of a
     wmma.load/store the JIT supports (the shapes and types wmma_form takes)"""
@@ -339,13 +365,16 @@ class MmaOps:
             self.b = saved
 
     def _mma_table(self, rows, cols, ncols: int):
-        """A constant i32 table: lane * E + e -> the flat index of lane's element e"""
+        """A constant i32 table: lane * E + e -> the flat index of lane's element e (one per distinct table in the
+        module: the loads and stores of one form share it)"""
         e = rows.shape[1]
-        vals = [int(rows[ln, i]) * ncols + int(cols[ln, i]) for ln in range(32) for i in range(e)]
-        ty = ir.ArrayType(I32, len(vals))
-        self.mma_ntab = getattr(self, "mma_ntab", 0) + 1
-        g = ir.GlobalVariable(self.m, ty, name=f"mmatab_{len(self.m.functions)}_{self.mma_ntab}")
-        g.global_constant = True
-        g.linkage = "internal"
-        g.initializer = ir.Constant(ty, vals)
+        vals = tuple(int(r) * ncols + int(c) for r, c in zip(rows.ravel().tolist(), cols.ravel().tolist(), strict=True))
+        tabs = self.__dict__.setdefault("_mma_tabs", {}).setdefault(id(self.m), {})
+        g = tabs.get(vals)
+        if g is None:
+            ty = ir.ArrayType(I32, len(vals))
+            g = tabs[vals] = ir.GlobalVariable(self.m, ty, name=f"mmatab_{len(self.m.functions)}_{len(tabs)}")
+            g.global_constant = True
+            g.linkage = "internal"
+            g.initializer = ir.Constant(ty, list(vals))
         return g, e
