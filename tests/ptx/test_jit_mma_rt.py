@@ -26,7 +26,7 @@ def test_buffers_hold_every_supported_shape(engine):
 
 @ONCE
 @pytest.mark.parametrize("lib", ["on", "off"])
-def test_each_form_is_one_call(engine, monkeypatch, lib):
+def test_every_form_is_one_call(engine, monkeypatch, lib):
     monkeypatch.setenv("GPUSHIM_PTX_JIT_RTLIB", lib)
     for name, arch, kern, forms in (("mma_wmma", "sm_80", "u8_32x8_rr", 2), ("mma_wmma", "sm_80", "h16_rc_f32", 1),
                                     ("mma_sync", "sm_90", "m16n8k32_s32_u8s8_sat", 1)):  # fmt: skip
@@ -35,7 +35,8 @@ def test_each_form_is_one_call(engine, monkeypatch, lib):
         fn = next(f for f in g.m.functions if f.name in (rtlib.name(("mma_warp",)), "mma_warp"))
         assert fn.is_declaration == (lib == "on"), kern
         text = str(g.m)
-        assert text.count(f'call void @"{fn.name}"') + text.count(f"call void @{fn.name}(") == forms, kern
+        # one call for all the kernel's (unguarded) mmas, the form's descriptor chosen by the resume point
+        assert text.count(f'call void @"{fn.name}"') + text.count(f"call void @{fn.name}(") == 1, kern
         assert text.count("mmadesc_") == 2 * forms, kern  # (each descriptor defined and used once)
         combine = [f for f in g.m.functions if f.name.startswith("combine")]
         size = sum(len(b.instructions) for f in combine for b in f.blocks)

@@ -43,22 +43,27 @@ def descriptor(form: tuple) -> list[int]:
         if rows.shape[0] != 32 or rows.max() * ncols + cols.max() >= MAXE:
             raise ValueError(f"mma fragment layout {rows.shape} of {typ} exceeds mma_warp's buffers")
         head += [CODES[typ], e, first, HEAD + len(tabs)]
-        tabs += [int(rows[ln, i]) * ncols + int(cols[ln, i]) for ln in range(32) for i in range(e)]
+        tabs += (rows.astype(int) * ncols + cols).ravel().tolist()
     return head + tabs
 
 
 def desc_global(g, form: tuple):
     """The kernel module's constant desc of the form (one per form), as an i32*."""
+    by_form = g.__dict__.setdefault("_mma_desc_of", {})  # (forms are memoised per instruction: ops_mma.mma_form)
+    hit = by_form.get((id(g.m), id(form)))
+    if hit is not None and hit[0] is form:
+        return hit[1]
     vals = descriptor(form)
     cache = g.__dict__.setdefault("_mma_descs", {})
-    gv = cache.get(tuple(vals))
+    gv = cache.get((id(g.m), *vals))
     if gv is None:
         ty = ir.ArrayType(I32, len(vals))
         gv = ir.GlobalVariable(g.m, ty, name=f"mmadesc_{len(g.m.functions)}_{len(cache)}")
         gv.global_constant = True
         gv.linkage = "internal"
         gv.initializer = ir.Constant(ty, vals)
-        cache[tuple(vals)] = gv
+        cache[(id(g.m), *vals)] = gv
+    by_form[id(g.m), id(form)] = form, gv
     return gv
 
 

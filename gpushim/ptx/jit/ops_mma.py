@@ -330,37 +330,43 @@ class MmaOps:
     # -- @combine's case ------------------------------------------------------------------------------------
     def _mma_case(self, b, ins: Instr, env) -> None:
         """D = A B + C for the warp at t0 (env: the combine's ld/st of a lane's slot, `each` over its lanes,
-        the lanes executing it, the lanes there, t0, the first slot); or, unless all 32 lanes execute it, the
-        fault (the first executing lane + 1 in CP of every lane)."""
+        the lanes executing it, the lanes there, t0, the first slot); or the fault in CP of every lane: the warp's
+        wmma.load/store records' (wmma_track.py), else, unless all 32 lanes execute it, the first executing lane
+        + 1. One case serves every mma of the kernel with the same guardedness (the form, mma_warp's descriptor,
+        chosen by the resume point): straight code, one loop and one branch (blocks are what LLVM's time grows
+        with)."""
         ld, st, each, act, nl, t0, first, cp_slot = env
         c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
         saved = self.b
         self.b = b  # (code built with self.b lands in @combine)
         try:
-            self._wrec_case(b, env)  # the warp's wmma.load/store records first (wmma_track.py)
-            f = b.function
             full = b.and_(b.icmp_unsigned("==", act, c64(0xFFFFFFFF)), b.icmp_unsigned("==", nl, c64(32)))
-            yes, no, join = (f.append_basic_block(x) for x in ("mma", "mma_partial", "mma_done"))
-            b.cbranch(full, yes, no)
-            b.position_at_end(no)
             low = b.call(self._cttz(), [act, ir.Constant(I1, 0)])
-            bad = b.add(b.add(t0, low), c64(1))  # (the first executing thread + 1)
-            each(lambda lane: st(cp_slot, lane, bad))
-            b.branch(join)
-            b.position_at_end(yes)
-            each(lambda lane: st(cp_slot, lane, c64(0)))
+            cp = b.select(full, c64(0), b.add(b.add(t0, low), c64(1)))  # (the first executing thread + 1)
+            rec = self._wrec_value(b, env)  # the warp's wmma.load/store records first (wmma_track.py)
+            if rec is not None:
+                cp = b.select(b.icmp_unsigned("!=", rec, c64(0)), rec, cp)
+            each(lambda lane: st(cp_slot, lane, cp))
             if not is_mma(ins):  # wmma.load/store: the lanes go on to their accesses
-                b.branch(join)
-                b.position_at_end(join)
                 return
             # one call of the runtime library's mma_warp (mma_rt.py); slot j of lane l: base + l * ls + j * ss
-            spill, tpb = f.args[1], f.args[2]  # (@combine's, ops_warp._combine_fn)
+            f = b.function
+            spill, tpb, k = f.args[1], f.args[2], f.args[4]  # (@combine's, ops_warp._combine_fn)
             base = self.slot_addr(b, spill, tpb, self.cbase + first, t0)
             ls, ss = (c64(self.nspill), c64(1)) if self.thread_major else (c64(1), tpb)
-            desc = mma_rt.desc_global(self, mma_form(ins))
-            b.call(mma_rt.function(self), [base, ls, ss, b.gep(desc, [ir.Constant(I32, 0), ir.Constant(I32, 0)])])
-            b.branch(join)
-            b.position_at_end(join)
+            code, guarded = self.prog.code, ins.guard is not None
+            descs = {}  # the descriptor of each resume point of this case's mmas (one per form)
+            for kk, i in sorted(self.coll_at.items()):
+                if is_mma(code[i]) and (code[i].guard is not None) == guarded:
+                    descs[kk] = mma_rt.desc_global(self, mma_form(code[i]))
+            zero = [ir.Constant(I32, 0), ir.Constant(I32, 0)]
+            ptrs = {gv: b.gep(gv, zero) for gv in dict.fromkeys(descs.values())}  # (one per form)
+            base_gv = descs[min(descs)]
+            desc = ptrs[base_gv]
+            for kk, gv in descs.items():
+                if gv is not base_gv:
+                    desc = b.select(b.icmp_unsigned("==", k, ir.Constant(I32, kk)), ptrs[gv], desc)
+            self._if(b, b.icmp_unsigned("==", cp, c64(0)), lambda: b.call(mma_rt.function(self), [base, ls, ss, desc]))
         finally:
             self.b = saved
 
@@ -368,8 +374,12 @@ class MmaOps:
         """A constant i32 table: lane * E + e -> the flat index of lane's element e (one per distinct table in the
         module: the loads and stores of one form share it)"""
         e = rows.shape[1]
-        vals = tuple(int(r) * ncols + int(c) for r, c in zip(rows.ravel().tolist(), cols.ravel().tolist(), strict=True))
         tabs = self.__dict__.setdefault("_mma_tabs", {}).setdefault(id(self.m), {})
+        key = (id(rows), id(cols), ncols)  # (the layouts are memoised arrays: their identity is their content)
+        hit = tabs.get(key)
+        if hit is not None and hit[0] is rows and hit[1] is cols:
+            return hit[2], e
+        vals = tuple((rows.astype(int) * ncols + cols).ravel().tolist())
         g = tabs.get(vals)
         if g is None:
             ty = ir.ArrayType(I32, len(vals))
@@ -377,4 +387,5 @@ class MmaOps:
             g.global_constant = True
             g.linkage = "internal"
             g.initializer = ir.Constant(ty, list(vals))
+        tabs[key] = rows, cols, g
         return g, e

@@ -22,7 +22,7 @@ from __future__ import annotations
 from gpushim.ptx.jit import layout as L
 from gpushim.ptx.jit import textir as ir
 from gpushim.ptx.jit.irtypes import ERR_RET, I1, I8, I32, I64, JitUnsupported
-from gpushim.ptx.jit.ops_mma import MmaOps, matrix_form, mma_dests, mma_slots
+from gpushim.ptx.jit.ops_mma import MmaOps, is_mma, matrix_form, mma_dests, mma_slots
 from gpushim.ptx.jit.wmma_track import NREC
 from gpushim.ptx.nodes import Imm, Instr, PredPair, Reg
 
@@ -41,9 +41,9 @@ def coll_form(ins: Instr) -> tuple[str, str]:
     p = ins.parts
     s = set(p[1:])
     op = p[0]
-    if op in ("mma", "wmma"):  # ops_mma.py: the form is the instruction (its slots are positional)
+    if op in ("mma", "wmma"):  # ops_mma.py: every mma shares one case (its form is data); a load/store stop its own
         matrix_form(ins)
-        return "mma", ins.op
+        return "mma", "mma" if is_mma(ins) else ins.op
     if op == "bar":
         if p[1:] != ["warp", "sync"] or len(ins.args) != 1:
             raise JitUnsupported(ins.op)

@@ -205,20 +205,13 @@ class WmmaTrack:
             ts, js, p = c64(1), tpb, b.gep(spill, [b.mul(c64(j), tpb)])
         return b.call(self._wrec_fn(), [p, ts, js, tpb, t0])
 
-    def _wrec_case(self, b: ir.IRBuilder, env) -> None:
-        """At a wmma.mma's @combine case, before its own check: a failing warp's fault in every lane's CP slot
-        (_mma_out reports it), and the case returns"""
+    def _wrec_value(self, b: ir.IRBuilder, env):
+        """At a wmma.mma's @combine case, before its own check: the warp's record check (0, or the fault as
+        (site + 1) << 32 | (thread + 1), which _mma_out reports), or None in kernels without records"""
         if not getattr(self, "wmma_inline", False):
-            return
-        ld, st, each, act, nl, t0, first, cp_slot = env
+            return None
         spill, tpb = b.function.args[1], b.function.args[2]
-        r = self._wrec_call(b, spill, tpb, t0)
-        bad, go = b.function.append_basic_block("wrec_fault"), b.function.append_basic_block("wrec_ok")
-        b.cbranch(b.icmp_unsigned("!=", r, ir.Constant(I64, 0)), bad, go)
-        b.position_at_end(bad)
-        each(lambda lane: st(cp_slot, lane, r))
-        b.ret_void()
-        b.position_at_end(go)
+        return self._wrec_call(b, spill, tpb, env[5])
 
     # -- the launch's side ----------------------------------------------------------------------------------
     def _wrec_begin(self, f, b: ir.IRBuilder, spill, tpb, blk_next):
