@@ -30,7 +30,7 @@ from gpushim.ptx.jit.irtypes import (
     _ltype,
 )
 from gpushim.ptx.jit.launchgen import LaunchOps
-from gpushim.ptx.jit.liveness import cycles_without_barrier
+from gpushim.ptx.jit.liveness import cycles_without_barrier, referenced
 from gpushim.ptx.jit.namedbar import NamedBarOps, bar_form
 from gpushim.ptx.jit.ops_alu import AluOps
 from gpushim.ptx.jit.ops_async import AsyncCopyOps
@@ -173,7 +173,10 @@ class Codegen(
         # registers (zero at the start where some path may read one before writing it: the interpreter's value)
         self.regs: dict[str, tuple] = {}
         unset = self.read_first = self._liveness()[-1] & set(self.prog.regs)  # (not the special registers)
+        used = referenced(self.prog)
         for name, t in self.prog.regs.items():
+            if name not in used:
+                continue
             if t == "pred":
                 lt = I1
             else:

@@ -50,6 +50,16 @@ def _use_def(ins: Instr) -> tuple[set[str], set[str]]:
     return uses, defs
 
 
+def referenced(prog: Program) -> set[str]:
+    """The registers some instruction reads or writes (nvcc declares ranges, %r<403>, of which kernels use
+    about half: the others get no alloca)"""
+    out: set[str] = set()
+    for ins in prog.code:
+        uses, defs = _use_def(ins)
+        out |= uses | defs
+    return out
+
+
 def successors(prog: Program) -> list[list[int]]:
     """The instructions that may run after each instruction."""
     code = prog.code
