@@ -68,25 +68,9 @@ def desc_global(g, form: tuple):
 
 
 def function(g) -> ir.Function:
-    """mma_warp: the runtime library's (built into the kernel's chunk when the process lacks it), or without the
-    library a definition in the module (as ops_mem._mem_miss_fn)."""
-    nm = rtlib.name(_KEY) if rtlib.enabled() else "mma_warp"
-    try:
-        return g.m.get_global(nm)
-    except KeyError:
-        pass
-    if not rtlib.enabled():
-        f = _define(g, g.m, nm)
-        f.linkage = "internal"
-        return f
-    if rtlib.size(nm) is None:
-        chunk = g.rt_chunk = g.rt_chunk or rtlib.Chunk()
-        with g._switch_module(chunk):  # (its f16 helpers: the chunk's, pure.py)
-            chunk.define(_KEY, lambda m, name: _define(g, m, name))
-    f = ir.Function(g.m, _FTY, name=nm)
-    f.attributes.add("nounwind")
-    g.rt_used[nm] = _KEY
-    return f
+    """mma_warp: the runtime library's (rtlib.function; its f16 helpers the chunk's, pure.py), or without the
+    library a definition in the module."""
+    return rtlib.function(g, _KEY, "mma_warp", _FTY, lambda m, name: _define(g, m, name), in_chunk=True)
 
 
 def _define(g, m: ir.Module, name: str) -> ir.Function:

@@ -145,26 +145,15 @@ class MemOps:
         _record_fault(b, ctx, code, site, addr, t, blk)
 
     def _mem_miss_fn(self) -> ir.Function:
-        """mem_miss (below): the runtime library's (built into the kernel's chunk when the process lacks it), or
-        without the library a definition in the module."""
-        key = ("mem_miss",)
-        nm = rtlib.name(key) if rtlib.enabled() else "mem_miss"
-        try:
-            return self.m.get_global(nm)
-        except KeyError:
-            pass
-        if not rtlib.enabled():
-            f = _mem_miss(self.m, nm, self.find_alloc)
-            f.linkage = "internal"
-            return f
-        if rtlib.size(nm) is None:
-            chunk = self.rt_chunk = self.rt_chunk or rtlib.Chunk()
-            fa = chunk.define(("find_alloc",), _find_alloc)  # (a chunk is self-contained)
-            chunk.define(key, lambda m, name: _mem_miss(m, name, m.get_global(fa)))
-        f = ir.Function(self.m, _MEM_MISS, name=nm)
-        f.attributes.add("nounwind")
-        self.rt_used[nm] = key
-        return f
+        """mem_miss (below): the runtime library's, or without the library a definition in the module."""
+
+        def build(m: ir.Module, name: str) -> ir.Function:
+            if m is self.m:  # (no library: find_alloc is the module's)
+                return _mem_miss(m, name, self.find_alloc)
+            fa = self.rt_chunk.define(("find_alloc",), _find_alloc)  # (a chunk is self-contained)
+            return _mem_miss(m, name, m.get_global(fa))
+
+        return rtlib.function(self, ("mem_miss",), "mem_miss", _MEM_MISS, build)
 
     def _global_ptr(self, a, align: int, what: str, base=None):
         b = self.b

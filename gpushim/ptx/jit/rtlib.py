@@ -74,6 +74,33 @@ _lib = _Library()
 os.register_at_fork(after_in_child=lambda: setattr(_lib, "lock", threading.Lock()))  # (held by a parent's thread)
 
 
+def function(g, key: tuple, local: str, fty: ir.FunctionType, build, in_chunk: bool = False) -> ir.Function:
+    """A library function for the module g generates (codegen.Codegen): declared there, and built into g's chunk
+    when the process lacks it (build(module, name) defines it; in_chunk: with g's code generation switched to
+    the chunk, for builds that call pure.py's helpers); without the library ($GPUSHIM_PTX_JIT_RTLIB=off) defined
+    in the module as `local`."""
+    nm = name(key) if enabled() else local
+    try:
+        return g.m.get_global(nm)
+    except KeyError:
+        pass
+    if not enabled():
+        f = build(g.m, nm)
+        f.linkage = "internal"
+        return f
+    if size(nm) is None:
+        chunk = g.rt_chunk = g.rt_chunk or Chunk()
+        if in_chunk:
+            with g._switch_module(chunk):
+                chunk.define(key, build)
+        else:
+            chunk.define(key, build)
+    f = ir.Function(g.m, fty, name=nm)
+    f.attributes.add("nounwind")
+    g.rt_used[nm] = key
+    return f
+
+
 def size(nm: str) -> int | None:
     """The inlined size of a loaded library function, None when the process does not have it."""
     return _lib.sizes.get(nm)

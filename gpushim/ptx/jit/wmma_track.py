@@ -175,25 +175,9 @@ class WmmaTrack:
 
     # -- the warp's check -----------------------------------------------------------------------------------
     def _wrec_fn(self) -> ir.Function:
-        """i64 @wrec (_wrec_define): the runtime library's (built into the kernel's chunk when the process lacks
-        it), or without the library a definition in the module (as ops_mem._mem_miss_fn)"""
-        key = ("wmma_rec", LOG, NREC)
-        nm = rtlib.name(key) if rtlib.enabled() else "wmma_rec"
-        try:
-            return self.m.get_global(nm)
-        except KeyError:
-            pass
-        if not rtlib.enabled():
-            f = _wrec_define(self.m, nm, self._for)
-            f.linkage = "internal"
-            return f
-        if rtlib.size(nm) is None:
-            chunk = self.rt_chunk = self.rt_chunk or rtlib.Chunk()
-            chunk.define(key, lambda m, name: _wrec_define(m, name, self._for))
-        f = ir.Function(self.m, _WREC, name=nm)
-        f.attributes.add("nounwind")
-        self.rt_used[nm] = key
-        return f
+        """i64 @wrec (_wrec_define): the runtime library's, or without the library a definition in the module"""
+        build = lambda m, name: _wrec_define(m, name, self._for)  # noqa: E731
+        return rtlib.function(self, ("wmma_rec", LOG, NREC), "wmma_rec", _WREC, build)
 
     def _wrec_call(self, b: ir.IRBuilder, spill, tpb, t0):
         """The check of the warp at t0 (_wrec_define): 0, or (site + 1) << 32 | (thread + 1) of its fault"""
