@@ -140,7 +140,6 @@ def test_wmma_out_of_bounds_load_faults(tier):
     assert "wmma.load.a" in str(errs[1]) and "out of bounds" in str(errs[1]), errs
 
 
-
 @TIERS
 def test_wmma_out_of_bounds_second_load_names_it(tier):
     """The loads of A and B share one function of their form in the JIT (wmma_track.py): a fault at the load of
@@ -152,6 +151,7 @@ def test_wmma_out_of_bounds_second_load_names_it(tier):
     assert wm.mod.jit_kernel("h16_rc_f32") is not None
     assert errs[0].code == errs[1].code == Err.ILLEGAL_ADDRESS
     assert "wmma.load.b" in str(errs[0]) and str(errs[0]).split(" at ")[0] == str(errs[1]).split(" at ")[0], errs
+
 
 @DIFF
 @TIERS

@@ -48,22 +48,21 @@ def descriptor(form: tuple) -> list[int]:
 
 
 def desc_global(g, form: tuple):
-    """The kernel module's constant desc of the form (one per form), as an i32*."""
-    by_form = g.__dict__.setdefault("_mma_desc_of", {})  # (forms are memoised per instruction: ops_mma.mma_form)
-    hit = by_form.get((id(g.m), id(form)))
-    if hit is not None and hit[0] is form:
-        return hit[1]
-    vals = descriptor(form)
-    cache = g.__dict__.setdefault("_mma_descs", {})
-    gv = cache.get((id(g.m), *vals))
+    """The kernel module's constant desc of the form (one per form)."""
+    return const_table(g, "mmadesc", descriptor(form))
+
+
+def const_table(g, prefix: str, vals: list[int]):
+    """A constant i32 array in the module g generates, one per distinct content (descriptors, layout tables)."""
+    tabs = g.__dict__.setdefault("_const_tables", {})
+    key = (prefix, id(g.m), *vals)
+    gv = tabs.get(key)
     if gv is None:
         ty = ir.ArrayType(I32, len(vals))
-        gv = ir.GlobalVariable(g.m, ty, name=f"mmadesc_{len(g.m.functions)}_{len(cache)}")
+        gv = tabs[key] = ir.GlobalVariable(g.m, ty, name=f"{prefix}_{len(g.m.functions)}_{len(tabs)}")
         gv.global_constant = True
         gv.linkage = "internal"
-        gv.initializer = ir.Constant(ty, vals)
-        cache[(id(g.m), *vals)] = gv
-    by_form[id(g.m), id(form)] = form, gv
+        gv.initializer = ir.Constant(ty, list(vals))
     return gv
 
 

@@ -315,10 +315,7 @@ class MmaOps:
         if fx is None or fx[0].function is not self.f:
             fb = ir.IRBuilder(self.f.append_basic_block("mma_fault"))
             cpv, own = fb.phi(I64), fb.phi(I64)
-            hi = fb.lshr(cpv, c64(32))
-            site_v = fb.select(fb.icmp_unsigned("==", hi, c64(0)), own, fb.sub(hi, c64(1)))
-            thread = fb.sub(fb.and_(cpv, c64(0xFFFFFFFF)), c64(1))
-            self._record_fault(fb, self.ctx, c64(Err.ILLEGAL_INSTRUCTION), site_v, c64(0), thread, self.blk)
+            self._record_partial(fb, self.ctx, cpv, self.blk, own)
             fb.branch(self.fail_blk)
             fx = self._mma_exit = fb.block, cpv, own
         okb = self.f.append_basic_block()
@@ -326,6 +323,15 @@ class MmaOps:
         fx[1].add_incoming(cp, b.block)
         fx[2].add_incoming(c64(site), b.block)
         b.position_at_end(okb)
+
+    def _record_partial(self, b, ctx, cp, blk, own=None) -> None:
+        """Record the partial-warp fault cp: (site + 1) << 32 | (thread + 1), the site a wmma.load/store's
+        (wmma_track.py); with no site in it (cp: thread + 1), the site own (the instruction's)"""
+        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+        hi = b.lshr(cp, c64(32))
+        site = b.sub(hi, c64(1)) if own is None else b.select(b.icmp_unsigned("==", hi, c64(0)), own, b.sub(hi, c64(1)))
+        thread = b.sub(b.and_(cp, c64(0xFFFFFFFF)), c64(1))
+        self._record_fault(b, ctx, c64(Err.ILLEGAL_INSTRUCTION), site, c64(0), thread, blk)
 
     # -- @combine's case ------------------------------------------------------------------------------------
     def _mma_case(self, b, ins: Instr, env) -> None:
@@ -353,7 +359,7 @@ class MmaOps:
             f = b.function
             spill, tpb, k = f.args[1], f.args[2], f.args[4]  # (@combine's, ops_warp._combine_fn)
             base = self.slot_addr(b, spill, tpb, self.cbase + first, t0)
-            ls, ss = (c64(self.nspill), c64(1)) if self.thread_major else (c64(1), tpb)
+            ls, ss = self.slot_strides(tpb)
             code, guarded = self.prog.code, ins.guard is not None
             descs = {}  # the descriptor of each resume point of this case's mmas (one per form)
             for kk, i in sorted(self.coll_at.items()):
@@ -373,19 +379,5 @@ class MmaOps:
     def _mma_table(self, rows, cols, ncols: int):
         """A constant i32 table: lane * E + e -> the flat index of lane's element e (one per distinct table in the
         module: the loads and stores of one form share it)"""
-        e = rows.shape[1]
-        tabs = self.__dict__.setdefault("_mma_tabs", {}).setdefault(id(self.m), {})
-        key = (id(rows), id(cols), ncols)  # (the layouts are memoised arrays: their identity is their content)
-        hit = tabs.get(key)
-        if hit is not None and hit[0] is rows and hit[1] is cols:
-            return hit[2], e
-        vals = tuple((rows.astype(int) * ncols + cols).ravel().tolist())
-        g = tabs.get(vals)
-        if g is None:
-            ty = ir.ArrayType(I32, len(vals))
-            g = tabs[vals] = ir.GlobalVariable(self.m, ty, name=f"mmatab_{len(self.m.functions)}_{len(tabs)}")
-            g.global_constant = True
-            g.linkage = "internal"
-            g.initializer = ir.Constant(ty, list(vals))
-        tabs[key] = rows, cols, g
-        return g, e
+        vals = (rows.astype(int) * ncols + cols).ravel().tolist()
+        return mma_rt.const_table(self, "mmatab", vals), rows.shape[1]

@@ -170,7 +170,7 @@ class WarpOps(MmaOps):
         # mma.sync's operands and results: slots after ops_warp's (ops_mma.py)
         extra = max((mma_slots(code[i]) for i in self.coll_idx if code[i].parts[0] in ("mma", "wmma")), default=0)
         self.rec0 = NSLOTS + extra  # then the records of wmma.load/store run in place (wmma_track.py)
-        self.nspill = self.cbase + NSLOTS + extra + (NREC if self.wmma_inline else 0)
+        self.nspill = self.cbase + self.rec0 + (NREC if self.wmma_inline else 0)
 
     def _cslot(self, j: int):
         return self._spill_slot(self.cbase + j)

@@ -161,3 +161,8 @@ class StopOps:
         if self.thread_major:
             return b.gep(spill, [b.add(b.mul(t, ir.Constant(I64, self.nspill)), ir.Constant(I64, j))])
         return b.gep(spill, [b.add(b.mul(ir.Constant(I64, j), tpb), t)])
+
+    def slot_strides(self, tpb) -> tuple:
+        """(thread stride, slot stride) of the spill area (slot_addr's layout), for code that walks it with
+        computed indices (the runtime library's mma_warp and wmma_rec)"""
+        return (ir.Constant(I64, self.nspill), ir.Constant(I64, 1)) if self.thread_major else (ir.Constant(I64, 1), tpb)

@@ -181,12 +181,8 @@ class WmmaTrack:
 
     def _wrec_call(self, b: ir.IRBuilder, spill, tpb, t0):
         """The check of the warp at t0 (_wrec_define): 0, or (site + 1) << 32 | (thread + 1) of its fault"""
-        c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
-        j = self.cbase + self.rec0
-        if self.thread_major:  # (stops.slot_addr: slot j of thread t)
-            ts, js, p = c64(self.nspill), c64(1), b.gep(spill, [c64(j)])
-        else:
-            ts, js, p = c64(1), tpb, b.gep(spill, [b.mul(c64(j), tpb)])
+        ts, js = self.slot_strides(tpb)
+        p = b.gep(spill, [b.mul(ir.Constant(I64, self.cbase + self.rec0), js)])  # (slot rec0 of thread 0)
         return b.call(self._wrec_fn(), [p, ts, js, tpb, t0])
 
     def _wrec_value(self, b: ir.IRBuilder, env):
@@ -225,9 +221,7 @@ class WmmaTrack:
             bad, go = f.append_basic_block("wend_fault"), f.append_basic_block("wend_ok")
             b.cbranch(b.icmp_unsigned("!=", r, c64(0)), bad, go)
             b.position_at_end(bad)
-            site = b.sub(b.lshr(r, c64(32)), c64(1))
-            thread = b.sub(b.and_(r, c64(0xFFFFFFFF)), c64(1))
-            self._record_fault(b, ctx, c64(Err.ILLEGAL_INSTRUCTION), site, c64(0), thread, bi)
+            self._record_partial(b, ctx, r, bi)
             b.branch(failed)
             b.position_at_end(go)
 
